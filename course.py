@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Set up, open and test the course. Uses only the standard library, so it runs on a bare Python.
+
+    python3 course.py lab      # set up, then open JupyterLab on notebooks/
+    python3 course.py test     # set up, then run the unit tests and every notebook (pytest --nbval)
+
+Other commands: ``setup`` (only install), ``colab`` (what the notebooks' first cell runs in Colab),
+``sync`` (write the Colab badge and setup cell into every notebook; ``--check`` only checks) and
+``results`` (rebuild the README's results table from results/*.csv).
+
+Where it installs: into the active virtual environment or conda environment if there is one,
+otherwise into ``.venv/`` here (created on first use). A torch that is already importable there is
+kept; otherwise a machine without an NVIDIA GPU gets the CPU build of torch (not the several-GB CUDA
+build). The course itself is installed in editable mode, which is how ``import utils`` works in
+every notebook.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+NOTEBOOKS = ROOT / "notebooks"
+VENV = ROOT / ".venv"
+
+# The one place that names the published repository: the Colab badges and setup cells are made
+# from it by `python3 course.py sync`.
+REPO_SLUG = "gpu-course/gpu-programming-for-pytorch-users"
+REPO_URL = f"https://github.com/{REPO_SLUG}"
+BRANCH = "main"
+
+TORCH_CPU_VERSION = "2.13.0"  # tested; used only where no torch is installed and no GPU is present
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# What Colab lacks, as (import name, pip requirement). Colab already has torch, triton, numba,
+# matplotlib and Jupyter.
+COLAB_NEEDS = [("numba_cuda", "numba-cuda>=0.20,<0.31"), ("wurlitzer", "wurlitzer>=3.1"),
+               ("ninja", "ninja>=1.11")]
+STAMP = ".gpu-course-setup"
+NBVAL_ARGS = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=600",
+              "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg")]
+
+
+def say(msg: str) -> None:
+    print(f"[course] {msg}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Which Python to install into
+# ------------------------------------------------------------------------------------------------
+def in_managed_env() -> bool:
+    """True inside an activated virtual environment or conda environment."""
+    return sys.prefix != sys.base_prefix or bool(os.environ.get("CONDA_PREFIX"))
+
+
+def venv_python(path: Path = VENV) -> Path:
+    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def target_python() -> Path:
+    """The interpreter the course is installed into and run with (creating .venv if needed)."""
+    if in_managed_env():
+        return Path(sys.executable)
+    py = venv_python()
+    if not py.exists():
+        say(f"creating a virtual environment in {VENV.name}/ ...")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    return py
+
+
+def run(cmd: list, **kw) -> int:
+    """Run a command, dropping pip's noise about unreachable local index folders."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+    for line in proc.stdout:
+        if "is ignored: it is neither a file nor a directory" not in line:
+            sys.stdout.write(line)
+    return proc.wait()
+
+
+def pip(py: Path, *args) -> int:
+    return run([py, "-m", "pip", "install", "--disable-pip-version-check", *args])
+
+
+def has_module(py: Path, name: str) -> bool:
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is None)"
+    return subprocess.run([str(py), "-c", code], capture_output=True).returncode == 0
+
+
+def has_nvidia_gpu() -> bool:
+    """Is an NVIDIA driver present? (Then pip's default torch, which is built for CUDA, is right.)"""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def install_torch(py: Path) -> None:
+    """Keep an importable torch; otherwise install the CPU build where there is no GPU."""
+    if has_module(py, "torch"):
+        return
+    if sys.platform.startswith("linux") and not has_nvidia_gpu():
+        say(f"no torch and no NVIDIA GPU: installing the CPU build of torch {TORCH_CPU_VERSION}")
+        # A local or mirrored CPU wheel first (fast, no large download), then PyTorch's CPU index.
+        if pip(py, "-q", f"torch=={TORCH_CPU_VERSION}+cpu") == 0:
+            return
+        if pip(py, "-q", "torch", "--index-url", TORCH_CPU_INDEX) == 0:
+            return
+        raise SystemExit("[course] could not install torch for the CPU; install it yourself "
+                         f"(see https://pytorch.org/get-started/locally/) and run this again")
+    say("no torch: installing torch from PyPI")
+    if pip(py, "-q", "torch") != 0:
+        raise SystemExit("[course] could not install torch")
+
+
+def setup_fingerprint() -> str:
+    h = hashlib.sha256()
+    for name in ("requirements.txt", "pyproject.toml"):
+        h.update((ROOT / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def setup() -> Path:
+    """Install the course into the target environment (skipped when nothing changed)."""
+    py = target_python()
+    prefix = Path(subprocess.run([str(py), "-c", "import sys; print(sys.prefix)"],
+                                 capture_output=True, text=True, check=True).stdout.strip())
+    stamp = prefix / STAMP
+    if stamp.exists() and stamp.read_text().strip() == setup_fingerprint() and \
+            has_module(py, "torch") and has_module(py, "utils"):
+        return py
+    say(f"installing the course into {prefix}")
+    install_torch(py)
+    if pip(py, "-q", "-r", ROOT / "requirements.txt", "-e", ROOT) != 0:
+        raise SystemExit("[course] pip could not install requirements.txt (see above)")
+    stamp.write_text(setup_fingerprint() + "\n")
+    return py
+
+
+# ------------------------------------------------------------------------------------------------
+# Commands
+# ------------------------------------------------------------------------------------------------
+def cmd_setup(args) -> int:
+    py = setup()
+    say(f"ready: {py}")
+    return 0
+
+
+def cmd_lab(args) -> int:
+    py = setup()
+    say("starting JupyterLab on notebooks/ (Ctrl-C to stop)")
+    # Containers and cloud machines often run as root, which Jupyter refuses without this flag.
+    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    return subprocess.call([str(py), "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS}",
+                            *root, *args])
+
+
+def cmd_test(args) -> int:
+    """Unit tests, then every notebook top to bottom with its outputs compared (nbval)."""
+    py = setup()
+    rc = subprocess.call([str(py), "-m", "pytest", "tests", "notebooks", *NBVAL_ARGS, *args],
+                         cwd=ROOT)
+    return rc
+
+
+def colab_missing(find_spec=None) -> list:
+    """The pip requirements Colab lacks, judged by what can be imported."""
+    import importlib.util
+    find_spec = find_spec or importlib.util.find_spec
+    return [req for mod, req in COLAB_NEEDS if find_spec(mod) is None]
+
+
+def cmd_colab(args) -> int:
+    missing = colab_missing()
+    if not missing:
+        say("Colab setup: nothing to install")
+        return 0
+    say(f"Colab setup: installing {' '.join(missing)}")
+    return pip(Path(sys.executable), "-q", *missing)
+
+
+# The notebooks' first two cells, written by `sync` from here so the repository is named once.
+SETUP_MARK = "# Setup (same in every notebook"
+SETUP_CELL = f'''{SETUP_MARK}; written by `python3 course.py sync`).
+# In Colab: fetch the course and install what Colab lacks. Elsewhere this does nothing:
+# `python3 course.py lab` installed the course, which is what makes `import utils` work.
+import os, subprocess, sys
+if "google.colab" in sys.modules:
+    COURSE_DIR = os.environ.get("COURSE_DIR", "/content/gpu-course")
+    if not os.path.isdir(COURSE_DIR):
+        repo = os.environ.get("COURSE_REPO", "{REPO_URL}")
+        subprocess.run(["git", "clone", "-q", "--depth", "1", repo, COURSE_DIR], check=True)
+    subprocess.run([sys.executable, os.path.join(COURSE_DIR, "course.py"), "colab"], check=True)
+    sys.path.insert(0, COURSE_DIR)'''
+
+
+def badge(nb_name: str) -> str:
+    url = f"https://colab.research.google.com/github/{REPO_SLUG}/blob/{BRANCH}/notebooks/{nb_name}"
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
+
+
+def _src(cell) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def _lines(text: str) -> list:
+    return text.splitlines(keepends=True)
+
+
+def sync_notebook(path: Path) -> bool:
+    """Put the badge first in cell 0 and the setup cell as cell 1; return True if it changed."""
+    nb = json.loads(path.read_text())
+    cells = nb["cells"]
+    changed = False
+    want_badge = badge(path.name)
+    if not cells or cells[0]["cell_type"] != "markdown":
+        raise SystemExit(f"[course] {path.name}: the first cell must be the title (markdown)")
+    first = _src(cells[0]).split("\n", 1)
+    rest = first[1] if first[0].startswith("[![Open In Colab]") else _src(cells[0])
+    if not first[0].startswith("[![Open In Colab]"):
+        rest = "\n" + rest
+    new0 = want_badge + "\n" + rest
+    if _src(cells[0]) != new0:
+        cells[0]["source"] = _lines(new0)
+        changed = True
+    setup_cell = {"cell_type": "code", "execution_count": None, "id": "course-setup",
+                  "metadata": {}, "outputs": [], "source": _lines(SETUP_CELL)}
+    if len(cells) > 1 and cells[1]["cell_type"] == "code" and _src(cells[1]).startswith(SETUP_MARK):
+        if _src(cells[1]) != SETUP_CELL:
+            cells[1]["source"] = _lines(SETUP_CELL)
+            changed = True
+    else:
+        cells.insert(1, setup_cell)
+        changed = True
+    if changed:
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return changed
+
+
+def cmd_sync(args) -> int:
+    check = "--check" in args
+    stale = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        if check:
+            before = path.read_text()
+            if sync_notebook(path):
+                stale.append(path.name)
+                path.write_text(before)
+        elif sync_notebook(path):
+            say(f"updated {path.name}")
+    if stale:
+        say(f"out of sync (run `python3 course.py sync`): {', '.join(stale)}")
+        return 1
+    return 0
+
+
+README_BEGIN = "<!-- results:begin (made by `python3 course.py results`; do not edit) -->"
+README_END = "<!-- results:end -->"
+
+
+def cmd_results(args) -> int:
+    """Rebuild the README's results table from results/*.csv (needs only the standard library
+    plus the course's own environment, so it runs in the target Python)."""
+    py = target_python()
+    code = "import utils; print(utils.results_markdown(utils.stored_results()))"
+    table = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "COURSE_MODE": "cpu"})
+    if table.returncode != 0:
+        sys.stderr.write(table.stderr)
+        return 1
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    head, sep, tail = text.partition(README_BEGIN)
+    if not sep or README_END not in tail:
+        raise SystemExit(f"[course] README.md lacks the markers {README_BEGIN} ... {README_END}")
+    tail = tail.split(README_END, 1)[1]
+    readme.write_text(f"{head}{README_BEGIN}\n{table.stdout.strip()}\n{README_END}{tail}")
+    say("README.md results table rebuilt")
+    return 0
+
+
+COMMANDS = {"setup": cmd_setup, "lab": cmd_lab, "test": cmd_test, "colab": cmd_colab,
+            "sync": cmd_sync, "results": cmd_results}
+
+
+def main(argv: list) -> int:
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

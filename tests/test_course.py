@@ -1,0 +1,181 @@
+"""Tests of the course's plumbing: course.py, the notebooks' setup cells, nbval failing when it
+should, JupyterLab serving the notebooks, and .ci/run matching the README."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(ROOT))
+import course  # noqa: E402
+
+
+def notebooks():
+    return sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+# ------------------------------------------------------------------------- nbval can fail
+def run_nbval(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    target = tmp_path / path.name
+    shutil.copy(path, target)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           *course.NBVAL_ARGS, str(target)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+
+
+def test_nbval_passes_a_good_notebook(tmp_path):
+    r = run_nbval(FIXTURES / "good.ipynb", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 passed" in r.stdout
+
+
+@pytest.mark.parametrize("name,symptom", [("planted_error.ipynb", "CheckFailed"),
+                                          ("planted_mismatch.ipynb", "41")])
+def test_nbval_fails_a_planted_error(tmp_path, name, symptom):
+    r = run_nbval(FIXTURES / name, tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed" in r.stdout and symptom in r.stdout
+
+
+# ---------------------------------------------------------------------- notebooks' plumbing
+def test_notebooks_are_in_sync_with_course_py():
+    assert notebooks(), "no notebooks found"
+    assert course.main(["sync", "--check"]) == 0
+
+
+def test_sync_adds_badge_and_setup_cell(tmp_path, monkeypatch):
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# 42 · Title\n", "text"]},
+                    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                     "source": ["import utils"]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "42_x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert course.sync_notebook(path) is True
+    cells = json.loads(path.read_text())["cells"]
+    assert cells[0]["source"][0].startswith("[![Open In Colab]")
+    assert "blob/main/notebooks/42_x.ipynb" in cells[0]["source"][0]
+    assert "".join(cells[0]["source"]).endswith("# 42 · Title\ntext")
+    assert "".join(cells[1]["source"]) == course.SETUP_CELL and cells[1]["id"] == "course-setup"
+    assert "".join(cells[2]["source"]) == "import utils"
+    assert course.sync_notebook(path) is False  # idempotent
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_every_notebook_starts_with_badge_setup_and_utils(path):
+    cells = json.loads(path.read_text())["cells"]
+    src = ["".join(c["source"]) for c in cells]
+    assert src[0].startswith("[![Open In Colab]") and course.REPO_SLUG in src[0]
+    assert src[1] == course.SETUP_CELL
+    code = [s for c, s in zip(cells, src) if c["cell_type"] == "code"][1:]
+    assert "import utils" in code[0], "the first cell after setup must import utils"
+    assert not any("sys.path.insert" in s or "sys.path.append" in s for s in code)
+    assert not any(re.search(r"""device\s*=\s*["']cuda""", s) for s in code)
+
+
+def test_colab_branch_of_the_setup_cell(tmp_path):
+    """Run the setup cell as Colab would (google.colab imported), cloning this repository."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("needs a git checkout to clone from")
+    fake = tmp_path / "fake"
+    (fake / "google").mkdir(parents=True)
+    (fake / "google" / "__init__.py").write_text("")
+    (fake / "google" / "colab.py").write_text("")
+    course_dir = tmp_path / "content" / "gpu-course"
+    code = ("import google.colab\n" + course.SETUP_CELL +
+            "\nimport utils\nprint('utils from', utils.__file__)\n")
+    env = {**os.environ, "PYTHONPATH": str(fake), "COURSE_DIR": str(course_dir),
+           "COURSE_REPO": ROOT.as_uri(), "COURSE_MODE": "cpu"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (course_dir / "course.py").exists() and (course_dir / "utils.py").exists()
+    assert "Colab setup: nothing to install" in r.stdout
+    assert f"utils from {course_dir / 'utils.py'}" in r.stdout
+    # Outside Colab the same cell does nothing at all.
+    r = subprocess.run([sys.executable, "-c", course.SETUP_CELL + "\nprint(len(sys.path))"],
+                       capture_output=True, text=True, env={**env, "PYTHONPATH": ""}, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip().isdigit()
+
+
+def test_colab_installs_only_what_is_missing():
+    have = {"numba_cuda", "ninja"}
+    missing = course.colab_missing(lambda m: object() if m in have else None)
+    assert missing == [req for mod, req in course.COLAB_NEEDS if mod == "wurlitzer"]
+    assert course.colab_missing(lambda m: object()) == []
+
+
+def test_colab_needs_are_pinned_like_requirements():
+    reqs = (ROOT / "requirements.txt").read_text()
+    for _, req in course.COLAB_NEEDS:
+        name = re.split(r"[<>=]", req)[0]
+        line = next(l for l in reqs.splitlines() if l.startswith(name))
+        assert line.split("#")[0].split(";")[0].strip().startswith(req.split(",")[0])
+
+
+# ------------------------------------------------------------------------- README and CI
+def readme_commands():
+    text = (ROOT / "README.md").read_text()
+    quick = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^(python3? course\.py \w+)", quick, re.M)
+
+
+def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():
+    cmds = readme_commands()
+    assert cmds == ["python3 course.py lab", "python3 course.py test"]
+    ci = [l for l in (ROOT / ".ci" / "run").read_text().splitlines()
+          if l.strip() and not l.lstrip().startswith("#") and not l.startswith(("set ", "cd "))]
+    assert ci == [f"exec {cmds[1]}"]
+
+
+def test_usage_and_unknown_command(capsys):
+    assert course.main([]) == 2
+    assert course.main(["--help"]) == 0
+    assert "python3 course.py lab" in capsys.readouterr().out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_lab_command_serves_the_notebooks(tmp_path):
+    """`course.py lab` starts JupyterLab, which lists the notebooks over HTTP."""
+    port, token = _free_port(), "course-test"
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "course.py"), "lab", "--no-browser",
+                             f"--port={port}", f"--IdentityProvider.token={token}",
+                             "--ServerApp.ip=127.0.0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline, listing = time.time() + 120, None
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                url = f"http://127.0.0.1:{port}/api/contents?token={token}"
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    listing = json.load(resp)
+                break
+            except OSError:
+                time.sleep(1)
+        assert listing is not None, "JupyterLab did not answer within 120 s"
+        names = {item["name"] for item in listing["content"]}
+        assert {p.name for p in notebooks()} <= names
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}",
+                                    timeout=10) as resp:
+            assert resp.status == 200 and b"JupyterLab" in resp.read()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
