@@ -1,0 +1,599 @@
+"""Tests of the CPU emulation of CUDA C (cuda_emu.py): results against torch with poisoned
+outputs, races, barriers, bounds checks, refused features, build errors and the build cache.
+
+Most kernels live in one source built once per session (about 3 s with a warm precompiled
+header; the first build on a machine also builds that header, about 20 s).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cuda_emu  # noqa: E402
+from cuda_emu import CudaEmulationError  # noqa: E402
+
+# The text utils.cuda_begin prepends to every CUDA source of the course.
+CUDA_BEGIN = r'''
+#include <torch/extension.h>
+#include <stdio.h>
+#include <c10/cuda/CUDAException.h>
+#define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor (on the GPU): pass x.to(utils.DEVICE)")
+#define CHECK_CONTIGUOUS(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous: call .contiguous() first")
+#define CHECK_INPUT(x) CHECK_CUDA(x); CHECK_CONTIGUOUS(x)
+inline unsigned int cdiv(unsigned int a, unsigned int b) { return (a + b - 1) / b; }
+'''
+
+KERNELS = CUDA_BEGIN + r'''
+// ---- 1D elementwise with a tail, a __device__ helper, math functions
+__device__ __forceinline__ float gelu(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+__global__ void square_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * x[i];
+}
+__global__ void gelu_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = gelu(x[i]);
+}
+__global__ void math_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        out[i] = __expf(-v * v) + rsqrtf(1.0f + v * v) + fmaxf(v, 0.0f) + sqrtf(fabsf(v))
+               + (float)(max(i % 7, 3) - min(i % 5, 2)) + expf(0.1f * v);
+    }
+}
+torch::Tensor square(torch::Tensor x) {
+    CHECK_INPUT(x);
+    auto out = torch::empty_like(x);
+    int n = x.numel(), threads = 256;
+    square_k<<<cdiv(n, threads), threads>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+void gelu_into(torch::Tensor x, torch::Tensor out) {
+    CHECK_INPUT(x); CHECK_INPUT(out);
+    int n = x.numel();
+    gelu_k<<<cdiv(n, 128), 128>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+void math_into(torch::Tensor x, torch::Tensor out) {
+    int n = x.numel();
+    math_k<<<cdiv(n, 64), 64, 0, 0>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);  // stream 0
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- 2D grid with guards
+__global__ void add2d_k(const float* a, const float* b, float* out, int h, int w) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < h && c < w) out[r * w + c] = a[r * w + c] + 2.0f * b[r * w + c];
+}
+void add2d_into(torch::Tensor a, torch::Tensor b, torch::Tensor out) {
+    int h = a.size(0), w = a.size(1);
+    dim3 tpb(16, 16);
+    dim3 blocks(cdiv(w, tpb.x), cdiv(h, tpb.y));
+    add2d_k<<<blocks, tpb>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), h, w);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- 3D grid: each element gets its own coordinates
+__global__ void coords3d_k(float* out, int d0, int d1, int d2) {
+    int z = blockIdx.z * blockDim.z + threadIdx.z;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (z < d0 && y < d1 && x < d2) out[(z * d1 + y) * d2 + x] = 10000.0f * z + 100.0f * y + x;
+}
+void coords3d_into(torch::Tensor out) {
+    int d0 = out.size(0), d1 = out.size(1), d2 = out.size(2);
+    dim3 tpb(8, 4, 2);
+    dim3 blocks(cdiv(d2, tpb.x), cdiv(d1, tpb.y), cdiv(d0, tpb.z));
+    coords3d_k<<<blocks, tpb>>>(out.data_ptr<float>(), d0, d1, d2);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- tiled matmul, static shared memory, templated on the tile width
+template <int TW>
+__global__ void matmul_k(const float* __restrict__ m, const float* __restrict__ n, float* __restrict__ out,
+                         int h, int w, int k) {
+    __shared__ float ms[TW][TW], ns[TW][TW];
+    int tr = threadIdx.y, tc = threadIdx.x;
+    int r = blockIdx.y * TW + tr, c = blockIdx.x * TW + tc;
+    float p = 0.0f;
+    for (int ph = 0; ph < (k + TW - 1) / TW; ++ph) {
+        int idx = ph * TW;
+        ms[tr][tc] = (r < h && idx + tc < k) ? m[r * k + idx + tc] : 0.0f;
+        ns[tr][tc] = (c < w && idx + tr < k) ? n[(idx + tr) * w + c] : 0.0f;
+        __syncthreads();
+        for (int i = 0; i < TW; ++i) p += ms[tr][i] * ns[i][tc];
+        __syncthreads();
+    }
+    if (r < h && c < w) out[r * w + c] = p;
+}
+// the same without the first barrier (a race) and without the second (another race)
+template <int TW, bool FIRST, bool SECOND>
+__global__ void matmul_race_k(const float* m, const float* n, float* out, int h, int w, int k) {
+    __shared__ float ms[TW][TW], ns[TW][TW];
+    int tr = threadIdx.y, tc = threadIdx.x;
+    int r = blockIdx.y * TW + tr, c = blockIdx.x * TW + tc;
+    float p = 0.0f;
+    for (int ph = 0; ph < (k + TW - 1) / TW; ++ph) {
+        int idx = ph * TW;
+        ms[tr][tc] = (r < h && idx + tc < k) ? m[r * k + idx + tc] : 0.0f;
+        ns[tr][tc] = (c < w && idx + tr < k) ? n[(idx + tr) * w + c] : 0.0f;
+        if (FIRST) __syncthreads();
+        for (int i = 0; i < TW; ++i) p += ms[tr][i] * ns[i][tc];
+        if (SECOND) __syncthreads();
+    }
+    if (r < h && c < w) out[r * w + c] = p;
+}
+torch::Tensor matmul(torch::Tensor m, torch::Tensor n, int variant) {
+    CHECK_INPUT(m); CHECK_INPUT(n);
+    int h = m.size(0), w = n.size(1), k = m.size(1);
+    TORCH_CHECK(k == n.size(0), "size mismatch: m is ", h, "x", k, ", n is ", n.size(0), "x", w);
+    auto out = torch::full({h, w}, NAN, m.options());
+    constexpr int TW = 16;
+    dim3 tpb(TW, TW), blocks(cdiv(w, TW), cdiv(h, TW));
+    auto mp = m.data_ptr<float>(), np = n.data_ptr<float>(), op = out.data_ptr<float>();
+    if (variant == 0) matmul_k<TW><<<blocks, tpb>>>(mp, np, op, h, w, k);
+    else if (variant == 1) matmul_race_k<TW, false, true><<<blocks, tpb>>>(mp, np, op, h, w, k);
+    else if (variant == 2) matmul_race_k<TW, true, false><<<blocks, tpb>>>(mp, np, op, h, w, k);
+    else matmul_k<8><<<dim3(cdiv(w, 8), cdiv(h, 8)), dim3(8, 8)>>>(mp, np, op, h, w, k);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+// ---- dynamic shared memory: reverse each block's chunk
+__global__ void reverse_chunks_k(const float* x, float* out, int n) {
+    extern __shared__ float buf[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    int j = blockIdx.x * blockDim.x + (blockDim.x - 1 - threadIdx.x);
+    if (j < n) out[j] = buf[threadIdx.x];
+}
+torch::Tensor reverse_chunks(torch::Tensor x, int threads, int smem_floats) {
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    reverse_chunks_k<<<cdiv(n, threads), threads, smem_floats * sizeof(float)>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+// ---- block reduction in shared memory, grid-stride input loop
+template <int BLOCK>
+__global__ void block_sum_k(const float* __restrict__ x, float* __restrict__ partial, int n) {
+    __shared__ float s[BLOCK];
+    float acc = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) acc += x[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+torch::Tensor block_sums(torch::Tensor x, int blocks) {
+    auto partial = torch::full({blocks}, NAN, x.options());
+    block_sum_k<128><<<blocks, 128>>>(x.data_ptr<float>(), partial.data_ptr<float>(), x.numel());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return partial;
+}
+
+// ---- histogram with atomicAdd (int, unsigned, float) in shared and global memory
+__global__ void histogram_k(const int* __restrict__ x, int* hist, unsigned int* uhist, float* fhist,
+                            int n, int bins) {
+    __shared__ int local[64];
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        int b = x[i];
+        atomicAdd(&local[b], 1);
+        atomicAdd(uhist + b, 1u);
+        atomicAdd(&fhist[b], 0.5f);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) atomicAdd(&hist[b], local[b]);
+}
+std::vector<torch::Tensor> histogram(torch::Tensor x, int bins) {
+    TORCH_CHECK(bins <= 64, "at most 64 bins");
+    auto hist = torch::zeros({bins}, x.options());
+    auto uhist = torch::zeros({bins}, x.options());
+    auto fhist = torch::zeros({bins}, x.options().dtype(torch::kFloat32));
+    histogram_k<<<5, 96>>>(x.data_ptr<int>(), hist.data_ptr<int>(),
+                           reinterpret_cast<unsigned int*>(uhist.data_ptr<int>()),
+                           fhist.data_ptr<float>(), x.numel(), bins);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return {hist, uhist, fhist};
+}
+
+// ---- float4 loads with __ldg, make_float4, a templated kernel on the scalar type
+__global__ void scale4_k(const float* __restrict__ x, float* __restrict__ out, int n4, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) {
+        float4 v = __ldg(&reinterpret_cast<const float4*>(x)[i]);
+        reinterpret_cast<float4*>(out)[i] = make_float4(a * v.x, a * v.y, a * v.z, a * v.w);
+    }
+}
+template <typename scalar_t>
+__global__ void axpy_k(const scalar_t* x, scalar_t* y, scalar_t a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = a * x[i] + y[i];
+}
+torch::Tensor scale4(torch::Tensor x, double a) {
+    TORCH_CHECK(x.numel() % 4 == 0, "numel must be a multiple of 4");
+    auto out = torch::empty_like(x);
+    int n4 = x.numel() / 4;
+    scale4_k<<<cdiv(n4, 32), 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n4, (float)a);
+    return out;
+}
+void axpy_(torch::Tensor x, torch::Tensor y, double a) {
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "axpy", ([&] {
+        axpy_k<scalar_t><<<3, 64>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), (scalar_t)a, x.numel());
+    }));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- printf from a kernel
+__global__ void hello_k(int n) {
+    if (threadIdx.x < n) printf("hello from block %d, thread %d\n", blockIdx.x, threadIdx.x);
+}
+void hello(int blocks, int n) {
+    hello_k<<<blocks, 4>>>(n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- errors found while emulating
+__global__ void no_guard_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = x[i] + 1.0f;  // no `if (i < n)`
+}
+__global__ void divergent_k(float* out) {
+    __shared__ float s[64];
+    if (threadIdx.x < 16) {          // only part of the block reaches the barrier
+        s[threadIdx.x] = threadIdx.x;
+        __syncthreads();
+        out[threadIdx.x] = s[15 - threadIdx.x];
+    }
+}
+__global__ void early_return_k(float* out, int n) {
+    __shared__ float s[64];
+    int i = threadIdx.x;
+    if (i >= n) return;              // the classic: return before a barrier
+    s[i] = i;
+    __syncthreads();
+    out[i] = s[n - 1 - i];
+}
+__global__ void shared_oob_k(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = 1.0f;           // launched with 64 threads
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+__global__ void wild_pointer_k(float* out) {
+    float* p = out - (1LL << 40);    // a raw pointer far outside anything mapped
+    p[threadIdx.x] = 1.0f;
+}
+__global__ void assert_k(const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) assert(x[i] >= 0.0f);
+}
+__global__ void count_k(int* out) {
+    int c = __syncthreads_count(threadIdx.x % 3 == 0);
+    if (threadIdx.x == 0) out[0] = c;
+}
+void run_bad(torch::Tensor x, torch::Tensor out, int which) {
+    int n = x.numel();
+    switch (which) {
+        case 0: no_guard_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n); break;
+        case 1: divergent_k<<<2, 64>>>(out.data_ptr<float>()); break;
+        case 2: early_return_k<<<1, 64>>>(out.data_ptr<float>(), 40); break;
+        case 3: shared_oob_k<<<1, 64>>>(out.data_ptr<float>()); break;
+        case 4: wild_pointer_k<<<1, 32>>>(out.data_ptr<float>()); break;
+        case 5: assert_k<<<cdiv(n, 32), 32>>>(x.data_ptr<float>(), n); break;
+        case 6: square_k<<<1, 2048>>>(x.data_ptr<float>(), out.data_ptr<float>(), n); break;
+        case 7: reverse_chunks_k<<<1, 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n); break;  // no smem
+        case 8: count_k<<<1, 100>>>(reinterpret_cast<int*>(out.data_ptr<float>())); break;
+        case 9: early_return_k<<<1, 64>>>(out.data_ptr<float>(), 64); break;   // fine: n == blockDim
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+'''
+
+CPP = """
+torch::Tensor square(torch::Tensor x);
+void gelu_into(torch::Tensor x, torch::Tensor out);
+void math_into(torch::Tensor x, torch::Tensor out);
+void add2d_into(torch::Tensor a, torch::Tensor b, torch::Tensor out);
+void coords3d_into(torch::Tensor out);
+torch::Tensor matmul(torch::Tensor m, torch::Tensor n, int variant);
+torch::Tensor reverse_chunks(torch::Tensor x, int threads, int smem_floats);
+torch::Tensor block_sums(torch::Tensor x, int blocks);
+std::vector<torch::Tensor> histogram(torch::Tensor x, int bins);
+torch::Tensor scale4(torch::Tensor x, double a);
+void axpy_(torch::Tensor x, torch::Tensor y, double a);
+void hello(int blocks, int n);
+void run_bad(torch::Tensor x, torch::Tensor out, int which);
+"""
+FUNCS = ["square", "gelu_into", "math_into", "add2d_into", "coords3d_into", "matmul", "reverse_chunks",
+         "block_sums", "histogram", "scale4", "axpy_", "hello", "run_bad"]
+
+
+@pytest.fixture(scope="module")
+def m():
+    return cuda_emu.load(KERNELS, CPP, FUNCS, name="test_kernels")
+
+
+def nan(*shape, dtype=torch.float32):
+    return torch.full(shape, float("nan"), dtype=dtype)
+
+
+def test_square_with_tail(m):
+    x = torch.randn(1000)
+    assert torch.equal(m.square(x), x * x)
+
+
+def test_gelu_device_helper(m):
+    x = torch.randn(777)
+    out = nan(777)
+    m.gelu_into(x, out)
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x, approximate="tanh"), rtol=1e-5, atol=1e-5)
+
+
+def test_math_functions(m):
+    x = torch.randn(300)
+    out = nan(300)
+    m.math_into(x, out)
+    i = torch.arange(300)
+    ref = (torch.exp(-x * x) + torch.rsqrt(1 + x * x) + x.clamp(min=0) + x.abs().sqrt()
+           + (torch.clamp(i % 7, min=3) - torch.clamp(i % 5, max=2)).float() + torch.exp(0.1 * x))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_2d_grid_with_guards(m):
+    a, b = torch.randn(37, 53), torch.randn(37, 53)
+    out = nan(37, 53)
+    m.add2d_into(a, b, out)
+    torch.testing.assert_close(out, a + 2 * b)
+
+
+def test_3d_grid(m):
+    out = nan(5, 7, 9)
+    m.coords3d_into(out)
+    z, y, x = torch.meshgrid(torch.arange(5), torch.arange(7), torch.arange(9), indexing="ij")
+    assert torch.equal(out, (10000 * z + 100 * y + x).float())
+
+
+@pytest.mark.parametrize("variant", [0, 3])
+def test_tiled_matmul_odd_sizes(m, variant):
+    a, b = torch.randn(100, 70), torch.randn(70, 90)
+    torch.testing.assert_close(m.matmul(a, b, variant), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_tiled_matmul_128_runs_fast(m):
+    a, b = torch.randn(128, 128), torch.randn(128, 128)
+    m.matmul(a, b, 0)  # warm up
+    t0 = time.perf_counter()
+    out = m.matmul(a, b, 0)
+    dt = time.perf_counter() - t0
+    torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
+    assert dt < 1.0, f"128x128 tiled matmul took {dt:.2f} s"
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+def test_missing_barrier_is_a_race(m, variant):
+    a, b = torch.randn(64, 48), torch.randn(48, 40)
+    out = m.matmul(a, b, variant)
+    assert not torch.allclose(out, a @ b, atol=1e-3, equal_nan=False)
+
+
+def test_dynamic_shared_memory(m):
+    x = torch.randn(100)
+    out = m.reverse_chunks(x, 32, 32)
+    ref = torch.cat([c.flip(0) for c in torch.cat([x, torch.zeros(28)]).split(32)])[:100]
+    # the last chunk is padded with zeros before reversing; only indices < n are written
+    ref = torch.cat([torch.cat([x, torch.zeros(28)])[i:i + 32].flip(0) for i in range(0, 128, 32)])[:100]
+    assert torch.equal(out, ref)
+
+
+def test_dynamic_shared_memory_too_small(m):
+    with pytest.raises(CudaEmulationError, match=r"buf\[16\] in kernel reverse_chunks_k .* 64 bytes of dynamic shared memory"):
+        m.reverse_chunks(torch.randn(100), 32, 16)
+
+
+def test_block_reduction(m):
+    x = torch.randn(5000, dtype=torch.float32)
+    partial = m.block_sums(x, 7)
+    assert not partial.isnan().any()
+    torch.testing.assert_close(partial.sum(), x.sum(), rtol=1e-4, atol=1e-3)
+
+
+def test_histogram_atomics(m):
+    x = torch.randint(0, 10, (1234,), dtype=torch.int32)
+    hist, uhist, fhist = m.histogram(x, 10)
+    ref = torch.bincount(x, minlength=10).int()
+    assert torch.equal(hist, ref) and torch.equal(uhist, ref)
+    torch.testing.assert_close(fhist, ref.float() * 0.5)
+
+
+def test_float4_ldg(m):
+    x = torch.randn(4 * 50)
+    torch.testing.assert_close(m.scale4(x, 3.0), 3 * x)
+
+
+def test_float4_misaligned(m):
+    x = torch.randn(4 * 50 + 1)[1:]  # data pointer 4 bytes past a 16-byte boundary
+    with pytest.raises(CudaEmulationError, match="misaligned address"):
+        m.scale4(x, 3.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_templated_kernel_dispatch(m, dtype):
+    x, y = torch.randn(500, dtype=dtype), torch.randn(500, dtype=dtype)
+    ref = 2.5 * x + y
+    m.axpy_(x, y, 2.5)
+    torch.testing.assert_close(y, ref)
+
+
+def test_printf_reaches_fd1(m):
+    wurlitzer = pytest.importorskip("wurlitzer")
+    with wurlitzer.pipes() as (out, err):
+        m.hello(2, 2)
+    text = out.read()
+    assert text.splitlines() == ["hello from block 0, thread 0", "hello from block 0, thread 1",
+                                 "hello from block 1, thread 0", "hello from block 1, thread 1"]
+
+
+def test_torch_check_message(m):
+    with pytest.raises(RuntimeError, match="must be contiguous"):
+        m.square(torch.randn(10, 10).t())
+
+
+def test_argument_type_errors(m):
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        m.square([1.0, 2.0])
+    with pytest.raises(TypeError, match="takes 1 positional"):
+        m.square(torch.randn(3), 1)
+
+
+BAD = {
+    0: r"out-of-bounds access to x\[1000\] in kernel no_guard_k .* block \(3,0,0\), thread \(232,0,0\)",
+    1: r"__syncthreads\(\) at cuda_src line \d+ was reached by only 16 of the 64 threads",
+    2: r"__syncthreads\(\) at cuda_src line \d+ was reached by only 40 of the 64 threads",
+    3: r"out-of-bounds index 32 into __shared__ s \(that dimension has 32 elements",
+    4: r"invalid memory access at address .* in kernel wild_pointer_k",
+    5: r"assertion failed: x\[i\] >= 0.0f",
+    6: r"invalid configuration argument for kernel square_k .* blockDim \(2048,1,1\)",
+    7: r"out-of-bounds access to buf\[0\] .*: buf points to the launch's 0 bytes of dynamic shared memory",
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("which", sorted(BAD))
+def test_errors_while_emulating(m, which):
+    x = -torch.ones(1000) if which == 5 else torch.randn(1000)
+    out = nan(1000)
+    with pytest.raises(CudaEmulationError, match=BAD[which]):
+        m.run_bad(x, out, which)
+    # the process is fine afterwards
+    y = torch.randn(300)
+    assert torch.equal(m.square(y), y * y)
+
+
+def test_syncthreads_count_and_full_block_barrier(m):
+    out = nan(1000)
+    m.run_bad(torch.randn(1000), out, 8)
+    assert out[:1].view(torch.int32).item() == 34  # threads 0, 3, ..., 99
+    out = nan(1000)
+    m.run_bad(torch.randn(1000), out, 9)
+    assert torch.equal(out[:64], torch.arange(63, -1, -1).float())
+
+
+def test_cache_reload_is_fast(m):
+    t0 = time.perf_counter()
+    again = cuda_emu.load(KERNELS, CPP, FUNCS, name="test_kernels")
+    assert time.perf_counter() - t0 < 0.5
+    assert again is m
+
+
+# ---- refused features: checked before compiling, so these are fast
+REFUSED = {
+    "warp shuffle": "v += __shfl_down_sync(0xffffffff, v, 16);",
+    "warp synchronisation": "__syncwarp();",
+    "warp vote": "unsigned b = __ballot_sync(0xffffffff, v > 0);",
+    "cooperative groups": "auto blk = cooperative_groups::this_thread_block();",
+    "CUDA memory management": "float* d; cudaMalloc(&d, 4);",
+    "CUDA memory management (use": "cudaMemcpy(p, q, 4, cudaMemcpyDeviceToHost);",
+    "CUDA memory management (use torch": "cudaFree(p);",
+    "CUDA streams": "cudaStream_t s; cudaStreamCreate(&s);",
+    "CUDA events": "cudaEvent_t e; cudaEventCreate(&e);",
+    "tensor cores": "wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;",
+    "inline assembly": 'asm volatile("membar.gl;");',
+    "half/bfloat16": "__half h = __float2half(1.0f);",
+    "the CUDA runtime API": "cudaDeviceProp p; cudaGetDeviceProperties(&p, 0);",
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_refused_feature(what):
+    src = CUDA_BEGIN + "__global__ void k(float* v) {\n    " + REFUSED[what] + "\n}\n"
+    line = src.count("\n", 0, src.index(REFUSED[what])) + 1
+    with pytest.raises(CudaEmulationError) as e:
+        cuda_emu.load(src, "", [], name="refused")
+    msg = str(e.value)
+    assert what.split(" (")[0] in msg
+    assert f"cuda_src line {line}:" in msg and "not supported by the CPU emulation; run on a GPU" in msg
+
+
+def test_refused_include_and_stream_argument():
+    with pytest.raises(CudaEmulationError, match=r"cooperative groups .*#include <cooperative_groups.h>"):
+        cuda_emu.load("#include <cooperative_groups.h>\n", "", [])
+    src = CUDA_BEGIN + "__global__ void k() {}\nvoid f(int s) { k<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(); }\n"
+    with pytest.raises(CudaEmulationError, match="CUDA streams"):
+        cuda_emu.load(src, "void f(int s);", ["f"])
+
+
+def test_shared_initializer_refused():
+    src = "__global__ void k() {\n  __shared__ float s[4] = {0};\n}\n"
+    with pytest.raises(CudaEmulationError, match="line 2: a __shared__ variable cannot have an initializer"):
+        cuda_emu.load(src, "", [])
+
+
+def test_unknown_function_in_funcs():
+    with pytest.raises(CudaEmulationError, match="funcs lists 'cube'"):
+        cuda_emu.load(CUDA_BEGIN, "torch::Tensor square(torch::Tensor x);", ["cube"])
+
+
+# ---- build errors (each is a real compiler run)
+def test_compile_error_shows_the_learners_line():
+    src = CUDA_BEGIN + r'''
+__global__ void k(float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = undefined_name * 2.0f;
+}
+void f(torch::Tensor out) { k<<<1, 32>>>(out.data_ptr<float>(), out.numel()); }
+'''
+    line = src.splitlines().index("    if (i < n) out[i] = undefined_name * 2.0f;") + 1
+    t0 = time.perf_counter()
+    with pytest.raises(CudaEmulationError) as e:
+        cuda_emu.load(src, "void f(torch::Tensor out);", ["f"], name="compile_error")
+    msg = str(e.value)
+    first = msg.splitlines()[1]
+    assert first.startswith(f"cuda_src:{line}:") and "'undefined_name' was not declared" in first, msg
+    assert "undefined_name * 2.0f" in msg.splitlines()[2]
+    assert time.perf_counter() - t0 < 30
+
+
+def test_declared_but_not_defined_is_a_link_error():
+    src = CUDA_BEGIN + "torch::Tensor twice(torch::Tensor x) { return 2 * x; }\n"
+    with pytest.raises(CudaEmulationError, match=r"link error: twice\(at::Tensor, int\) is declared"):
+        cuda_emu.load(src, "torch::Tensor twice(torch::Tensor x, int n);", ["twice"], name="link_error")
+
+
+def test_unchecked_build_and_constant_memory():
+    src = CUDA_BEGIN + r'''
+__constant__ float coef[3] = {1.0f, 2.0f, 3.0f};
+__global__ void poly_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = coef[0] + coef[1] * x[i] + coef[2] * x[i] * x[i];
+}
+torch::Tensor poly(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    poly_k<<<cdiv(x.numel(), 64), 64>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+    return out;
+}
+'''
+    mod = cuda_emu.load(src, "torch::Tensor poly(torch::Tensor x);", ["poly"], name="unchecked", checked=False)
+    x = torch.randn(99)
+    torch.testing.assert_close(mod.poly(x), 1 + 2 * x + 3 * x * x)
