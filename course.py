@@ -4,7 +4,9 @@
     python3 course.py lab      # set up, then open JupyterLab on notebooks/
     python3 course.py test     # set up, then run the unit tests and every notebook (pytest --nbval)
 
-Other commands: ``setup`` (only install), ``colab`` (what the notebooks' first cell runs in Colab),
+Other commands: ``setup`` (only install), ``execute NB...`` (run notebooks in place in this Python
+and stamp the device and date into their metadata: how GPU outputs are stored), ``colab`` (what the
+notebooks' first cell runs in Colab),
 ``sync`` (write the Colab badge and setup cell into every notebook; ``--check`` only checks) and
 ``results`` (rebuild the README's results table from results/*.csv).
 
@@ -283,7 +285,35 @@ def cmd_results(args) -> int:
     return 0
 
 
-COMMANDS = {"setup": cmd_setup, "lab": cmd_lab, "test": cmd_test, "colab": cmd_colab,
+def cmd_execute(args) -> int:
+    """Run notebooks top to bottom in place, in this Python, and note in each notebook's metadata
+    where and when its outputs were made (how GPU outputs get stored)."""
+    import datetime
+    import nbformat
+    from nbclient import NotebookClient
+    probe = ("import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() "
+             "else 'CPU'); print(torch.__version__)")
+    device, torch_version = subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                                           text=True, check=True).stdout.split("\n")[:2]
+    failed = 0
+    for name in args:
+        path = Path(name).resolve()
+        nb = nbformat.read(path, as_version=4)
+        say(f"executing {path.name} on {device} ...")
+        try:
+            NotebookClient(nb, timeout=600, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        except Exception as e:  # keep the partial outputs: they show where it failed
+            say(f"{path.name} failed: {type(e).__name__}: {str(e).splitlines()[-1] if str(e) else ''}")
+            failed += 1
+        nb.metadata["course"] = {"outputs_from": device, "torch": torch_version,
+                                 "executed": datetime.datetime.now(datetime.timezone.utc)
+                                 .strftime("%Y-%m-%d %H:%M UTC")}
+        nbformat.write(nb, path)
+    return 1 if failed else 0
+
+
+COMMANDS = {"setup": cmd_setup, "execute": cmd_execute, "lab": cmd_lab, "test": cmd_test, "colab": cmd_colab,
             "sync": cmd_sync, "results": cmd_results}
 
 

@@ -63,6 +63,8 @@ def _choose_mode(requested: str | None, cuda_available: bool) -> str:
 
 def _set_simulator_switches(mode: str) -> None:
     """Set the environment switches numba and triton read at import / decoration time."""
+    # The course launches small grids on purpose (to show indexing); numba would warn each time.
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     value = "1" if mode == "cpu" else "0"
     for var, module in (("NUMBA_ENABLE_CUDASIM", "numba"), ("TRITON_INTERPRET", "triton")):
         if module in sys.modules and os.environ.get(var, "0") != value:
@@ -225,6 +227,120 @@ def show_img(x, figsize=(4, 3), title=None, cmap=None, ax=None, **kwargs):
     if title:
         ax.set_title(title)
     return ax
+
+
+def to_numba(t: torch.Tensor):
+    """An array view of tensor ``t`` that a Numba CUDA kernel can read and write, sharing memory
+    with ``t`` (so what the kernel writes lands in ``t``): a CUDA device array on a GPU, a NumPy
+    array in the simulator (which has no ``cuda.as_cuda_array``).
+
+    >>> t = torch.zeros(3, device=DEVICE); to_numba(t).shape
+    (3,)
+    """
+    if ON_GPU:
+        from numba import cuda
+        return cuda.as_cuda_array(t.detach())
+    if t.device.type != "cpu":
+        raise ValueError(f"to_numba: in cpu mode the tensor must be on the CPU, not {t.device}")
+    return t.detach().numpy()
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA C from a notebook: cuda_begin and load_cuda
+# --------------------------------------------------------------------------------------------
+cuda_begin = r"""
+#include <torch/extension.h>
+#include <stdio.h>
+#include <c10/cuda/CUDAException.h>
+
+// Checks with messages a learner can act on. They raise a Python RuntimeError, never exit().
+#define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor (on the GPU): pass x.to(utils.DEVICE)")
+#define CHECK_CONTIGUOUS(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous: call .contiguous() on it first")
+#define CHECK_INPUT(x) do { CHECK_CUDA(x); CHECK_CONTIGUOUS(x); } while (0)
+// Wrap a CUDA runtime call: a failure becomes a Python exception naming the call and the error.
+#define CUDA_CHECK(call) do { cudaError_t err_ = (call); TORCH_CHECK(err_ == cudaSuccess, "CUDA error: ", cudaGetErrorString(err_), " in ", #call); } while (0)
+
+inline unsigned int cdiv(unsigned int a, unsigned int b) { return (a + b - 1) / b; }
+"""
+
+
+def _check_funcs(cpp_src: str, funcs) -> list:
+    if isinstance(funcs, str):
+        funcs = [funcs]
+    funcs = list(funcs)
+    if not funcs:
+        raise ValueError("load_cuda: funcs is empty: name the functions Python should call")
+    for f in funcs:
+        if not re.fullmatch(r"[A-Za-z_]\w*", f):
+            raise ValueError(f"load_cuda: {f!r} is not a C++ function name")
+        if not re.search(rf"\b{f}\s*\(", cpp_src):
+            raise ValueError(f"load_cuda: funcs names {f!r} but cpp_src declares no such function; "
+                             f"add its declaration, e.g. utils.get_sig({f!r}, cuda_src)")
+    return funcs
+
+
+def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: bool = False,
+              fast: bool = True, extra_cuda_cflags=()):
+    """Compile CUDA C (kernels + torch host functions) and return a module with ``funcs``.
+
+    ``cuda_src`` usually starts with :data:`cuda_begin`; ``cpp_src`` declares each function in
+    ``funcs`` (:func:`get_sig` writes a declaration). ``opt=False`` builds for debugging
+    (``-O0 -G``). Builds are cached by content: an unchanged source loads instantly, an edited
+    kernel recompiles only the kernels.
+
+    * gpu mode: nvcc, with the kernels compiled apart from the torch headers (see cuda_build.py);
+      ``fast=False`` uses ``torch.utils.cpp_extension.load_inline`` as one nvcc unit instead.
+    * cpu mode: the same source runs through the course's CPU emulation of CUDA (cuda_emu.py).
+
+    A compile error raises with the compiler's own error lines first; the kernel stays alive.
+    """
+    funcs = _check_funcs(cpp_src, funcs)
+    if not ON_GPU:
+        import cuda_emu
+        return cuda_emu.load(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose)
+    import cuda_build
+    if fast:
+        try:
+            return cuda_build.build_split(cuda_src, cpp_src, funcs, opt=opt,
+                                          extra_cuda_cflags=extra_cuda_cflags, verbose=verbose)
+        except cuda_build.NeedsClassicBuild as e:
+            if verbose:
+                print(f"load_cuda: building as one nvcc unit ({e})")
+    return _load_inline_classic(cuda_src, cpp_src, funcs, opt, verbose, extra_cuda_cflags)
+
+
+def _load_inline_classic(cuda_src, cpp_src, funcs, opt, verbose, extra_cuda_cflags):
+    """One nvcc unit through load_inline, with real optimisation flags and only this GPU's arch."""
+    import hashlib
+    import cuda_build
+    from torch.utils.cpp_extension import load_inline
+    flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(extra_cuda_cflags)
+    key = hashlib.sha256("|".join([cuda_src, cpp_src, *funcs, *flags]).encode()).hexdigest()[:12]
+    build_dir = cuda_build.CACHE / "inline" / key
+    build_dir.mkdir(parents=True, exist_ok=True)
+    major, minor = torch.cuda.get_device_capability()
+    old = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+    try:
+        return load_inline(f"course_inline_{key}", cpp_sources=[cpp_src],
+                           cuda_sources=[f'#line 1 "{cuda_build.SOURCE_NAME}"\n' + cuda_src],
+                           functions=funcs, extra_cuda_cflags=flags, extra_cflags=["-O2"],
+                           build_directory=str(build_dir), verbose=verbose)
+    except RuntimeError as e:
+        cuda_build.last_log = str(e)
+        raise cuda_build.CudaBuildError(cuda_build.explain_errors(
+            str(e), cuda_src, "the CUDA source does not build")) from None
+    finally:
+        if old is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        else:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = old
+
+
+def last_build_log() -> str:
+    """The full compiler output of the last :func:`load_cuda` build in this session."""
+    mod = sys.modules.get("cuda_build" if ON_GPU else "cuda_emu")
+    return getattr(mod, "last_log", "") or "(no build yet in this session)"
 
 
 # --------------------------------------------------------------------------------------------

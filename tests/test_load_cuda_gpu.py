@@ -1,0 +1,153 @@
+"""load_cuda on a real GPU: the split build (cuda_build.py) and its fallback. Skipped on the CPU,
+where tests/test_cuda_emu.py covers the emulation; run on a GPU machine with
+`python -m pytest tests/test_load_cuda_gpu.py`."""
+import time
+
+import pytest
+import torch
+
+import utils
+
+pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
+
+SRC = utils.cuda_begin + r"""
+#define TW 16
+__device__ __forceinline__ float sq(float v) { return v * v; }
+
+__global__ void square_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = sq(x[i]);
+}
+
+template <int T>
+__global__ void matmul_k(const float* a, const float* b, float* c, int h, int w, int k) {
+    __shared__ float as[T][T], bs[T][T];
+    int tc = threadIdx.x, tr = threadIdx.y;
+    int r = blockIdx.y * T + tr, col = blockIdx.x * T + tc;
+    float p = 0.0f;
+    for (int ph = 0; ph < (k + T - 1) / T; ++ph) {
+        int ka = ph * T + tc, kb = ph * T + tr;
+        as[tr][tc] = (r < h && ka < k) ? a[r * k + ka] : 0.0f;
+        bs[tr][tc] = (col < w && kb < k) ? b[kb * w + col] : 0.0f;
+        __syncthreads();
+        for (int i = 0; i < T; ++i) p += as[tr][i] * bs[i][tc];
+        __syncthreads();
+    }
+    if (r < h && col < w) c[r * w + col] = p;
+}
+
+__global__ void block_sum_k(const float* x, float* out, int n) {
+    extern __shared__ float buf[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(out, buf[0]);
+}
+
+torch::Tensor square(torch::Tensor x) {
+    CHECK_INPUT(x);
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    square_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
+    CHECK_INPUT(a); CHECK_INPUT(b);
+    int h = a.size(0), k = a.size(1), w = b.size(1);
+    TORCH_CHECK(k == b.size(0), "inner sizes differ");
+    auto c = torch::empty({h, w}, a.options());
+    dim3 tpb(TW, TW), blocks(cdiv(w, TW), cdiv(h, TW));
+    matmul_k<TW><<<blocks, tpb>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), h, w, k);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return c;
+}
+
+torch::Tensor total(torch::Tensor x, int64_t threads) {
+    CHECK_INPUT(x);
+    auto out = torch::zeros({1}, x.options());
+    int n = x.numel();
+    block_sum_k<<<cdiv(n, threads), threads, threads * sizeof(float), 0>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+CPP = """torch::Tensor square(torch::Tensor x);
+torch::Tensor matmul(torch::Tensor a, torch::Tensor b);
+torch::Tensor total(torch::Tensor x, int64_t threads);"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return utils.load_cuda(SRC, CPP, ["square", "matmul", "total"])
+
+
+def test_kernels_match_torch(mod):
+    x = torch.randn(100_003, device=utils.DEVICE)
+    utils.check(mod.square(x), x * x, name="square")
+    a = torch.randn(100, 70, device=utils.DEVICE)
+    b = torch.randn(70, 90, device=utils.DEVICE)
+    ref = (a.double() @ b.double())
+    utils.check(mod.matmul(a, b), ref, atol=1e-4, rtol=1e-4, name="matmul")
+    utils.check(mod.total(x, 256), x.double().sum().reshape(1), atol=1e-1, rtol=1e-4, name="total")
+
+
+def test_checks_raise_in_python(mod):
+    with pytest.raises(RuntimeError, match="must be a CUDA tensor"):
+        mod.square(torch.randn(10))
+    with pytest.raises(RuntimeError, match="must be contiguous"):
+        mod.square(torch.randn(10, 10, device=utils.DEVICE).t())
+
+
+def test_launch_error_is_reported_by_the_launch_check(mod):
+    x = torch.randn(5000, device=utils.DEVICE)
+    with pytest.raises(RuntimeError, match="invalid configuration|invalid argument"):
+        mod.total(x, 2048)  # more threads per block than a GPU allows
+    utils.check(mod.square(x), x * x)  # and the module still works afterwards
+
+
+def test_cache_reload_is_instant():
+    t0 = time.perf_counter()
+    utils.load_cuda(SRC, CPP, ["square", "matmul", "total"])
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_compile_error_names_the_line():
+    bad = SRC.replace("if (i < n) out[i] = sq(x[i]);", "if (i < n) out[i] = sq(xx[i]);")
+    with pytest.raises(RuntimeError) as e:
+        utils.load_cuda(bad, CPP, ["square", "matmul", "total"])
+    msg = str(e.value)
+    assert msg.startswith("load_cuda: the kernels do not compile")
+    assert 'identifier "xx" is undefined' in msg and "sq(xx[i])" in msg
+
+
+def test_missing_definition_and_unknown_name():
+    with pytest.raises(RuntimeError, match=r"cube\(at::Tensor\) is declared .* defined nowhere"):
+        utils.load_cuda(SRC, CPP + "\ntorch::Tensor cube(torch::Tensor x);",
+                        ["square", "cube"])
+    with pytest.raises(ValueError, match="cpp_src declares no such function"):
+        utils.load_cuda(SRC, CPP, ["sqaure"])
+
+
+def test_templated_host_launcher_falls_back_to_one_unit():
+    src = utils.cuda_begin + r"""
+__global__ void fill_k(float* out, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = v;
+}
+template <int B>
+void launch_fill(torch::Tensor out, float v) {
+    int n = out.numel();
+    fill_k<<<cdiv(n, B), B>>>(out.data_ptr<float>(), v, n);
+}
+torch::Tensor fill(torch::Tensor out, double v) { launch_fill<128>(out, (float)v); return out; }
+"""
+    m = utils.load_cuda(src, "torch::Tensor fill(torch::Tensor out, double v);", ["fill"])
+    out = m.fill(utils.poisoned(1000), 2.5)
+    utils.check(out, torch.full((1000,), 2.5))
