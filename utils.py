@@ -229,6 +229,52 @@ def show_img(x, figsize=(4, 3), title=None, cmap=None, ax=None, **kwargs):
     return ax
 
 
+def sync() -> None:
+    """Wait for all queued GPU work (``torch.cuda.synchronize()``); nothing to wait for on the CPU."""
+    if ON_GPU:
+        torch.cuda.synchronize()
+
+
+class capture_printf:
+    """Show what C code writes to stdout/stderr (``printf`` in a kernel) in the notebook cell.
+
+    Jupyter only forwards Python's ``sys.stdout``; a kernel's printf goes to the process's C-level
+    file descriptors. Wrap the launch: the GPU is synchronized (device printf is flushed then) and
+    the C output is printed when the block ends. ``.text`` keeps what was captured.
+
+    >>> with capture_printf() as cap:
+    ...     _ = os.write(1, b"hello from C\\n")
+    hello from C
+    >>> cap.text
+    'hello from C\\n'
+    """
+
+    def __enter__(self):
+        self.text = ""
+        try:
+            import wurlitzer
+        except ImportError:  # no wurlitzer (Windows): C output goes to the terminal instead
+            self._pipes = None
+            print("(capture_printf: wurlitzer is not installed; C output goes to the terminal)")
+            return self
+        sys.stdout.flush()
+        self._pipes = wurlitzer.pipes(stdout=wurlitzer.PIPE, stderr=wurlitzer.STDOUT)
+        self._out, _ = self._pipes.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._pipes is None:
+            return False
+        try:
+            sync()
+        finally:
+            self._pipes.__exit__(*exc)
+            self.text = self._out.read()
+            self._out.close()
+        print(self.text, end="")
+        return False
+
+
 def to_numba(t: torch.Tensor):
     """An array view of tensor ``t`` that a Numba CUDA kernel can read and write, sharing memory
     with ``t`` (so what the kernel writes lands in ``t``): a CUDA device array on a GPU, a NumPy
@@ -755,6 +801,27 @@ def results_markdown(rows: list) -> str:
         lines.append(f"| {r['notebook']} | {r['kernel']} | {r['size']} | {r['device']} | "
                      f"{fmt_ms(float(r['ms']))} | {achieved} | {pct} | {vs} |")
     return "\n".join(lines)
+
+
+def report(notebook: str, kernel: str, size: str, t: Timing, baseline: Timing | None = None,
+           nbytes: int | None = None, flops: int | None = None, kind: str | None = None,
+           baseline_name: str = "torch") -> str:
+    """Turn a timing into one printed line (time, achieved rate with % of the ceiling, ratio to
+    the baseline), record it on a GPU (:func:`record`), and return the line.
+
+    Give ``nbytes`` (bytes the work must move) or ``flops``, as for :func:`rate`.
+    """
+    achieved = rate(t, nbytes=nbytes, flops=flops, kind=kind) if (nbytes or flops) else None
+    record(notebook, kernel, size, t, achieved, baseline, baseline_name)
+    parts = [f"{kernel}: {fmt_ms(t.median)}"]
+    if achieved:
+        parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {achieved.pct:.0f} % of "
+                     f"{kind or ('copy' if nbytes else 'fp32')} ceiling")
+    if baseline:
+        parts.append(f"{baseline.median / t.median:.2f}× {baseline_name}")
+    line = ", ".join(parts) + ("" if t.on_gpu else "  (CPU: not a GPU figure)")
+    print(line)
+    return line
 
 
 # --------------------------------------------------------------------------------------------

@@ -324,3 +324,44 @@ def test_exercise(capsys):
     assert out == ["⬜ e1: not answered yet (hint: use cdiv)", "✅ e2: correct",
                    "❌ e3: not yet; hint: round up",
                    "❌ e4: not yet (AssertionError: must be above 10)", "✅ e5: correct"]
+
+
+# -------------------------------------------------------------------------- printf and report
+def test_capture_printf_sees_c_level_output(capsys):
+    import ctypes
+    libc = ctypes.CDLL(None)
+    with utils.capture_printf() as cap:
+        libc.printf(b"thread %d says hi\n", 7)
+        os.write(2, b"on stderr\n")
+    assert cap.text == "thread 7 says hi\non stderr\n"
+    assert capsys.readouterr().out == cap.text
+
+
+def test_capture_printf_prints_even_when_the_block_raises(capsys):
+    with pytest.raises(ZeroDivisionError):
+        with utils.capture_printf() as cap:
+            os.write(1, b"before the error\n")
+            1 / 0
+    assert cap.text == "before the error\n"
+
+
+def test_report_prints_and_records(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(utils, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(utils, "ceilings", lambda: {"copy": 3000.0, "fp32": 50.0})
+    t = _fake_gpu_timing(1.0)
+    line = utils.report("03", "square_k", "n=1e8", t, baseline=_fake_gpu_timing(0.9),
+                        nbytes=2_400_000_000)
+    assert line == "square_k: 1.000 ms, 2,400 GB/s = 80 % of copy ceiling, 0.90× torch"
+    assert capsys.readouterr().out == line + "\n"
+    assert utils.stored_results("Test GPU 9000")[0]["vs_baseline"] == "0.900"
+    cpu = utils.Timing([2.0], "wall clock", "CPU", False)
+    assert utils.report("03", "k", "n", cpu).endswith("(CPU: not a GPU figure)")
+
+
+def test_to_numba_shares_memory():
+    t = torch.zeros(4, device=utils.DEVICE)
+    a = utils.to_numba(t)
+    if not utils.ON_GPU:
+        a[1] = 5.0
+        assert t[1].item() == 5.0
+    assert a.shape == (4,)
