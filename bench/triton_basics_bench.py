@@ -120,8 +120,8 @@ def mean_atomic(x, cfg):
 
 def softmax_config(w):  # the notebook's heuristic
     BLOCK_W = triton.next_power_of_2(w)
-    ROWS = min(16, max(1, 1024 // BLOCK_W))
-    return dict(BLOCK_W=BLOCK_W, ROWS=ROWS, num_warps=num_warps_for(BLOCK_W * ROWS))
+    ROWS = max(1, 512 // BLOCK_W)
+    return dict(BLOCK_W=BLOCK_W, ROWS=ROWS, num_warps=max(1, min(16, BLOCK_W * ROWS // 512)))
 
 
 def softmax(x, cfg=None):
