@@ -798,7 +798,8 @@ def results_markdown(rows: list) -> str:
         achieved = f"{fmt_num(float(r['rate']))} {r['unit']}" if r["rate"] else ""
         pct = f"{float(r['pct_of_ceiling']):.0f} % {r['ceiling']}" if r["pct_of_ceiling"] else ""
         vs = f"{float(r['vs_baseline']):.2f}× {r['baseline']}" if r["vs_baseline"] else ""
-        lines.append(f"| {r['notebook']} | {r['kernel']} | {r['size']} | {r['device']} | "
+        cell = {k: str(v).replace("|", "\\|") for k, v in r.items()}  # a | would split a cell
+        lines.append(f"| {cell['notebook']} | {cell['kernel']} | {cell['size']} | {cell['device']} | "
                      f"{fmt_ms(float(r['ms']))} | {achieved} | {pct} | {vs} |")
     return "\n".join(lines)
 

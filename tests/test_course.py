@@ -137,6 +137,14 @@ def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert ci == [f"exec {cmds[1]}"]
 
 
+def test_readme_results_table_is_made_from_the_results_files():
+    import utils
+    text = (ROOT / "README.md").read_text()
+    block = text.split(course.README_BEGIN, 1)[1].split(course.README_END, 1)[0].strip()
+    assert block == utils.results_markdown(utils.stored_results()).strip(), \
+        "README's results table is stale: run `python3 course.py results`"
+
+
 def test_usage_and_unknown_command(capsys):
     assert course.main([]) == 2
     assert course.main(["--help"]) == 0

@@ -285,6 +285,7 @@ def test_record_and_results_table(tmp_path, monkeypatch):
     table = utils.results_markdown(latest)
     assert "| 01 | square | n=1e8 | Test GPU 9000 | 1.000 ms | 1,500 GB/s | 50 % copy | 1.90× torch |" in table
     assert table.count("\n") == 3
+    assert "a \\| b" in utils.results_markdown([{**latest[0], "kernel": "a | b"}])
 
 
 def test_gpu_ceilings_are_cached_per_device(tmp_path, monkeypatch):
