@@ -687,12 +687,13 @@ def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin) -> None
 # Building: compiler flags, the precompiled header, the cache.
 # ----------------------------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """Where builds and the precompiled header live (``$CUDA_EMU_CACHE`` or ~/.cache/cuda_emu)."""
+    """Where builds and precompiled headers live: ``$CUDA_EMU_CACHE``, else
+    ``~/.cache/gpu-course/cuda_emu`` (next to the GPU builds of cuda_build.py)."""
     env = os.environ.get("CUDA_EMU_CACHE")
     if env:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cuda_emu"
+    return Path(base) / "gpu-course" / "cuda_emu"
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> tuple[int, str]:
@@ -742,7 +743,7 @@ def _toolchain() -> dict:
 def _headers_digest() -> str:
     """Digest of the emulator (headers and this file): a change invalidates every build."""
     h = hashlib.sha256(Path(__file__).read_bytes())
-    for p in sorted(HEADER_DIR.rglob("*.h")):
+    for p in sorted([*HEADER_DIR.rglob("*.h"), *HEADER_DIR.rglob("*.cpp")]):
         h.update(str(p.relative_to(HEADER_DIR)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
@@ -770,13 +771,19 @@ class _FileLock:
         self.f.close()
 
 
-def _pch(tc: dict, opt: bool, verbose: bool) -> Path | None:
-    """Path of the precompiled-header stub to ``-include`` (built on first use), or None."""
-    if not tc["is_gcc"] or os.environ.get("CUDA_EMU_PCH", "1") == "0":
+def _tier_flags(tier: int) -> list[str]:
+    return [f"-DCUDA_EMU_TORCH={tier}"]
+
+
+def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
+    """Path of the precompiled-header stub to ``-include`` (built on first use), or None.
+
+    One PCH per torch tier and optimisation level; tier 3 (torch/all.h) has none (too big)."""
+    if not tc["is_gcc"] or tier >= 3 or os.environ.get("CUDA_EMU_PCH", "1") == "0":
         return None
     key = hashlib.sha256("\0".join([_VERSION, tc["version"], " ".join(tc["cxx"]), tc["torch"], tc["torch_dir"],
                                     sys.version, " ".join(tc["flags"] + tc["includes"] + _opt_flags(opt)),
-                                    _headers_digest()]).encode()).hexdigest()[:16]
+                                    str(tier), _headers_digest()]).encode()).hexdigest()[:16]
     d = cache_dir() / f"pch-{key}"
     stub, gch = d / "cuda_emu_pch.h", d / "cuda_emu_pch.h.gch"
     if gch.exists():
@@ -787,11 +794,12 @@ def _pch(tc: dict, opt: bool, verbose: bool) -> Path | None:
             return stub
         stub.write_text(f'#include "{HEADER_DIR / "cuda_emu.h"}"\n')
         tmp = d / f"tmp-{os.getpid()}.gch"
-        cmd = tc["cxx"] + tc["flags"] + _opt_flags(opt) + tc["includes"] + ["-x", "c++-header", str(stub), "-o", str(tmp)]
+        cmd = (tc["cxx"] + tc["flags"] + _opt_flags(opt) + _tier_flags(tier) + tc["includes"] +
+               ["-x", "c++-header", str(stub), "-o", str(tmp)])
         t0 = time.time()
         code, out = _run(cmd)
         if verbose:
-            print(f"[cuda_emu] precompiled header built in {time.time() - t0:.1f} s: {gch}")
+            print(f"[cuda_emu] precompiled header (torch tier {tier}) built in {time.time() - t0:.1f} s: {gch}")
         if code != 0:
             tmp.unlink(missing_ok=True)
             (d / "pch-error.log").write_text(" ".join(cmd) + "\n\n" + out)
@@ -801,6 +809,35 @@ def _pch(tc: dict, opt: bool, verbose: bool) -> Path | None:
             return None
         os.replace(tmp, gch)
     return stub
+
+
+def _runtime(tc: dict, verbose: bool) -> Path:
+    """The emulator's runtime (cuda_emu/runtime.cpp) as an object file, compiled on first use."""
+    key = hashlib.sha256("\0".join([_VERSION, tc["version"], " ".join(tc["cxx"]), tc["torch"], tc["torch_dir"],
+                                    sys.version, " ".join(tc["flags"] + tc["includes"]),
+                                    _headers_digest()]).encode()).hexdigest()[:16]
+    d = cache_dir() / f"runtime-{key}"
+    obj = d / "runtime.o"
+    if obj.exists():
+        return obj
+    d.mkdir(parents=True, exist_ok=True)
+    with _FileLock(d / "lock"):
+        if obj.exists():
+            return obj
+        pch = _pch(tc, True, 1, verbose)
+        pre = ["-include", str(pch)] if pch else []
+        tmp = d / f"tmp-{os.getpid()}.o"
+        cmd = (tc["cxx"] + tc["flags"] + _opt_flags(True) + _tier_flags(1) + tc["includes"] + pre +
+               ["-c", str(HEADER_DIR / "runtime.cpp"), "-o", str(tmp)])
+        t0 = time.time()
+        code, out = _run(cmd)
+        if code != 0:
+            tmp.unlink(missing_ok=True)
+            raise CudaEmulationError(f"could not compile the emulator's runtime ({' '.join(cmd)}):\n{out[-3000:]}")
+        os.replace(tmp, obj)
+        if verbose:
+            print(f"[cuda_emu] runtime compiled in {time.time() - t0:.1f} s: {obj}")
+    return obj
 
 
 # ----------------------------------------------------------------------------------------------
@@ -840,10 +877,30 @@ def _needs_unchecked(log: str) -> bool:
     return bool(re.search(r"cuda_emu::(gptr|sarr|dshared|shared_array|rcast)", log))
 
 
-def _needs_full_torch(log: str) -> bool:
-    return bool(re.search(r"error: .*(is not a member of|has not been declared|was not declared|"
-                          r"does not name a type|no member named|incomplete type)"
-                          r".*\b(torch|at|c10|py|pybind11|nn)\b", log))
+_NEEDS_MORE_TORCH = re.compile(
+    r"error: (.*is not a member of '(torch|at|c10)\b"
+    r"|no match for '[^']*' \(operand types? (is|are) .*'(at|c10)::\w+'"
+    r"|'(torch|at|c10|py|pybind11)(::[\w:]+)?' has not been declared"
+    r"|.*(torch|at)::\w+.* (does not name a type|was not declared in this scope)"
+    r"|no matching function for call to '(torch|at)::"
+    r"|.*incomplete type '(torch|at|c10)::)")
+
+
+def _first_tier(src: str) -> int:
+    """Torch tier to start with: 2 if the source includes ATen headers itself, 3 for torch/ ones
+    other than torch/extension.h (their declarations would clash with the lite tier's)."""
+    tier = 1
+    for inc in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', src, flags=re.M):
+        if inc.startswith("torch/") and inc != "torch/extension.h":
+            tier = 3
+        elif inc.startswith("ATen/") and not inc.startswith(("ATen/cuda/", "ATen/hip/")):
+            tier = max(tier, 2)
+    return tier
+
+
+def _needs_more_torch(log: str) -> bool:
+    """Did a build fail because the source uses parts of torch its tier does not declare?"""
+    return bool(_NEEDS_MORE_TORCH.search(log))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -879,6 +936,7 @@ def _binding(modname: str, funcs: list[str], cpp_src: str) -> str:
 
 
 _LOADED: dict[str, object] = {}
+last_log = ""  # command and compiler output of the last build in this process (utils.last_build_log)
 
 
 def _import(so: Path, modname: str, funcs: list[str]):
@@ -994,19 +1052,20 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     if nvcc_check:
         _nvcc_check(cuda_src, verbose)
 
-    attempts = [(checked, False)]
+    global last_log
     moddir.mkdir(parents=True, exist_ok=True)
-    while attempts:
-        chk, full = attempts.pop(0)
-        code, log, cmd = _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, chk, full, flags, verbose)
+    chk, tier = checked, _first_tier(cuda_src + "\n" + cpp_src)
+    while True:  # escalate: unchecked pointers if the checked types get in the way, more torch
+        code, log, cmd = _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, chk, tier, flags, verbose)
+        last_log = " ".join(cmd) + "\n\n" + log
         if code == 0:
             break
         if chk and _needs_unchecked(log):
-            attempts.append((False, full))
-        elif not full and _needs_full_torch(log):
-            attempts.append((chk, True))
-        if not attempts:
-            (moddir / "build.log").write_text(" ".join(cmd) + "\n\n" + log)
+            chk = False
+        elif tier < 3 and _needs_more_torch(log):
+            tier += 1
+        else:
+            (moddir / "build.log").write_text(last_log)
             raise CudaEmulationError(
                 "the CUDA source did not compile (CPU emulation):\n" +
                 _format_compile_errors(log, {"cuda_src": cuda_src, "cpp_src": cpp_src}) +
@@ -1018,7 +1077,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     return mod
 
 
-def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, full, flags, verbose):
+def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier, flags, verbose):
     """One compile+link attempt; returns (exit code, compiler output, command)."""
     cuda_t = transform(cuda_src, checked=checked, origin="cuda_src").text
     cpp_t = transform(cpp_src, checked=checked, origin="cpp_src").text
@@ -1028,19 +1087,21 @@ def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, full
     try:
         src = tmpdir / "main.cpp"
         src.write_text(text)
-        pch = None if full else _pch(tc, opt, verbose)
+        runtime = _runtime(tc, verbose)
+        pch = _pch(tc, opt, tier, verbose)
         pre = ["-include", str(pch), "-Winvalid-pch"] if pch else ["-include", str(HEADER_DIR / "cuda_emu.h")]
-        defs = ["-DCUDA_EMU_FULL_TORCH"] if full else []
         out = tmpdir / f"{modname}.so"
-        cmd = (tc["cxx"] + tc["flags"] + _opt_flags(opt) + defs + tc["includes"] + pre + flags +
-               ["-fdiagnostics-color=never", "-fmax-errors=30", str(src), "-shared", "-o", str(out)] + tc["libs"])
+        cmd = (tc["cxx"] + tc["flags"] + _opt_flags(opt) + _tier_flags(tier) + tc["includes"] + pre + flags +
+               ["-fdiagnostics-color=never", "-fmax-errors=30", str(src), str(runtime), "-shared",
+                "-o", str(out)] + tc["libs"])
         t0 = time.time()
         code, log = _run(cmd, cwd=tmpdir)
         if verbose:
-            what = "full torch" if full else ("checked" if checked else "unchecked")
+            what = ("checked" if checked else "unchecked") + f", torch tier {tier}"
             print(f"[cuda_emu] compile ({what}, {'PCH' if pch else 'no PCH'}) {time.time() - t0:.1f} s, exit {code}")
             if code == 0 and log.strip():
                 print(log)
+        shutil.copyfile(src, moddir / "main.cpp")  # the generated source, for reading / debugging
         if code == 0:
             os.replace(out, so)
         return code, log, cmd

@@ -1,0 +1,733 @@
+// runtime.cpp: the non-template part of the CUDA emulation (see cuda_emu.h), compiled once per
+// machine by cuda_emu.py and linked into every module it builds.
+#include "cuda_emu.h"
+
+#include <csetjmp>
+#include <csignal>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace cuda_emu {
+
+State g;
+
+std::string fmt3(uint3 v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+std::string where() {
+  std::string s = std::string("in kernel ") + g.kernel + " (launched at cuda_src line " +
+                  std::to_string(g.launch_line) + ")";
+  if (g.in_kernel) s += ", block " + fmt3(g.block_idx) + ", thread " + fmt3(g.thread_idx);
+  return s;
+}
+
+void fail(const std::string& msg) { throw Error(msg); }
+
+// ------------------------------------------------------------------------------------------
+// Fibers: a tiny context switch on x86-64 (callee-saved registers, FP control words, stack
+// pointer), ucontext elsewhere.  Stacks come from a pool of mmap'ed regions, each with a guard
+// page below it so that an overflow faults instead of corrupting a neighbour.
+// ------------------------------------------------------------------------------------------
+static void fiber_main(void*);
+
+#if !CUDA_EMU_USE_UCONTEXT
+// ctx_switch(save, to): push callee-saved registers and the FP control words, store rsp in
+// *save, load `to` as rsp, pop the same things from there and return into that context.
+__attribute__((naked, noinline)) static void ctx_switch(void** /*save*/, void* /*to*/) {
+  __asm__ volatile(
+      "pushq %rbp\n\t"
+      "pushq %rbx\n\t"
+      "pushq %r12\n\t"
+      "pushq %r13\n\t"
+      "pushq %r14\n\t"
+      "pushq %r15\n\t"
+      "subq $8, %rsp\n\t"
+      "stmxcsr (%rsp)\n\t"
+      "fnstcw 4(%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\t"
+      "movq %rsi, %rsp\n\t"
+      "ldmxcsr (%rsp)\n\t"
+      "fldcw 4(%rsp)\n\t"
+      "addq $8, %rsp\n\t"
+      "popq %r15\n\t"
+      "popq %r14\n\t"
+      "popq %r13\n\t"
+      "popq %r12\n\t"
+      "popq %rbx\n\t"
+      "popq %rbp\n\t"
+      "ret\n\t");
+}
+// First code a new fiber runs: call r12(r13) on the fresh stack.
+__attribute__((naked, noinline)) static void ctx_entry() {
+  __asm__ volatile(
+      "movq %r13, %rdi\n\t"
+      "callq *%r12\n\t"
+      "ud2\n\t");
+}
+#else
+static void fiber_main_uc(int, int) { fiber_main(nullptr); }
+#endif
+
+static void ctx_init(Fiber& f) {
+#if CUDA_EMU_USE_UCONTEXT
+  getcontext(&f.uc);
+  f.uc.uc_stack.ss_sp = f.stack;
+  f.uc.uc_stack.ss_size = g.stack_bytes;
+  f.uc.uc_link = nullptr;
+  makecontext(&f.uc, (void (*)())fiber_main_uc, 2, 0, 0);
+#else
+  uintptr_t top = (reinterpret_cast<uintptr_t>(f.stack) + g.stack_bytes) & ~uintptr_t(15);
+  void** sp = reinterpret_cast<void**>(top);
+  *--sp = reinterpret_cast<void*>(&ctx_entry);  // "return address" of ctx_switch
+  *--sp = nullptr;                               // rbp
+  *--sp = nullptr;                               // rbx
+  *--sp = reinterpret_cast<void*>(&fiber_main);  // r12: function
+  *--sp = nullptr;                               // r13: its argument
+  *--sp = nullptr;                               // r14
+  *--sp = nullptr;                               // r15
+  uint32_t mxcsr;
+  uint16_t fpucw;
+  __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+  __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+  *--sp = reinterpret_cast<void*>(uintptr_t(mxcsr) | (uintptr_t(fpucw) << 32));
+  f.sp = sp;
+#endif
+}
+
+static inline void ctx_swap(Fiber& from, Fiber& to) {
+#if CUDA_EMU_USE_UCONTEXT
+  swapcontext(&from.uc, &to.uc);
+#else
+  ctx_switch(&from.sp, to.sp);
+#endif
+}
+
+static size_t page_bytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+static char* stack_alloc() {
+  if (!g.free_stacks.empty()) {
+    char* s = g.free_stacks.back();
+    g.free_stacks.pop_back();
+    return s;
+  }
+  if (g.stack_bytes == 0) {
+    const char* kb = std::getenv("CUDA_EMU_STACK_KB");
+    size_t k = kb ? std::strtoul(kb, nullptr, 10) : 0;
+    g.stack_bytes = (k >= 16 ? k : 256) * 1024;
+  }
+  size_t page = page_bytes();
+  void* m = mmap(nullptr, g.stack_bytes + page, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) fail("cuda_emu: out of memory for thread stacks");
+  mprotect(m, page, PROT_NONE);  // the guard page
+  char* s = static_cast<char*>(m) + page;
+  g.all_stacks.push_back(s);
+  return s;
+}
+
+static void stack_release(char* s) { g.free_stacks.push_back(s); }
+
+/// Is `addr` in the guard page of one of the fiber stacks?
+static bool in_guard_page(const void* addr) {
+  const char* a = static_cast<const char*>(addr);
+  size_t page = page_bytes();
+  for (char* s : g.all_stacks)
+    if (a >= s - page && a < s) return true;
+  return false;
+}
+
+// The body of every fiber: run the kernel for one thread, record how it ended, go back to the
+// scheduler.  Exceptions are caught here, on the fiber's own stack.
+static void fiber_main(void*) {
+  Fiber* f = g.cur;
+  try {
+    g.body(g.closure);
+    f->state = kDone;
+  } catch (const Error& e) {
+    f->state = kFailed;
+    g.error = e.what();
+  } catch (const c10::Error& e) {
+    f->state = kFailed;
+    g.error = std::string("error ") + where() + ": " + e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    f->state = kFailed;
+    g.error = std::string("C++ exception ") + where() + ": " + e.what();
+  } catch (...) {
+    f->state = kFailed;
+    g.error = "unknown C++ exception " + where();
+  }
+  ctx_swap(*f, g.sched);  // a finished fiber is never resumed
+  std::abort();
+}
+
+int barrier_wait(int line, int pred) {
+  if (!g.in_kernel || !g.cur)
+    fail("__syncthreads() called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  Fiber* f = g.cur;
+  f->state = kWaiting;
+  f->line = line;
+  f->pred = pred;
+  ctx_swap(*f, g.sched);
+  return g.bar_count;
+}
+
+// ------------------------------------------------------------------------------------------
+// Shared memory and bounds errors.
+// ------------------------------------------------------------------------------------------
+constexpr unsigned char kPoison = 0xff;  // float NaN, int -1
+
+shared_reg::shared_reg(void* p, size_t n, const char* name) {
+  std::memset(p, kPoison, n);
+  g.shared_regions.emplace_back(p, n);
+  g.shared_names.emplace_back(name, static_cast<const char*>(p));
+}
+
+static void poison_shared() {
+  for (auto& r : g.shared_regions) std::memset(r.first, kPoison, r.second);
+  if (g.dyn_bytes) std::memset(g.dyn, kPoison, g.dyn_bytes);
+}
+
+/// Name of the registered __shared__ variable that contains address p.
+static std::string shared_name(const void* p) {
+  const char* a = static_cast<const char*>(p);
+  for (size_t i = 0; i < g.shared_regions.size(); i++) {
+    const char* s = static_cast<const char*>(g.shared_regions[i].first);
+    if (a >= s && a < s + g.shared_regions[i].second) return g.shared_names[i].first;
+  }
+  return "array";
+}
+
+void shared_oob(const void* arr, long long i, size_t n) {
+  fail("out-of-bounds index " + std::to_string(i) + " into __shared__ " + shared_name(arr) +
+       " (that dimension has " + std::to_string(n) + " elements, valid 0.." +
+       std::to_string(static_cast<long long>(n) - 1) + ") " + where() + ".");
+}
+
+void misaligned(const void* p, size_t align, const char* type) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  fail(std::string("misaligned address ") + buf + ": a " + type + " access needs " +
+       std::to_string(align) + "-byte alignment " + where() +
+       ". On a GPU this is the error 'misaligned address'.");
+}
+
+void global_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, const char* hi) {
+  std::string msg = "out-of-bounds access ";
+  if (!info) fail(msg + where() + ".");
+  const long long es = static_cast<long long>(esize);
+  long long off = static_cast<const char*>(q) - info->base;
+  long long idx = off >= 0 ? off / es : -((-off + es - 1) / es);
+  long long n = static_cast<long long>(hi - info->base) / es;
+  msg += std::string("to ") + info->name + "[" + std::to_string(idx) + "] " + where() + ": " +
+         info->name + " points to " + info->what;
+  if (lo == info->base) msg += " (valid indices 0.." + std::to_string(n - 1) + ")";
+  fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index.");
+}
+
+// ------------------------------------------------------------------------------------------
+// Host side: remember which tensor each data_ptr() came from, to bound the kernel's pointers.
+// ------------------------------------------------------------------------------------------
+struct Tracked {
+  const char* lo;
+  const char* hi;
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  const void* storage_data;
+  std::string what;
+};
+static std::vector<Tracked> g_tracked;
+
+static bool alive(const Tracked& e) {
+  auto s = e.storage.lock();
+  return s && s->data() == e.storage_data;
+}
+
+void track_tensor(const at::TensorBase& t) {
+  if (!t.defined() || !t.has_storage()) return;
+  const char* lo = static_cast<const char*>(t.data_ptr());
+  int64_t span = 0;  // offset of the last element, in elements
+  for (int64_t d = 0; d < t.dim(); d++) span += (t.size(d) - 1) * t.stride(d);
+  const char* hi = t.numel() == 0 ? lo : lo + (span + 1) * static_cast<int64_t>(t.element_size());
+  std::string what = std::string("a ") + c10::toString(t.scalar_type()) + " tensor of " +
+                     std::to_string(t.numel()) + " elements";
+  if (g_tracked.size() > 256) {  // forget tensors that were freed or reallocated
+    std::vector<Tracked> keep;
+    for (auto& e : g_tracked)
+      if (alive(e)) keep.push_back(e);
+    g_tracked.swap(keep);
+    if (g_tracked.size() > 256) g_tracked.erase(g_tracked.begin(), g_tracked.begin() + 128);
+  }
+  const c10::Storage& st = t.storage();
+  g_tracked.push_back({lo, hi, st.getWeakStorageImpl(), st.data(), what});
+}
+
+bool find_tracked(const void* p, Bounds* out) {
+  const char* c = static_cast<const char*>(p);
+  const Tracked* edge = nullptr;
+  for (size_t k = g_tracked.size(); k-- > 0;) {
+    const Tracked& e = g_tracked[k];
+    if (c < e.lo || c > e.hi || !alive(e)) continue;
+    if (c < e.hi) {
+      *out = {e.lo, e.hi, e.what};
+      return true;
+    }
+    if (!edge) edge = &e;  // one past the end (an empty tensor): only if nothing better
+  }
+  if (edge) *out = {edge->lo, edge->hi, edge->what};
+  return edge != nullptr;
+}
+
+std::vector<std::string> param_names(const char* params, size_t n) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* p = params; *p; p++) {
+    if (*p == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += *p;
+    }
+  }
+  if (params[0]) out.push_back(cur);
+  for (size_t k = 0; k < out.size(); k++)
+    if (out[k].empty()) out[k] = "argument " + std::to_string(k + 1);
+  while (out.size() < n) out.push_back("argument " + std::to_string(out.size() + 1));
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// Launching.  A segfault (or integer division by zero) inside a kernel jumps back to the
+// launcher, which raises an error instead of letting it kill the Python process.
+// ------------------------------------------------------------------------------------------
+static sigjmp_buf g_jmp;
+static volatile sig_atomic_t g_signal = 0;
+static void* volatile g_fault_addr = nullptr;
+
+static void on_fault(int sig, siginfo_t* si, void*) {
+  g_signal = sig;
+  g_fault_addr = si ? si->si_addr : nullptr;
+  siglongjmp(g_jmp, 1);
+}
+
+struct SignalGuard {
+  struct sigaction old_segv{}, old_bus{}, old_fpe{};
+  stack_t old_stack{};
+  bool active = false;
+  void install() {
+    static char* alt = static_cast<char*>(std::malloc(1 << 16));
+    stack_t ss{};
+    ss.ss_sp = alt;
+    ss.ss_size = 1 << 16;
+    sigaltstack(&ss, &old_stack);  // a stack overflow needs another stack to run the handler
+    struct sigaction sa{};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+    sigaction(SIGFPE, &sa, &old_fpe);
+    active = true;
+  }
+  void restore() {
+    if (!active) return;
+    sigaction(SIGSEGV, &old_segv, nullptr);
+    sigaction(SIGBUS, &old_bus, nullptr);
+    sigaction(SIGFPE, &old_fpe, nullptr);
+    sigaltstack(&old_stack, nullptr);
+    active = false;
+  }
+  ~SignalGuard() { restore(); }
+};
+
+static std::string bad_config(const Config& c) {
+  const dim3 &gr = c.grid, &b = c.block;
+  unsigned long long threads = 1ull * b.x * b.y * b.z;
+  if (gr.x == 0 || gr.y == 0 || gr.z == 0)
+    return "gridDim " + fmt3(gr) + " has a zero dimension (was the problem size 0?)";
+  if (b.x == 0 || b.y == 0 || b.z == 0) return "blockDim " + fmt3(b) + " has a zero dimension";
+  if (b.x > 1024 || b.y > 1024 || b.z > 64)
+    return "blockDim " + fmt3(b) + " exceeds the limits (1024, 1024, 64)";
+  if (threads > 1024)
+    return "blockDim " + fmt3(b) + " has " + std::to_string(threads) +
+           " threads; a block has at most 1024";
+  if (gr.x > 2147483647u || gr.y > 65535 || gr.z > 65535)
+    return "gridDim " + fmt3(gr) + " exceeds the limits (2^31-1, 65535, 65535)";
+  if (c.smem > 48 * 1024)
+    return std::to_string(c.smem) +
+           " bytes of dynamic shared memory requested; the default limit is 49152 (48 KiB)";
+  return "";
+}
+
+static std::string tid_of(long long t) {
+  const dim3 b = g.block_dim;
+  return fmt3(uint3{unsigned(t % b.x), unsigned((t / b.x) % b.y), unsigned(t / (b.x * b.y))});
+}
+
+/// All live threads of the block wait at a barrier: check it is one barrier for all of them.
+static void check_barrier(unsigned nthreads, unsigned waiting, unsigned done) {
+  int line = -1, other = -1, pred = 0;
+  long long first_wait = -1, first_done = -1, first_other = -1;
+  for (unsigned t = 0; t < nthreads; t++) {
+    Fiber& f = g.fibers[t];
+    if (f.state == kDone) {
+      if (first_done < 0) first_done = t;
+      continue;
+    }
+    if (line < 0) line = f.line, first_wait = t;
+    if (f.line != line && other < 0) other = f.line, first_other = t;
+    pred += f.pred;
+  }
+  if (done > 0 || other >= 0) g.in_kernel = false;  // the message names the block, not a thread
+  if (done > 0)
+    fail("__syncthreads() at cuda_src line " + std::to_string(line) + " was reached by only " +
+         std::to_string(waiting) + " of the " + std::to_string(nthreads) + " threads of block " +
+         fmt3(g.block_idx) + " " + where() + "; " + std::to_string(done) +
+         " threads (e.g. thread " + tid_of(first_done) + ") had already returned, while thread " +
+         tid_of(first_wait) +
+         " waits. Every thread of a block must reach the same __syncthreads() (on a GPU this "
+         "hangs or gives wrong results): move the early return or the if after the barrier.");
+  if (other >= 0)
+    fail("threads of block " + fmt3(g.block_idx) + " " + where() +
+         " wait at different __syncthreads(): thread " + tid_of(first_wait) + " at cuda_src line " +
+         std::to_string(line) + ", thread " + tid_of(first_other) + " at line " +
+         std::to_string(other) +
+         ". Every thread of a block must reach the same __syncthreads() (a barrier inside an "
+         "if/else or a loop whose condition differs between threads is undefined on a GPU).");
+  g.bar_count = pred;
+}
+
+/// Runs one block: every thread as a fiber, phase by phase between barriers.  Between two
+/// barriers a thread runs alone, from start to its next barrier, in thread order.
+static void run_block(unsigned nthreads) {
+  const dim3 b = g.block_dim;
+  for (unsigned t = 0; t < nthreads; t++) g.fibers[t].state = kNew;
+  for (;;) {
+    unsigned waiting = 0, done = 0;
+    for (unsigned t = 0; t < nthreads; t++) {
+      Fiber& f = g.fibers[t];
+      if (f.state == kDone) {
+        done++;
+        continue;
+      }
+      g.thread_idx = {t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+      if (f.state == kNew) {
+        f.stack = stack_alloc();
+        ctx_init(f);
+      }
+      f.state = kRunning;
+      g.cur = &f;
+      ctx_swap(g.sched, f);
+      g.cur = nullptr;
+      if (f.state == kFailed) throw Error(g.error);
+      if (f.state == kDone) {
+        stack_release(f.stack);  // a thread that ends without a barrier hands its stack on
+        f.stack = nullptr;
+        done++;
+      } else {
+        waiting++;
+      }
+    }
+    if (waiting == 0) return;
+    check_barrier(nthreads, waiting, done);
+  }
+}
+
+/// Fibers left waiting when a launch fails are abandoned; their stacks go back to the pool.
+static void abandon_fibers() {
+  for (auto& f : g.fibers) {
+    if (f.stack) stack_release(f.stack);
+    f.stack = nullptr;
+    f.state = kDone;
+  }
+}
+
+void run_launch(const Config& c, void (*body)(void*), void* closure) {
+  std::string bad = bad_config(c);
+  if (!bad.empty())
+    fail("invalid configuration argument for kernel " + std::string(g.kernel) +
+         " launched at cuda_src line " + std::to_string(g.launch_line) + ": " + bad +
+         ". (On a GPU, C10_CUDA_KERNEL_LAUNCH_CHECK() reports 'invalid configuration "
+         "argument'.)");
+  static std::vector<char> dyn_store;
+  if (dyn_store.size() < c.smem + 128) dyn_store.resize(c.smem + 128);
+  g.dyn = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(dyn_store.data()) + 127) & ~uintptr_t(127));
+  g.dyn_bytes = c.smem;
+  g.dyn_info.base = g.dyn;
+  g.dyn_info.what = "the launch's " + std::to_string(c.smem) +
+                    " bytes of dynamic shared memory (extern __shared__, the 3rd <<<>>> argument)";
+  g.grid_dim = c.grid;
+  g.block_dim = c.block;
+  g.body = body;
+  g.closure = closure;
+  const unsigned nthreads = c.block.x * c.block.y * c.block.z;
+  if (g.fibers.size() < nthreads) g.fibers.resize(nthreads);
+
+  struct Reset {  // whatever happens, leave the emulator idle
+    ~Reset() {
+      g.in_kernel = false;
+      g.cur = nullptr;
+    }
+  } reset;
+  SignalGuard guard;
+  guard.install();  // before sigsetjmp, so that nothing it sets is lost by the longjmp
+  if (sigsetjmp(g_jmp, 1) != 0) {
+    guard.restore();
+    std::fflush(stdout);
+    abandon_fibers();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%p", g_fault_addr);
+    if (g_signal == SIGFPE)
+      fail("integer division by zero (SIGFPE) " + where() +
+           ". On a GPU the result would be undefined; check the divisor.");
+    if (in_guard_page(g_fault_addr))
+      fail("stack overflow " + where() + ": the thread's local variables need more than " +
+           std::to_string(g.stack_bytes / 1024) +
+           " KiB (the emulation's stack per thread; set CUDA_EMU_STACK_KB to raise it).");
+    fail(std::string("invalid memory access at address ") + buf + " (segmentation fault) " +
+         where() + ": a pointer out of bounds? (on a GPU: 'an illegal memory access was "
+         "encountered')");
+  }
+  for (unsigned bz = 0; bz < c.grid.z; bz++)
+    for (unsigned by = 0; by < c.grid.y; by++)
+      for (unsigned bx = 0; bx < c.grid.x; bx++) {
+        if (PyErr_CheckSignals() != 0) throw PyErrorAlreadySet();  // Ctrl-C, "interrupt kernel"
+        g.block_idx = {bx, by, bz};
+        g.in_kernel = true;
+        poison_shared();
+        try {
+          run_block(nthreads);
+        } catch (...) {
+          abandon_fibers();
+          std::fflush(stdout);
+          throw;
+        }
+      }
+  std::fflush(stdout);  // kernel printf must be visible when the launch returns
+}
+
+void kernel_launch_check() { std::fflush(stdout); }
+
+void cuda_check(int err, const char* expr) {
+  if (err != cudaSuccess)
+    fail(std::string("CUDA error in ") + expr + ": " + cudaGetErrorString(static_cast<cudaError_t>(err)));
+}
+
+void exit_(int code) {
+  std::fflush(stdout);
+  fail("exit(" + std::to_string(code) +
+       ") was called; the CPU emulation turns it into an error so that Python keeps running.");
+}
+
+void abort_() {
+  std::fflush(stdout);
+  fail("abort() was called; the CPU emulation turns it into an error so that Python keeps running.");
+}
+
+void assert_fail(const char* expr, const char* file, int line) {
+  std::fflush(stdout);
+  std::string w = g.in_kernel ? " " + where() : "";
+  fail(std::string("assertion failed: ") + expr + " at " + file + " line " + std::to_string(line) + w);
+}
+
+// ------------------------------------------------------------------------------------------
+// Python binding helpers.
+// ------------------------------------------------------------------------------------------
+static PyObject* g_tensor_type = nullptr;  // torch.Tensor
+static PyObject* g_error_type = nullptr;   // cuda_emu.CudaEmulationError (set by cuda_emu.py)
+
+void arg_type_error(const char* fn, int i, const char* want, PyObject* o) {
+  PyErr_Format(PyExc_TypeError, "%s(): argument %d must be %s, not %s", fn, i + 1, want,
+               Py_TYPE(o)->tp_name);
+  throw PyErrorAlreadySet();
+}
+
+void from_py<at::Tensor>::load(PyObject* o, const char* fn, int i) {
+  if (!g_tensor_type || PyObject_IsInstance(o, g_tensor_type) != 1) arg_type_error(fn, i, "a torch.Tensor", o);
+  // Tensor._cdata is the address of the tensor's TensorImpl; share it (one more reference).
+  PyObject* cd = PyObject_GetAttrString(o, "_cdata");
+  if (!cd) throw PyErrorAlreadySet();
+  void* impl = PyLong_AsVoidPtr(cd);
+  Py_DECREF(cd);
+  v = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(
+      static_cast<c10::TensorImpl*>(impl)));
+}
+
+long long int_arg(PyObject* o, const char* fn, int i) {
+  if (PyFloat_Check(o) || PyBool_Check(o)) arg_type_error(fn, i, "an int", o);
+  PyObject* idx = PyNumber_Index(o);
+  if (!idx) {
+    PyErr_Clear();
+    arg_type_error(fn, i, "an int", o);
+  }
+  long long x = PyLong_AsLongLong(idx);
+  Py_DECREF(idx);
+  if (x == -1 && PyErr_Occurred()) throw PyErrorAlreadySet();
+  return x;
+}
+
+double float_arg(PyObject* o, const char* fn, int i) {
+  if (PyBool_Check(o)) arg_type_error(fn, i, "a float", o);
+  double x = PyFloat_AsDouble(o);
+  if (x == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    arg_type_error(fn, i, "a float", o);
+  }
+  return x;
+}
+
+bool bool_arg(PyObject* o, const char* fn, int i) {
+  const char* t = Py_TYPE(o)->tp_name;
+  if (!PyBool_Check(o) && std::strcmp(t, "numpy.bool") != 0 && std::strcmp(t, "numpy.bool_") != 0)
+    arg_type_error(fn, i, "a bool", o);
+  return PyObject_IsTrue(o) == 1;
+}
+
+std::string str_arg(PyObject* o, const char* fn, int i) {
+  if (!PyUnicode_Check(o)) arg_type_error(fn, i, "a str", o);
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(o, &n);
+  if (!s) throw PyErrorAlreadySet();
+  return std::string(s, n);
+}
+
+PyObject* seq_arg(PyObject* o, const char* fn, int i) {
+  if (!PyList_Check(o) && !PyTuple_Check(o)) arg_type_error(fn, i, "a list or tuple", o);
+  PyObject* seq = PySequence_Fast(o, "expected a sequence");
+  if (!seq) throw PyErrorAlreadySet();
+  return seq;
+}
+
+void set_py_error(const char* fn) {
+  std::fflush(stdout);
+  try {
+    throw;
+  } catch (const PyErrorAlreadySet&) {
+  } catch (const Error& e) {
+    PyErr_SetString(g_error_type ? g_error_type : PyExc_RuntimeError, e.what());
+  } catch (const c10::IndexError& e) {
+    PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+  } catch (const c10::ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+  } catch (const c10::NotImplementedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "%s(): %s", fn, e.what());
+  } catch (...) {
+    PyErr_Format(PyExc_RuntimeError, "%s(): unknown C++ exception", fn);
+  }
+}
+
+PyObject* set_error_type(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "expected one exception class");
+    return nullptr;
+  }
+  Py_XDECREF(g_error_type);
+  Py_INCREF(args[0]);
+  g_error_type = args[0];
+  Py_RETURN_NONE;
+}
+
+PyObject* make_module(PyModuleDef* def) {
+  if (!g_tensor_type) {
+    PyObject* torch_mod = PyImport_ImportModule("torch");
+    if (!torch_mod) return nullptr;
+    g_tensor_type = PyObject_GetAttrString(torch_mod, "Tensor");
+    Py_DECREF(torch_mod);
+    if (!g_tensor_type) return nullptr;
+  }
+  return PyModule_Create(def);
+}
+
+// ------------------------------------------------------------------------------------------
+// torch_api.h's "lite" factories: torch::empty(...) etc. forward to the operators' dispatcher
+// entry points (at::_ops).  Only declared in tiers 2 and 3, where ATen has its own.
+// ------------------------------------------------------------------------------------------
+#if CUDA_EMU_TORCH == 1
+namespace lite {
+static c10::SymIntArrayRef sym(IntArrayRef size) { return c10::fromIntArrayRefSlow(size); }
+static std::optional<at::ScalarType> dtype(const TensorOptions& o) {
+  return c10::optTypeMetaToScalarType(o.dtype_opt());
+}
+static MF memory_format(const TensorOptions& o, MF mf) {
+  return c10::impl::check_tensor_options_and_extract_memory_format(o, mf);
+}
+
+Tensor empty(IntArrayRef size, TensorOptions o, MF mf) {
+  return at::_ops::empty_memory_format::call(sym(size), dtype(o), o.layout_opt(), o.device_opt(),
+                                             o.pinned_memory_opt(), memory_format(o, mf));
+}
+Tensor empty_like(const Tensor& t, TensorOptions o, MF mf) {
+  return at::_ops::empty_like::call(t, dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt(),
+                                    memory_format(o, mf));
+}
+Tensor zeros(IntArrayRef size, TensorOptions o) {
+  return at::_ops::zeros::call(sym(size), dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
+}
+Tensor zeros_like(const Tensor& t, TensorOptions o, MF mf) {
+  return at::_ops::zeros_like::call(t, dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt(),
+                                    memory_format(o, mf));
+}
+Tensor ones(IntArrayRef size, TensorOptions o) {
+  return at::_ops::ones::call(sym(size), dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
+}
+Tensor ones_like(const Tensor& t, TensorOptions o, MF mf) {
+  return at::_ops::ones_like::call(t, dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt(),
+                                   memory_format(o, mf));
+}
+Tensor full(IntArrayRef size, const Scalar& v, TensorOptions o) {
+  return at::_ops::full::call(sym(size), v, dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
+}
+Tensor full_like(const Tensor& t, const Scalar& v, TensorOptions o, MF mf) {
+  return at::_ops::full_like::call(t, v, dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt(),
+                                   memory_format(o, mf));
+}
+Tensor arange(const Scalar& end, TensorOptions o) {
+  return at::_ops::arange::call(end, dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
+}
+Tensor arange(const Scalar& start, const Scalar& end, TensorOptions o) {
+  return at::_ops::arange_start::call(start, end, dtype(o), o.layout_opt(), o.device_opt(),
+                                      o.pinned_memory_opt());
+}
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o) {
+  return at::_ops::arange_start_step::call(start, end, step, dtype(o), o.layout_opt(), o.device_opt(),
+                                           o.pinned_memory_opt());
+}
+Tensor rand(IntArrayRef size, TensorOptions o) {
+  return at::_ops::rand::call(sym(size), dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
+}
+Tensor randn(IntArrayRef size, TensorOptions o) {
+  return at::_ops::randn::call(sym(size), dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
+}
+}  // namespace lite
+#endif
+}  // namespace cuda_emu
+
+#if CUDA_EMU_TORCH == 1
+namespace at {
+// Same meaning as ATen/TensorOperators.h: `scalar op tensor` is computed on the tensor.
+#define CUDA_EMU_TENSOR_OP(op, body, reverse_scalar_body)                      \
+  Tensor operator op(const Tensor& x, const Tensor& y) { return body; }        \
+  Tensor operator op(const Tensor& x, const Scalar& y) { return body; }        \
+  Tensor operator op(const Scalar& x, const Tensor& y) { return reverse_scalar_body; }
+CUDA_EMU_TENSOR_OP(+, x.add(y), y.add(x))
+CUDA_EMU_TENSOR_OP(*, x.mul(y), y.mul(x))
+CUDA_EMU_TENSOR_OP(-, x.sub(y), cuda_emu::lite::empty_like(y).fill_(x).sub_(y))
+CUDA_EMU_TENSOR_OP(/, x.div(y), cuda_emu::lite::empty_like(y).fill_(x).div_(y))
+CUDA_EMU_TENSOR_OP(%, x.remainder(y), cuda_emu::lite::empty_like(y).fill_(x).remainder_(y))
+CUDA_EMU_TENSOR_OP(&, x.bitwise_and(y), y.bitwise_and(x))
+CUDA_EMU_TENSOR_OP(|, x.bitwise_or(y), y.bitwise_or(x))
+CUDA_EMU_TENSOR_OP(^, x.bitwise_xor(y), y.bitwise_xor(x))
+CUDA_EMU_TENSOR_OP(<, x.lt(y), y.gt(x))
+CUDA_EMU_TENSOR_OP(>, x.gt(y), y.lt(x))
+CUDA_EMU_TENSOR_OP(<=, x.le(y), y.ge(x))
+CUDA_EMU_TENSOR_OP(>=, x.ge(y), y.le(x))
+CUDA_EMU_TENSOR_OP(==, x.eq(y), y.eq(x))
+CUDA_EMU_TENSOR_OP(!=, x.ne(y), y.ne(x))
+#undef CUDA_EMU_TENSOR_OP
+}  // namespace at
+#endif
