@@ -1,0 +1,15 @@
+"""Build the GeLU extension of notebook 03 the standard way.
+
+    python setup.py build_ext --build-lib <dir> --build-temp <dir>
+
+(the notebook builds into a temporary directory, so nothing lands in the repository).
+"""
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(
+    name="gelu_ext",
+    ext_modules=[CUDAExtension("gelu_ext", ["gelu.cpp", "gelu.cu"],
+                               extra_compile_args={"cxx": ["-O2"], "nvcc": ["-O3"]})],
+    cmdclass={"build_ext": BuildExtension},
+)
