@@ -1,0 +1,38 @@
+// Shared-memory tiled matmul, tile width a template parameter (notebooks 04 and 05 read this file).
+// out (h x w) is m (h x k) times n (k x w), all row-major fp32. One thread per output; a block of
+// TW x TW threads stages one TW x TW tile of m and one of n in shared memory per phase.
+template <int TW>
+__global__ void matmul_tiled_k(const float* __restrict__ m, const float* __restrict__ n,
+                               float* __restrict__ out, int h, int w, int k) {
+    __shared__ float ms[TW][TW];
+    __shared__ float ns[TW][TW];
+    int tr = threadIdx.y, tc = threadIdx.x;
+    int r = blockIdx.y * TW + tr, c = blockIdx.x * TW + tc;
+    float p = 0.0f;
+    for (int ph = 0; ph < k; ph += TW) {
+        // each thread loads one element of each tile (zero outside the matrices)
+        ms[tr][tc] = (r < h && ph + tc < k) ? m[r * k + ph + tc] : 0.0f;
+        ns[tr][tc] = (c < w && ph + tr < k) ? n[(ph + tr) * w + c] : 0.0f;
+        __syncthreads();                      // the tiles are complete
+        for (int i = 0; i < TW; ++i) p += ms[tr][i] * ns[i][tc];
+        __syncthreads();                      // everyone is done reading before the next load
+    }
+    if (r < h && c < w) out[r * w + c] = p;
+}
+
+torch::Tensor matmul_tiled(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t tw) {
+    CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
+    int h = m.size(0), k = m.size(1), w = n.size(1);
+    TORCH_CHECK(n.size(0) == k, "matmul_tiled: m is ", h, "x", k, " but n has ", n.size(0), " rows");
+    TORCH_CHECK(out.size(0) == h && out.size(1) == w, "matmul_tiled: out must be ", h, "x", w);
+    const float* mp = m.data_ptr<float>();
+    const float* np_ = n.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    dim3 blocks(cdiv(w, tw), cdiv(h, tw));
+    if (tw == 8) matmul_tiled_k<8><<<blocks, dim3(8, 8)>>>(mp, np_, op, h, w, k);
+    else if (tw == 16) matmul_tiled_k<16><<<blocks, dim3(16, 16)>>>(mp, np_, op, h, w, k);
+    else if (tw == 32) matmul_tiled_k<32><<<blocks, dim3(32, 32)>>>(mp, np_, op, h, w, k);
+    else TORCH_CHECK(false, "matmul_tiled: tw must be 8, 16 or 32, got ", tw);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
