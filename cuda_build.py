@@ -54,6 +54,12 @@ class Chunk:
     kind: str = ""  # "pp", "code"
 
 
+def _strip_comments(text: str) -> str:
+    """Text without // and /* */ comments (string literals are not special-cased: heads of
+    declarations rarely hold strings)."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+
+
 def split_top_level(src: str) -> list:
     """Split C/C++ source into top-level chunks: preprocessor lines and declarations/definitions
     (a function ends at its closing brace; a struct, class or initializer at the ``;``)."""
@@ -109,7 +115,7 @@ def split_top_level(src: str) -> list:
         elif c == "}":
             depth -= 1
             if depth == 0:
-                head = src[start:i]
+                head = _strip_comments(src[start:i])
                 head = head[:head.find("{")]
                 needs_semicolon = "=" in head or re.search(r"\b(struct|class|union|enum)\b", head) \
                     and "(" not in head
@@ -466,8 +472,13 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
             raise CudaBuildError(explain_errors(r.stdout + r.stderr, cuda_src,
                                                 "the kernels do not link")) from None
         tmp.replace(so_path)
+        (so_dir / "build.log").write_text(last_log)
+    else:  # a cache hit: the log of the build that made this library
+        log_file = so_dir / "build.log"
+        last_log = (log_file.read_text() if log_file.exists() else "") + \
+            f"\n== loaded from cache: {so_path}"
     if verbose:
-        print(last_log if logs else f"load_cuda: loaded from cache {so_path}")
+        print(last_log)
     return load_module(units.module, so_path)
 
 
