@@ -3,8 +3,8 @@
 ``utils.load_cuda`` calls :func:`load` in CPU mode. It takes the same sources as
 ``torch.utils.cpp_extension.load_inline`` and returns a module exposing ``funcs``:
 
->>> import cuda_emu, torch
->>> src = cuda_begin + r'''
+>>> import cuda_emu, torch                                                        # doctest: +SKIP
+>>> src = utils.cuda_begin + r'''                                              # doctest: +SKIP
 ... __global__ void square_k(const float* __restrict__ x, float* __restrict__ out, int n) {
 ...     int i = blockIdx.x * blockDim.x + threadIdx.x;
 ...     if (i < n) out[i] = x[i] * x[i];
@@ -24,23 +24,29 @@ tensor([0., 1., 4., 9.])
 How it runs
 -----------
 Blocks run one after another.  The threads of a block run as cooperative fibers on one OS
-thread and switch only at ``__syncthreads()``: between two barriers a thread runs alone, so a
-missing barrier gives a real (and reproducible) race.  A barrier that only part of a block
-reaches, or threads waiting at different barriers, raise :class:`CudaEmulationError` (no hang).
+thread (a 20-instruction context switch on x86-64, ucontext elsewhere) and switch only at
+``__syncthreads()``: between two barriers a thread runs alone, from where it was to its next
+barrier, in thread order.  So a missing barrier gives a real race, the same every run.  A barrier
+that only part of a block reaches (e.g. after an early ``return``), or threads waiting at
+different ``__syncthreads()``, raise :class:`CudaEmulationError` naming the line, block and
+threads: no hang.  (``CUDA_EMU_STRICT_BARRIERS=0`` lets returned threads count as arrived, as
+most GPUs do in practice.)
 
 Checks a GPU would not make (``checked=True``, the default):
 
-* kernel pointer parameters become bounds-checked pointers: an access outside the tensor that
-  ``data_ptr()`` came from raises an error naming the kernel, block, thread, parameter, index;
+* kernel pointer parameters become bounds-checked pointers (``cuda_emu::gptr<T>``): an access
+  outside the tensor that ``data_ptr()`` came from raises an error naming the kernel, block,
+  thread, parameter and index, before the bad write happens;
 * ``__shared__`` arrays are bounds-checked, ``extern __shared__`` against the launch's size;
 * shared memory is filled with all-ones bits (NaN for float, -1 for int) at the start of every
   block, so reading shared memory that no thread wrote shows up;
 * a ``reinterpret_cast`` of a kernel pointer to ``float4*`` etc. checks the alignment;
-* a segfault or integer division by zero inside a kernel raises instead of killing Python.
+* a segfault, stack overflow or integer division by zero inside a kernel raises instead of
+  killing Python; so do ``assert``, ``exit`` and ``abort``.
 
-Without these checks (``checked=False``) pointers are plain pointers.  A build that fails only
-because of the checked types (e.g. a helper template deducing ``T`` from ``T*``) is retried
-unchecked automatically.
+Pointers the emulation cannot bound (computed in host code, not from ``data_ptr``, or copied into
+a plain ``float*`` inside the kernel) are not checked.  A build that fails only because of the
+checked types (e.g. a helper template deducing ``T`` from a ``T*``) is retried unchecked.
 
 Not modelled: concurrency between threads between barriers (a non-atomic ``x += 1`` from many
 threads gives the right answer here, unlike on a GPU), warps, timing, the memory hierarchy.
@@ -50,40 +56,56 @@ What is supported, what is refused
 Supported: ``__global__ / __device__ / __host__ / __forceinline__ / __noinline__ /
 __launch_bounds__ / __constant__ / __restrict__``; ``dim3``, ``threadIdx / blockIdx / blockDim /
 gridDim`` in 1-3 dimensions, ``warpSize``; launches ``k<<<grid, block[, smem[, 0]]>>>(...)``
-including templated kernels ``k<16><<<...>>>``; static ``__shared__`` (also at file scope) and
-``extern __shared__``; ``__syncthreads()`` and ``__syncthreads_count/and/or``,
-``__threadfence*``; ``atomicAdd/Sub/Exch/Min/Max/Inc/Dec/CAS/And/Or/Xor`` (int, unsigned,
-unsigned long long, float, double; ``_block``/``_system`` variants); ``printf`` (flushed at the end
-of every launch); ``assert`` (raises instead of aborting); device math (``expf``, ``tanhf``,
-``__expf``, ``rsqrtf``, ``fmaxf``, ``min/max`` on mixed types, ``__fdividef``, ``__float_as_int``,
-``__popc``...); vector types ``float4`` & co with ``make_float4`` (CUDA's alignment);
-``__ldg`` and the other cache-hint loads; ``cudaGetLastError / cudaDeviceSynchronize /
-cudaGetErrorString``; host code with ``torch::Tensor``, ``data_ptr``, ``TORCH_CHECK``,
+including templated kernels ``k<16><<<...>>>`` (launch limits are checked as on a GPU);
+static ``__shared__`` (also at file scope) and ``extern __shared__``; ``__syncthreads()`` and
+``__syncthreads_count/and/or``, ``__threadfence*``; ``atomicAdd/Sub/Exch/Min/Max/Inc/Dec/CAS/And/
+Or/Xor`` (int, unsigned, unsigned long long, float, double; ``_block``/``_system``); ``printf``
+(flushed at the end of every launch, so ``wurlitzer.pipes()`` sees it); device math (``expf``,
+``tanhf``, ``__expf``, ``rsqrtf``, ``fmaxf``, ``min/max`` on mixed types, ``__fdividef``,
+``__float_as_int``, ``__popc``...); vector types ``float4`` & co with ``make_float4`` (CUDA's
+alignment); ``__ldg`` and the other cache-hint loads; ``cudaGetLastError / cudaDeviceSynchronize
+/ cudaGetErrorString``; host code with ``torch::Tensor``, ``data_ptr``, ``TORCH_CHECK``,
 ``C10_CUDA_KERNEL_LAUNCH_CHECK()``, ``C10_CUDA_CHECK``, ``AT_DISPATCH_*``, tensor accessors.
+Functions in ``funcs`` may take tensors, ints, floats, bools, strings, ``std::vector`` and
+``std::optional`` of those, and return those, ``void`` or ``std::tuple``.
 
-Host code is mapped to the CPU: ``x.is_cuda()`` becomes ``x.is_cpu()``, ``torch::kCUDA``
-becomes ``torch::kCPU`` and ``x.cuda()`` becomes ``x.cpu()``, so ``CHECK_CUDA`` accepts the CPU
-tensors of CPU mode.
+Host code is mapped to the CPU: ``x.is_cuda()`` becomes ``x.is_cpu()``, ``kCUDA`` becomes
+``kCPU``, ``DeviceType::CUDA`` becomes ``DeviceType::CPU`` and ``x.cuda()`` becomes ``x.cpu()``
+(also inside ``#define`` macros), so ``CHECK_CUDA`` accepts the CPU tensors of CPU mode.
 
-Refused at build time with :class:`CudaEmulationError` ("... is not supported by the CPU
-emulation; run on a GPU", with the line): warp shuffles, votes and ``__syncwarp``, cooperative
-groups, ``cudaMalloc/cudaMemcpy/cudaFree`` and other CUDA runtime calls, streams and events
-(a 4th launch argument other than 0), tensor cores (wmma/mma), inline PTX ``asm``,
-half/bfloat16 intrinsics, textures, ``__managed__``, ``clock()``, dynamic parallelism, CUDA
-library headers (cub, thrust, cuBLAS, cuRAND, ...).
+Refused at build time with :class:`CudaEmulationError` ("<feature> (<name>) is not supported by
+the CPU emulation; run on a GPU", with the line): warp shuffles, votes, reductions and
+``__syncwarp``; cooperative groups; ``cudaMalloc/cudaMemcpy/cudaFree`` and every other CUDA
+runtime call not listed above; streams (also a 4th launch argument other than 0) and events;
+tensor cores (wmma/mma); inline ``asm``; half/bfloat16/fp8 intrinsics; textures;
+``__managed__``; ``clock()``; ``cp.async``; launches inside kernels or inside ``#define``s; CUDA
+library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and ``ATen/cuda`` headers.
+
+When ``nvcc`` is on PATH, the device part of the source (host functions that use torch are left
+out) is also compiled with ``nvcc --ptx -arch=sm_80``, alongside the CPU build (~0.3 s): a kernel
+that the emulation accepts but a GPU would not (e.g. calling a host function) raises.
+``nvcc_check=False`` or ``CUDA_EMU_NVCC=0`` turns this off.
 
 Builds
 ------
-The source is compiled with the host C++ compiler against a precompiled header (ATen + this
-emulator, built once per machine, ~20 s, ~0.4 GB under the cache directory), then bound to Python
-with the CPython API (no pybind11), so a build takes ~2 s.  Builds are named by a hash of the
-sources and options and cached in ``$CUDA_EMU_CACHE`` (default ``~/.cache/cuda_emu``): an
-unchanged source reloads in milliseconds.  If the source needs parts of the torch C++ API that
-ATen does not declare, it is rebuilt once against the full ``torch/all.h`` (~25 s).
+The host C++ compiler builds the source against a precompiled header (the emulator plus a
+"lite" slice of ATen: Tensor, its methods and operators, factories, AT_DISPATCH) and links a
+precompiled runtime object; the binding to Python uses the CPython API (no pybind11).  A typical
+small source builds in ~1 s; the header and runtime are built once per machine (~10 s, ~150 MB
+under the cache directory).  A source that uses more of torch (``torch::matmul``,
+``torch::tensor``, ``#include <ATen/...>``) is built against all of ATen (another precompiled
+header, built once, ~15 s and ~400 MB; then ~4 s per build), or against ``torch/all.h`` (no
+precompiled header, ~25 s), escalating automatically.  Builds are named by a hash of the sources,
+options and emulator, and cached in ``$CUDA_EMU_CACHE`` (default ``~/.cache/gpu-course/cuda_emu``):
+an unchanged source reloads in milliseconds; each build directory keeps the generated
+``main.cpp`` and, after a failure, ``build.log``.  Compile errors show the compiler's own error
+lines first, as ``cuda_src:LINE:COL: error: ...`` with the learner's line under each.
 
 Environment: ``CUDA_EMU_CACHE`` (cache directory), ``CUDA_EMU_CHECKED=0`` (no bounds checks),
-``CUDA_EMU_NVCC=1`` (also check that the device code compiles with nvcc, when nvcc is on PATH),
-``CUDA_EMU_STACK_KB`` (stack per emulated thread, default 256), ``CXX`` (compiler).
+``CUDA_EMU_NVCC=0`` (no nvcc check), ``CUDA_EMU_STRICT_BARRIERS=0`` (see above),
+``CUDA_EMU_STACK_KB`` (stack per emulated thread, default 256), ``CUDA_EMU_FIBERS=ucontext``
+(portable fiber switch), ``CUDA_EMU_PCH=0`` (no precompiled headers), ``CXX`` (compiler).
+Linux with g++ is what is tested; other compilers build without precompiled headers.
 """
 from __future__ import annotations
 
@@ -727,8 +749,12 @@ def _toolchain() -> dict:
     for d in cpp_extension.include_paths():
         includes += ["-isystem", d]
     includes += ["-isystem", sysconfig.get_paths()["include"]]
+    # -fstack-clash-protection: a big local array probes page by page, so it hits the guard page
+    # below a fiber's stack (a clear error) instead of jumping over it into other memory.
     flags = ["-std=c++20", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
-             "-fvisibility-inlines-hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+             "-fvisibility-inlines-hidden", "-fstack-clash-protection", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+    if os.environ.get("CUDA_EMU_FIBERS", "") == "ucontext":  # the portable fiber switch (tests)
+        flags.append("-DCUDA_EMU_UCONTEXT")
     libdirs = cpp_extension.library_paths()
     libs = [f"-L{d}" for d in libdirs] + [f"-Wl,-rpath,{d}" for d in libdirs] + \
         ["-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
@@ -898,6 +924,11 @@ def _first_tier(src: str) -> int:
     return tier
 
 
+# names only the full C++ frontend (tier 3) declares
+_FRONTEND_ONLY = re.compile(r"error: '(nn|optim|data|jit|autograd|serialize|python|cuda|indexing)' "
+                            r"(is not a member of '(torch|at)'|has not been declared)")
+
+
 def _needs_more_torch(log: str) -> bool:
     """Did a build fail because the source uses parts of torch its tier does not declare?"""
     return bool(_NEEDS_MORE_TORCH.search(log))
@@ -963,6 +994,20 @@ def _import(so: Path, modname: str, funcs: list[str]):
     return mod
 
 
+def _annotate(mod, moddir: Path):
+    """Record on the module how it was built: ``mod.cuda_emu_info`` = {checked, tier, build_dir}."""
+    info = {"build_dir": str(moddir)}
+    try:
+        for kv in (moddir / "build-info.txt").read_text().split():
+            k, v = kv.split("=")
+            info[k] = int(v)
+    except OSError:
+        pass
+    info["checked"] = bool(info.get("checked", 1))
+    mod.cuda_emu_info = info
+    return mod
+
+
 def _check_funcs(funcs: list[str], cpp_src: str, cuda_src: str) -> None:
     ids = {t.text for t in tokenize(cpp_src + "\n" + cuda_src) if t.kind == "id"}
     for f in funcs:
@@ -985,25 +1030,113 @@ def _clean_flags(extra_cflags) -> list[str]:
     return out
 
 
-def _nvcc_check(cuda_src: str, verbose: bool) -> None:
-    """Compile the learner's source with nvcc for a real GPU (opt-in: CUDA_EMU_NVCC=1)."""
+# ----------------------------------------------------------------------------------------------
+# The nvcc check: does the device part also compile for a real GPU?  (~0.3 s, run in parallel
+# with the CPU build; only errors clearly about the learner's device code are reported.)
+# ----------------------------------------------------------------------------------------------
+_HOST_ONLY = re.compile(r"^(torch|at|c10|TORCH_\w+|AT_\w+|C10_\w+|CHECK_\w+|CUDA_CHECK|pybind11|py)$")
+
+
+def _top_level_statements(toks: list[Tok], match: dict[int, int]) -> list[tuple[int, int]]:
+    """Token ranges [a, b] of top-level declarations/definitions (namespaces are entered)."""
+    out, i, n = [], 0, len(toks)
+    while i < n:
+        if toks[i].kind == "pp" or toks[i].text in (";", "}"):
+            i += 1
+            continue
+        if toks[i].text == "namespace" or (toks[i].text == "extern" and i + 2 < n and toks[i + 1].kind == "str"
+                                           and toks[i + 2].text == "{"):
+            k = i
+            while k < n and toks[k].text not in ("{", ";"):
+                k += 1
+            i = k + 1  # enter the namespace / extern "C" block: its statements are top level too
+            continue
+        a, k = i, i
+        while k < n and toks[k].text != ";" and toks[k].kind != "pp":
+            if toks[k].text == "{" and k in match:
+                close = match[k]
+                if toks[k - 1].text == ")" or toks[k - 1].kind == "id" and toks[k - 1].text in _KEYWORDS | {"const", "noexcept"}:
+                    k = close  # a function body ends the statement (an optional ';' follows)
+                    break
+                k = close
+            elif toks[k].text in ("(", "[") and k in match:
+                k = match[k]
+            k += 1
+        out.append((a, min(k, n - 1)))
+        i = k + 1
+    return out
+
+
+def device_source(cuda_src: str) -> str:
+    """The device part of cuda_src for nvcc: top-level statements that use torch or launch
+    kernels are blanked (newlines kept), torch/ATen/c10 includes dropped, and templated kernels
+    launched with literal template arguments are instantiated at the end."""
+    toks = tokenize(cuda_src)
+    match = _match_brackets(toks)
+    chars = list(cuda_src)
+
+    def blank(a: int, b: int) -> None:
+        for p in range(a, b):
+            if chars[p] != "\n":
+                chars[p] = " "
+
+    for t in toks:
+        m = _INCLUDE_RE.match(t.text) if t.kind == "pp" else None
+        if m and re.match(r"(torch|ATen|c10|pybind11)/|Python\.h$", m.group(1)):
+            blank(t.start, t.end)
+    insts = []
+    for a, b in _top_level_statements(toks, match):
+        ids = {t.text for t in toks[a:b + 1] if t.kind == "id"}
+        launches = [k for k in range(a, b + 1) if toks[k].text == "<<<"]
+        if ids & {"__global__", "__device__"}:
+            continue
+        if launches or any(_HOST_ONLY.match(x) for x in ids):
+            for k in launches:  # instantiate k<16, float> launched from host code
+                ks = _kernel_expr_start(toks, k)
+                if ks is not None and toks[k - 1].text == ">":
+                    args = [t.text for t in toks[ks + 2:k - 1] if t.text != ","]
+                    if all(re.fullmatch(r"\d+[uUlL]*|true|false|float|double|int|unsigned|char|long|short", x)
+                           for x in args):
+                        insts.append(cuda_src[toks[ks].start:toks[k - 1].end])
+            blank(toks[a].start, toks[b].end)
+    tail = "".join(f"\nstatic void* cuda_emu_instance_{i} = (void*)&{e};" for i, e in enumerate(dict.fromkeys(insts)))
+    return '#line 1 "cuda_src"\n' + "".join(chars) + tail + "\n"
+
+
+def _nvcc_start(cuda_src: str, workdir: Path):
+    """Start nvcc on the device part of cuda_src (None if nvcc is not on PATH)."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
-        return
-    from torch.utils import cpp_extension
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "cuda_src.cu"
-        p.write_text(cuda_src)
-        inc = [f"-I{x}" for x in cpp_extension.include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-        cmd = [nvcc, "-std=c++17", "-arch=sm_80", "--ptx", "-o", str(Path(d) / "k.ptx"), str(p), *inc]
-        t0 = time.time()
-        code, out = _run(cmd, cwd=Path(d))
-        if verbose:
-            print(f"[cuda_emu] nvcc check in {time.time() - t0:.1f} s (exit {code})")
-        if code != 0 and ("cuda_src.cu" in out):
-            raise CudaEmulationError("nvcc rejects this source for a real GPU:\n" +
-                                     _format_compile_errors(out.replace("cuda_src.cu(", "cuda_src:"),
-                                                            {"cuda_src": cuda_src}))
+        return None
+    src = workdir / "device.cu"
+    src.write_text(device_source(cuda_src))
+    cmd = [nvcc, "-std=c++17", "-arch=sm_80", "--expt-relaxed-constexpr", "--ptx", "-o",
+           str(workdir / "device.ptx"), str(src)]
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", env=env)
+
+
+_NVCC_DIAG = re.compile(r"^cuda_src\((\d+)\): (error|catastrophic error): (.*)$")
+
+
+def _nvcc_finish(proc, cuda_src: str, verbose: bool) -> str | None:
+    """Wait for nvcc; return an error message if it rejects the learner's device code."""
+    if proc is None:
+        return None
+    out, _ = proc.communicate()
+    if verbose:
+        print(f"[cuda_emu] nvcc check: exit {proc.returncode}")
+    if proc.returncode == 0:
+        return None
+    errors = [m for m in map(_NVCC_DIAG.match, out.splitlines()) if m]
+    # Inconclusive (skip): no error located in cuda_src, or errors about torch/host parts that
+    # the device extract left out.
+    if not errors or any(re.search(r"\b(torch|at|c10|Tensor|TORCH_\w+|AT_\w+)\b|cuda_emu_instance", m.group(3))
+                         for m in errors):
+        return None
+    log = "\n".join(f"cuda_src:{m.group(1)}:0: error: {m.group(3)}" for m in errors)
+    return _format_compile_errors(log, {"cuda_src": cuda_src})
 
 
 def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = None,
@@ -1015,8 +1148,8 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     ``name`` prefixes the module name; ``opt=False`` builds with -O0 -g; ``extra_cflags`` are
     extra compiler flags (-D, -I, -W, -f ...; -O levels and nvcc flags are ignored);
     ``build_dir`` overrides the cache directory; ``checked`` (default: $CUDA_EMU_CHECKED or True)
-    turns the bounds checks on; ``nvcc_check`` (default: $CUDA_EMU_NVCC == "1") also compiles the
-    source with nvcc when nvcc is on PATH.  Raises :class:`CudaEmulationError` for unsupported
+    turns the bounds checks on; ``nvcc_check`` (default: True unless $CUDA_EMU_NVCC is "0") also
+    compiles the device part with nvcc for a real GPU when nvcc is on PATH.  Raises :class:`CudaEmulationError` for unsupported
     features, compile and link errors.
 
     >>> m = load(cuda_src, "torch::Tensor square(torch::Tensor x);", ["square"])  # doctest: +SKIP
@@ -1028,10 +1161,12 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     if checked is None:
         checked = os.environ.get("CUDA_EMU_CHECKED", "1") != "0"
     if nvcc_check is None:
-        nvcc_check = os.environ.get("CUDA_EMU_NVCC", "0") == "1"
+        nvcc_check = os.environ.get("CUDA_EMU_NVCC", "1") != "0"
     tc = _toolchain()
     flags = _clean_flags(extra_cflags)
+    nvcc_check = bool(nvcc_check and shutil.which("nvcc"))
     digest = hashlib.sha256("\0".join([_VERSION, cuda_src, cpp_src, ",".join(funcs), str(opt), str(checked),
+                                       str(nvcc_check),
                                        " ".join(flags), tc["version"], tc["torch"], tc["torch_dir"],
                                        sys.version, _headers_digest()]).encode()).hexdigest()[:16]
     base = re.sub(r"\W", "_", name or "cuda_emu")[:40]
@@ -1044,26 +1179,32 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
         mod._cuda_emu_set_error_type(CudaEmulationError)
         if verbose:
             print(f"[cuda_emu] {modname}: loaded from cache in {time.time() - t0:.2f} s")
-        return mod
+        return _annotate(mod, moddir)
 
     _check_funcs(funcs, cpp_src, cuda_src)
     check_supported(cuda_src, tokenize(cuda_src), "cuda_src")
     check_supported(cpp_src, tokenize(cpp_src), "cpp_src")
-    if nvcc_check:
-        _nvcc_check(cuda_src, verbose)
 
     global last_log
     moddir.mkdir(parents=True, exist_ok=True)
-    chk, tier = checked, _first_tier(cuda_src + "\n" + cpp_src)
+    chk, tier, nvcc_error = checked, _first_tier(cuda_src + "\n" + cpp_src), None
     while True:  # escalate: unchecked pointers if the checked types get in the way, more torch
-        code, log, cmd = _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, chk, tier, flags, verbose)
+        code, log, cmd, nvcc_result = _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, chk, tier,
+                                             flags, verbose, nvcc_check)
+        nvcc_error = nvcc_result if nvcc_check else nvcc_error
         last_log = " ".join(cmd) + "\n\n" + log
         if code == 0:
+            if nvcc_error:
+                so.unlink(missing_ok=True)  # not cached: the next load checks again
+                raise CudaEmulationError(
+                    "the CUDA source builds for the CPU emulation, but nvcc rejects it for a real "
+                    "GPU:\n" + nvcc_error + "\n(set CUDA_EMU_NVCC=0 to skip this check)")
             break
+        nvcc_check = False  # checked once is enough
         if chk and _needs_unchecked(log):
             chk = False
         elif tier < 3 and _needs_more_torch(log):
-            tier += 1
+            tier = 3 if _FRONTEND_ONLY.search(log) else tier + 1
         else:
             (moddir / "build.log").write_text(last_log)
             raise CudaEmulationError(
@@ -1072,13 +1213,15 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
                 f"\n(full compiler output: {moddir / 'build.log'})")
     mod = _import(so, modname, funcs)
     mod._cuda_emu_set_error_type(CudaEmulationError)
+    (moddir / "build-info.txt").write_text(f"checked={int(chk)} tier={tier}\n")
     if verbose:
         print(f"[cuda_emu] {modname}: built in {time.time() - t0:.1f} s -> {so}")
-    return mod
+    return _annotate(mod, moddir)
 
 
-def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier, flags, verbose):
-    """One compile+link attempt; returns (exit code, compiler output, command)."""
+def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier, flags, verbose, nvcc_check):
+    """One compile+link attempt (with the nvcc check alongside if asked); returns
+    (exit code, compiler output, command, nvcc error message or None)."""
     cuda_t = transform(cuda_src, checked=checked, origin="cuda_src").text
     cpp_t = transform(cpp_src, checked=checked, origin="cpp_src").text
     text = "\n".join([f"// generated by cuda_emu.py for {modname}", '#line 1 "cpp_src"', cpp_t,
@@ -1095,7 +1238,9 @@ def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier
                ["-fdiagnostics-color=never", "-fmax-errors=30", str(src), str(runtime), "-shared",
                 "-o", str(out)] + tc["libs"])
         t0 = time.time()
+        nvcc = _nvcc_start(cuda_src, tmpdir) if nvcc_check else None
         code, log = _run(cmd, cwd=tmpdir)
+        nvcc_error = _nvcc_finish(nvcc, cuda_src, verbose)
         if verbose:
             what = ("checked" if checked else "unchecked") + f", torch tier {tier}"
             print(f"[cuda_emu] compile ({what}, {'PCH' if pch else 'no PCH'}) {time.time() - t0:.1f} s, exit {code}")
@@ -1104,6 +1249,6 @@ def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier
         shutil.copyfile(src, moddir / "main.cpp")  # the generated source, for reading / debugging
         if code == 0:
             os.replace(out, so)
-        return code, log, cmd
+        return code, log, cmd, nvcc_error
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -377,15 +377,21 @@ static void check_barrier(unsigned nthreads, unsigned waiting, unsigned done) {
     if (f.line != line && other < 0) other = f.line, first_other = t;
     pred += f.pred;
   }
-  if (done > 0 || other >= 0) g.in_kernel = false;  // the message names the block, not a thread
-  if (done > 0)
+  static const bool strict = [] {
+    const char* e = std::getenv("CUDA_EMU_STRICT_BARRIERS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  if ((done > 0 && strict) || other >= 0) g.in_kernel = false;  // the message names the block
+  if (done > 0 && strict)
     fail("__syncthreads() at cuda_src line " + std::to_string(line) + " was reached by only " +
          std::to_string(waiting) + " of the " + std::to_string(nthreads) + " threads of block " +
          fmt3(g.block_idx) + " " + where() + "; " + std::to_string(done) +
          " threads (e.g. thread " + tid_of(first_done) + ") had already returned, while thread " +
          tid_of(first_wait) +
-         " waits. Every thread of a block must reach the same __syncthreads() (on a GPU this "
-         "hangs or gives wrong results): move the early return or the if after the barrier.");
+         " waits. Every thread of a block must reach the same __syncthreads(): on a GPU this is "
+         "undefined (it may hang, give wrong results or seem to work). Move the early return or "
+         "the if after the barrier (CUDA_EMU_STRICT_BARRIERS=0 lets returned threads count as "
+         "arrived, as most GPUs do).");
   if (other >= 0)
     fail("threads of block " + fmt3(g.block_idx) + " " + where() +
          " wait at different __syncthreads(): thread " + tid_of(first_wait) + " at cuda_src line " +

@@ -31,6 +31,13 @@ CUDA_BEGIN = r'''
 inline unsigned int cdiv(unsigned int a, unsigned int b) { return (a + b - 1) / b; }
 '''
 
+try:  # the course's current cuda_begin, as notebooks use it (adds CUDA_CHECK)
+    from utils import cuda_begin as COURSE_BEGIN
+except Exception:  # noqa: BLE001 (utils missing or mid-edit: use the brief's text plus CUDA_CHECK)
+    COURSE_BEGIN = CUDA_BEGIN + (
+        '#define CUDA_CHECK(call) do { cudaError_t err_ = (call); TORCH_CHECK(err_ == cudaSuccess, '
+        '"CUDA error: ", cudaGetErrorString(err_), " in ", #call); } while (0)\n')
+
 KERNELS = CUDA_BEGIN + r'''
 // ---- 1D elementwise with a tail, a __device__ helper, math functions
 __device__ __forceinline__ float gelu(float x) {
@@ -293,6 +300,23 @@ __global__ void count_k(int* out) {
     int c = __syncthreads_count(threadIdx.x % 3 == 0);
     if (threadIdx.x == 0) out[0] = c;
 }
+__global__ void two_barriers_k(float* out) {
+    if (threadIdx.x % 2 == 0) {
+        __syncthreads();
+        out[threadIdx.x] = 1.0f;
+    } else {
+        __syncthreads();             // a different barrier: undefined on a GPU
+        out[threadIdx.x] = 2.0f;
+    }
+}
+__global__ void div_zero_k(int* out, int d) {
+    out[threadIdx.x] = 100 / (d - (int)threadIdx.x);   // thread d divides by zero
+}
+__global__ void big_locals_k(float* out) {
+    volatile float big[200000];      // 800 KB of locals: more than a thread's stack here
+    big[threadIdx.x] = 1.0f;
+    out[threadIdx.x] = big[threadIdx.x];
+}
 void run_bad(torch::Tensor x, torch::Tensor out, int which) {
     int n = x.numel();
     switch (which) {
@@ -306,6 +330,10 @@ void run_bad(torch::Tensor x, torch::Tensor out, int which) {
         case 7: reverse_chunks_k<<<1, 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n); break;  // no smem
         case 8: count_k<<<1, 100>>>(reinterpret_cast<int*>(out.data_ptr<float>())); break;
         case 9: early_return_k<<<1, 64>>>(out.data_ptr<float>(), 64); break;   // fine: n == blockDim
+        case 10: two_barriers_k<<<1, 8>>>(out.data_ptr<float>()); break;
+        case 11: div_zero_k<<<1, 8>>>(reinterpret_cast<int*>(out.data_ptr<float>()), 5); break;
+        case 12: big_locals_k<<<1, 2>>>(out.data_ptr<float>()); break;
+        case 13: exit(3);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -401,7 +429,6 @@ def test_missing_barrier_is_a_race(m, variant):
 def test_dynamic_shared_memory(m):
     x = torch.randn(100)
     out = m.reverse_chunks(x, 32, 32)
-    ref = torch.cat([c.flip(0) for c in torch.cat([x, torch.zeros(28)]).split(32)])[:100]
     # the last chunk is padded with zeros before reversing; only indices < n are written
     ref = torch.cat([torch.cat([x, torch.zeros(28)])[i:i + 32].flip(0) for i in range(0, 128, 32)])[:100]
     assert torch.equal(out, ref)
@@ -476,6 +503,10 @@ BAD = {
     5: r"assertion failed: x\[i\] >= 0.0f",
     6: r"invalid configuration argument for kernel square_k .* blockDim \(2048,1,1\)",
     7: r"out-of-bounds access to buf\[0\] .*: buf points to the launch's 0 bytes of dynamic shared memory",
+    10: r"wait at different __syncthreads\(\): thread \(0,0,0\) at cuda_src line \d+, thread \(1,0,0\) at line",
+    11: r"integer division by zero \(SIGFPE\) in kernel div_zero_k .* thread \(5,0,0\)",
+    12: r"stack overflow in kernel big_locals_k",
+    13: r"exit\(3\) was called",
 }
 
 
@@ -597,3 +628,189 @@ torch::Tensor poly(torch::Tensor x) {
     mod = cuda_emu.load(src, "torch::Tensor poly(torch::Tensor x);", ["poly"], name="unchecked", checked=False)
     x = torch.randn(99)
     torch.testing.assert_close(mod.poly(x), 1 + 2 * x + 3 * x * x)
+
+
+# ---- more of the subset, in a second module
+EXTRAS = COURSE_BEGIN + r'''
+#include <tuple>
+__constant__ float coef[3] = {1.0f, 2.0f, 3.0f};
+__shared__ float tile[4][8];             // file-scope static shared memory
+extern __shared__ int dyn[];             // file-scope dynamic shared memory
+
+struct Pair { float a; int b; };
+
+__device__ __noinline__ float poly(float v) { return coef[0] + coef[1] * v + coef[2] * v * v; }
+
+__global__ void __launch_bounds__(32) tiles_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int r = threadIdx.y, c = threadIdx.x;               // a 4x8 block
+    int i = blockIdx.x * 32 + r * 8 + c;
+    tile[r][c] = i < n ? poly(x[i]) : 0.0f;
+    dyn[r * 8 + c] = i;
+    __syncthreads();
+    int j = blockIdx.x * 32 + (3 - r) * 8 + (7 - c);    // read what another thread wrote
+    if (j < n && i < n) out[j] = tile[r][c] + 0.0f * dyn[(3 - r) * 8 + (7 - c)];
+}
+__global__ void atomics_k(const int* __restrict__ x, int* stats, Pair* pairs, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    bool any_neg = __syncthreads_or(i < n && x[i] < 0);
+    bool all_small = __syncthreads_and(i >= n || x[i] < 1000);
+    if (i < n) {
+        atomicMax(&stats[0], x[i]);
+        atomicMin(&stats[1], x[i]);
+        atomicExch(&stats[2], 7);
+        atomicCAS(&stats[3], 0, 1);        // only the first thread to arrive swaps 0 -> 1
+        atomicSub(&stats[4], 1);
+        pairs[i].a = 0.5f * x[i];
+        pairs[i].b = x[i] & 1;
+    }
+    if (threadIdx.x == 0) { atomicOr(&stats[5], any_neg ? 1 : 0); atomicAnd(&stats[6], all_small ? 1 : 0); }
+}
+__global__ void vec_k(float2* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    dim3 b = blockDim;
+    uint3 t = threadIdx;
+    int2 q = make_int2(i, (int)(b.x - t.x));
+    if (i < n) out[i] = make_float2((float)q.x, (float)q.y);
+}
+torch::Tensor tiles(torch::Tensor x) {
+    auto out = torch::full_like(x, NAN);
+    int n = x.numel();
+    tiles_k<<<cdiv(n, 32), dim3(8, 4), 32 * sizeof(int)>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+std::tuple<torch::Tensor, torch::Tensor, double, bool> atomics(torch::Tensor x) {
+    int n = x.numel();
+    auto stats = torch::tensor({INT_MIN, INT_MAX, 0, 0, 0, 0, 1}, x.options());
+    auto pairs = torch::empty({n, 2}, x.options());
+    atomics_k<<<cdiv(n, 64), 64>>>(x.data_ptr<int>(), stats.data_ptr<int>(),
+                                  reinterpret_cast<Pair*>(pairs.data_ptr<int>()), n);
+    CUDA_CHECK(cudaGetLastError());
+    C10_CUDA_CHECK(cudaDeviceSynchronize());
+    return {stats, pairs, 1.5 * n, n > 10};
+}
+torch::Tensor vec(int n, int threads) {
+    auto out = torch::empty({n, 2}, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA));
+    vec_k<<<cdiv(n, threads), threads>>>(reinterpret_cast<float2*>(out.data_ptr<float>()), n);
+    return out.cuda();
+}
+'''
+EXTRAS_CPP = """
+torch::Tensor tiles(torch::Tensor x);
+std::tuple<torch::Tensor, torch::Tensor, double, bool> atomics(torch::Tensor x);
+torch::Tensor vec(int n, int threads);
+"""
+
+
+@pytest.fixture(scope="module")
+def extras():
+    return cuda_emu.load(EXTRAS, EXTRAS_CPP, ["tiles", "atomics", "vec"], name="test_extras")
+
+
+def test_file_scope_shared_constant_noinline(extras):
+    x = torch.randn(70)
+    out = extras.tiles(x)
+    ref = 1 + 2 * x + 3 * x * x
+    # each block of 32 reverses its chunk; the tail block only where both ends are < n
+    exp = torch.full_like(x, float("nan"))
+    for b in range(0, 70, 32):
+        for k in range(32):
+            i, j = b + k, b + 31 - k
+            if i < 70 and j < 70:
+                exp[j] = ref[i]
+    torch.testing.assert_close(out, exp, equal_nan=True)
+    assert extras.cuda_emu_info["tier"] == 2  # torch::tensor is not in the lite tier
+
+
+def test_atomics_votes_structs_tuple_return(extras):
+    x = torch.randint(-50, 50, (150,), dtype=torch.int32)
+    stats, pairs, scaled, big = extras.atomics(x)
+    assert stats.tolist() == [x.max().item(), x.min().item(), 7, 1, -150, int((x < 0).any()), 1]
+    assert torch.equal(pairs.view(torch.float32)[:, 0], 0.5 * x.float())
+    assert torch.equal(pairs[:, 1], x & 1)
+    assert scaled == 225.0 and big is True
+
+
+def test_vector_types_and_device_mapping(extras):
+    out = extras.vec(100, 32)
+    i = torch.arange(100)
+    assert torch.equal(out, torch.stack([i, 32 - i % 32], 1).float())
+
+
+def test_template_deducing_from_pointer_falls_back_to_unchecked():
+    src = CUDA_BEGIN + r'''
+template <typename T>
+__device__ T twice_at(const T* p, int i) { return p[i] + p[i]; }  // deduces T from a T*
+__global__ void twice_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = twice_at(x, i);
+}
+torch::Tensor twice(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    twice_k<<<cdiv(x.numel(), 64), 64>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+    return out;
+}
+'''
+    mod = cuda_emu.load(src, "torch::Tensor twice(torch::Tensor x);", ["twice"], name="deduce")
+    x = torch.randn(100)
+    assert torch.equal(mod.twice(x), 2 * x)
+    assert mod.cuda_emu_info["checked"] is False
+
+
+# ---- the source transformation itself (no compiler)
+def test_transform_rewrites():
+    src = r'''
+template <int TW> __global__ void k(const float* __restrict__ a, float* const out, int n) {
+    __shared__ float s[TW][TW + 1], t;
+    extern __shared__ __align__(16) unsigned char raw[];
+    float4 v = reinterpret_cast<const float4*>(a)[0];
+}
+void f(torch::Tensor x, torch::Tensor y) {
+    TORCH_CHECK(x.device().is_cuda() && x.device().type() == c10::DeviceType::CUDA, "gpu");
+    k<16><<<dim3(2, 2), 256,
+            64>>>(x.data_ptr<float>(), y.contiguous().data_ptr<float>(), 3);
+}
+'''
+    t = cuda_emu.transform(src)
+    out = t.text
+    assert out.count("\n") == src.count("\n")  # line numbers are preserved
+    assert "k(::cuda_emu::gptr<const float> a, const ::cuda_emu::gptr<float> out, int n)" in out
+    assert "static ::cuda_emu::shared_array<float, (TW), (TW + 1)> s" in out
+    assert "static float t __attribute__((aligned(16)))" in out
+    assert 'static ::cuda_emu::dshared<unsigned char> raw{"raw"};' in out
+    assert "::cuda_emu::rcast<const float4*>(a)" in out
+    assert "x.device().is_cpu() && x.device().type() == c10::DeviceType::CPU" in out
+    assert '::cuda_emu::kernel("k<16>", "a,out,n", __LINE__, [&](auto&&... cuda_emu_a) { k<16>(cuda_emu_a...); })' \
+           ".config(dim3(2, 2), 256,\n            64)(" in out
+    assert "::cuda_emu::track(x).data_ptr<float>(), ::cuda_emu::track(y.contiguous()).data_ptr<float>()" in out
+    assert t.kernels == {"k": ["a", "out", "n"]}
+
+
+def test_torch_tiers():
+    assert cuda_emu._first_tier("#include <torch/extension.h>\n") == 1
+    assert cuda_emu._first_tier("#include <ATen/ATen.h>\n") == 2
+    assert cuda_emu._first_tier("#include <torch/torch.h>\n") == 3
+    for line in ["main.cpp:3:5: error: 'matmul' is not a member of 'torch'",
+                 "cuda_src:9:49: error: no match for 'operator<<' (operand types are 'std::ostream' and 'at::Tensor')",
+                 "cuda_src:4:1: error: 'py' has not been declared"]:
+        assert cuda_emu._needs_more_torch(line), line
+    assert not cuda_emu._needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="nvcc is not on PATH")
+def test_nvcc_check_catches_host_function_in_kernel():
+    src = CUDA_BEGIN + r'''
+__global__ void blocks_k(int* out, int n) {
+    out[threadIdx.x] = cdiv(n, 32);      // cdiv is a host function: fine for g++, not for nvcc
+}
+void blocks(torch::Tensor out, int n) { blocks_k<<<1, 4>>>(out.data_ptr<int>(), n); }
+'''
+    line = src.splitlines().index("    out[threadIdx.x] = cdiv(n, 32);      // cdiv is a host function: fine for g++, not for nvcc") + 1
+    with pytest.raises(CudaEmulationError, match=rf"nvcc rejects it for a real GPU:\ncuda_src:{line}:0: error: "
+                                                 r"calling a __host__ function\(\"cdiv"):
+        cuda_emu.load(src, "void blocks(torch::Tensor out, int n);", ["blocks"], name="nvcc_host_call")
+    mod = cuda_emu.load(src, "void blocks(torch::Tensor out, int n);", ["blocks"], name="nvcc_host_call",
+                        nvcc_check=False)  # the emulation itself runs it
+    out = torch.zeros(4, dtype=torch.int32)
+    mod.blocks(out, 100)
+    assert out.tolist() == [4, 4, 4, 4]
