@@ -154,7 +154,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<str>(?:u8|u|U|L)?R"(?P<delim>[^()\\ \n]{0,16})\(.*?\)(?P=delim)"
             |(?:u8|u|U|L)?"(?:[^"\\\n]|\\.)*")
   | (?P<chr>(?:u8|u|U|L)?'(?:[^'\\\n]|\\.)*')
-  | (?P<num>\.?\d(?:[eEpP][+-]|[\w.']|)*)
+  | (?P<num>\.?\d(?:[eEpP][+-]|[\w.'])*)
   | (?P<id>[A-Za-z_]\w*)
   | (?P<punct><<<|>>>|::|->|\.\.\.|<<=|>>=|<<|>>|<=|>=|==|!=|&&|\|\||\+\+|--|[-+*/%&|^]=
              |[-+*/%&|^!~=<>()\[\]{};,.?:\#@$`\\])
@@ -766,12 +766,55 @@ def _toolchain() -> dict:
     return _TOOLCHAIN
 
 
-def _headers_digest() -> str:
-    """Digest of the emulator (headers and this file): a change invalidates every build."""
-    h = hashlib.sha256(Path(__file__).read_bytes())
+def _headers_digest(with_python: bool = False) -> str:
+    """Digest of the emulator's C++ files (and of this file if ``with_python``): a change
+    invalidates the precompiled header and runtime (every module build, with this file)."""
+    h = hashlib.sha256(Path(__file__).read_bytes() if with_python else b"")
     for p in sorted([*HEADER_DIR.rglob("*.h"), *HEADER_DIR.rglob("*.cpp")]):
         h.update(str(p.relative_to(HEADER_DIR)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
+
+
+_PRUNE_AFTER_S = 7 * 24 * 3600
+
+
+def _prune_stale(prefix: str, keep: Path) -> None:
+    """Remove other cache entries named prefix* not used for a week (old headers, old torch)."""
+    for d in cache_dir().glob(prefix + "*"):
+        try:
+            if d != keep and time.time() - (d / "last-used").stat().st_mtime > _PRUNE_AFTER_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _prune_modules(root: Path) -> None:
+    """Once per process: remove module builds not loaded for a month (each edit makes one)."""
+    if root in _TOUCHED:
+        return
+    _TOUCHED.add(root)
+    for d in root.glob("*_*"):
+        if d.name.startswith(("pch-", "runtime-")) or not d.is_dir():
+            continue
+        try:
+            used = max(p.stat().st_mtime for p in d.iterdir())
+        except (OSError, ValueError):
+            continue
+        if time.time() - used > 30 * 24 * 3600:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+_TOUCHED: set = set()
+
+
+def _mark_used(d: Path) -> None:
+    """Note (once per process) that a precompiled entry is in use, for _prune_stale."""
+    if d not in _TOUCHED:
+        _TOUCHED.add(d)
+        try:
+            (d / "last-used").touch()
+        except OSError:
+            pass
 
 
 def _opt_flags(opt: bool) -> list[str]:
@@ -810,11 +853,13 @@ def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
     key = hashlib.sha256("\0".join([_VERSION, tc["version"], " ".join(tc["cxx"]), tc["torch"], tc["torch_dir"],
                                     sys.version, " ".join(tc["flags"] + tc["includes"] + _opt_flags(opt)),
                                     str(tier), _headers_digest()]).encode()).hexdigest()[:16]
-    d = cache_dir() / f"pch-{key}"
+    d = cache_dir() / f"pch-t{tier}{'' if opt else '-O0'}-{key}"
     stub, gch = d / "cuda_emu_pch.h", d / "cuda_emu_pch.h.gch"
     if gch.exists():
+        _mark_used(d)
         return stub
     d.mkdir(parents=True, exist_ok=True)
+    _prune_stale("pch-", d)
     with _FileLock(d / "lock"):
         if gch.exists():
             return stub
@@ -834,6 +879,7 @@ def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
                       f"building without it")
             return None
         os.replace(tmp, gch)
+    _mark_used(d)
     return stub
 
 
@@ -845,8 +891,10 @@ def _runtime(tc: dict, verbose: bool) -> Path:
     d = cache_dir() / f"runtime-{key}"
     obj = d / "runtime.o"
     if obj.exists():
+        _mark_used(d)
         return obj
     d.mkdir(parents=True, exist_ok=True)
+    _prune_stale("runtime-", d)
     with _FileLock(d / "lock"):
         if obj.exists():
             return obj
@@ -863,6 +911,7 @@ def _runtime(tc: dict, verbose: bool) -> Path:
         os.replace(tmp, obj)
         if verbose:
             print(f"[cuda_emu] runtime compiled in {time.time() - t0:.1f} s: {obj}")
+    _mark_used(d)
     return obj
 
 
@@ -982,6 +1031,7 @@ def _import(so: Path, modname: str, funcs: list[str]):
     except ImportError as e:
         msg = str(e)
         m = re.search(r"undefined symbol: (\S+)", msg)
+        so.unlink(missing_ok=True)  # keep only loadable modules in the cache
         if m:
             sym = m.group(1)
             code, dem = _run(["c++filt", sym]) if shutil.which("c++filt") else (1, sym)
@@ -1149,8 +1199,10 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     extra compiler flags (-D, -I, -W, -f ...; -O levels and nvcc flags are ignored);
     ``build_dir`` overrides the cache directory; ``checked`` (default: $CUDA_EMU_CHECKED or True)
     turns the bounds checks on; ``nvcc_check`` (default: True unless $CUDA_EMU_NVCC is "0") also
-    compiles the device part with nvcc for a real GPU when nvcc is on PATH.  Raises :class:`CudaEmulationError` for unsupported
-    features, compile and link errors.
+    compiles the device part with nvcc for a real GPU when nvcc is on PATH.  Raises
+    :class:`CudaEmulationError` for unsupported features, compile and link errors.
+
+    The module also has ``cuda_emu_info`` = {"checked", "tier", "build_dir"}: how it was built.
 
     >>> m = load(cuda_src, "torch::Tensor square(torch::Tensor x);", ["square"])  # doctest: +SKIP
     """
@@ -1168,7 +1220,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     digest = hashlib.sha256("\0".join([_VERSION, cuda_src, cpp_src, ",".join(funcs), str(opt), str(checked),
                                        str(nvcc_check),
                                        " ".join(flags), tc["version"], tc["torch"], tc["torch_dir"],
-                                       sys.version, _headers_digest()]).encode()).hexdigest()[:16]
+                                       sys.version, _headers_digest(with_python=True)]).encode()).hexdigest()[:16]
     base = re.sub(r"\W", "_", name or "cuda_emu")[:40]
     modname = f"{base}_{digest}" if re.match(r"[A-Za-z_]", base) else f"m_{base}_{digest}"
     root = Path(build_dir).expanduser() if build_dir else cache_dir()
@@ -1177,6 +1229,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     if so.exists():
         mod = _import(so, modname, funcs)
         mod._cuda_emu_set_error_type(CudaEmulationError)
+        _mark_used(moddir)
         if verbose:
             print(f"[cuda_emu] {modname}: loaded from cache in {time.time() - t0:.2f} s")
         return _annotate(mod, moddir)
@@ -1186,6 +1239,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     check_supported(cpp_src, tokenize(cpp_src), "cpp_src")
 
     global last_log
+    _prune_modules(root)
     moddir.mkdir(parents=True, exist_ok=True)
     chk, tier, nvcc_error = checked, _first_tier(cuda_src + "\n" + cpp_src), None
     while True:  # escalate: unchecked pointers if the checked types get in the way, more torch
@@ -1213,7 +1267,6 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
                 f"\n(full compiler output: {moddir / 'build.log'})")
     mod = _import(so, modname, funcs)
     mod._cuda_emu_set_error_type(CudaEmulationError)
-    (moddir / "build-info.txt").write_text(f"checked={int(chk)} tier={tier}\n")
     if verbose:
         print(f"[cuda_emu] {modname}: built in {time.time() - t0:.1f} s -> {so}")
     return _annotate(mod, moddir)
@@ -1248,6 +1301,7 @@ def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier
                 print(log)
         shutil.copyfile(src, moddir / "main.cpp")  # the generated source, for reading / debugging
         if code == 0:
+            (moddir / "build-info.txt").write_text(f"checked={int(checked)} tier={tier}\n")
             os.replace(out, so)
         return code, log, cmd, nvcc_error
     finally:
