@@ -83,8 +83,10 @@ library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and ``ATen/cuda`` he
 
 When ``nvcc`` is on PATH, the device part of the source (host functions that use torch are left
 out) is also compiled with ``nvcc --ptx -arch=sm_80``, alongside the CPU build (~0.3 s): a kernel
-that the emulation accepts but a GPU would not (e.g. calling a host function) raises.
-``nvcc_check=False`` or ``CUDA_EMU_NVCC=0`` turns this off.
+that the emulation accepts but a GPU would not (e.g. calling a host function) raises.  Sources
+whose device code uses torch types (packed accessors) skip this check, and nvcc errors that
+involve torch names are ignored (the extract leaves torch out).  ``nvcc_check=False`` or
+``CUDA_EMU_NVCC=0`` turns it off.
 
 Builds
 ------
@@ -1117,10 +1119,11 @@ def _top_level_statements(toks: list[Tok], match: dict[int, int]) -> list[tuple[
     return out
 
 
-def device_source(cuda_src: str) -> str:
+def device_source(cuda_src: str) -> str | None:
     """The device part of cuda_src for nvcc: top-level statements that use torch or launch
     kernels are blanked (newlines kept), torch/ATen/c10 includes dropped, and templated kernels
-    launched with literal template arguments are instantiated at the end."""
+    launched with literal template arguments are instantiated at the end.  None when device code
+    itself uses torch types (e.g. packed accessors): that needs the torch headers, too slow."""
     toks = tokenize(cuda_src)
     match = _match_brackets(toks)
     chars = list(cuda_src)
@@ -1139,6 +1142,8 @@ def device_source(cuda_src: str) -> str:
         ids = {t.text for t in toks[a:b + 1] if t.kind == "id"}
         launches = [k for k in range(a, b + 1) if toks[k].text == "<<<"]
         if ids & {"__global__", "__device__"}:
+            if ids & {"torch", "at", "c10"}:
+                return None
             continue
         if launches or any(_HOST_ONLY.match(x) for x in ids):
             for k in launches:  # instantiate k<16, float> launched from host code
@@ -1158,8 +1163,11 @@ def _nvcc_start(cuda_src: str, workdir: Path):
     nvcc = shutil.which("nvcc")
     if not nvcc:
         return None
+    text = device_source(cuda_src)
+    if text is None:
+        return None
     src = workdir / "device.cu"
-    src.write_text(device_source(cuda_src))
+    src.write_text(text)
     cmd = [nvcc, "-std=c++17", "-arch=sm_80", "--expt-relaxed-constexpr", "--ptx", "-o",
            str(workdir / "device.ptx"), str(src)]
     env = dict(os.environ, LC_ALL="C", LANG="C")
@@ -1181,9 +1189,15 @@ def _nvcc_finish(proc, cuda_src: str, verbose: bool) -> str | None:
         return None
     errors = [m for m in map(_NVCC_DIAG.match, out.splitlines()) if m]
     # Inconclusive (skip): no error located in cuda_src, or errors about torch/host parts that
-    # the device extract left out.
-    if not errors or any(re.search(r"\b(torch|at|c10|Tensor|TORCH_\w+|AT_\w+)\b|cuda_emu_instance", m.group(3))
-                         for m in errors):
+    # the device extract left out (in the message or on the offending line).
+    lines = cuda_src.splitlines()
+    host_ref = re.compile(r"\b(torch|at|c10|Tensor|TORCH_\w+|AT_\w+|C10_\w+)\b|cuda_emu_instance")
+
+    def line_of(m) -> str:
+        n = int(m.group(1))
+        return lines[n - 1] if 1 <= n <= len(lines) else ""
+
+    if not errors or any(host_ref.search(m.group(3)) or host_ref.search(line_of(m)) for m in errors):
         return None
     log = "\n".join(f"cuda_src:{m.group(1)}:0: error: {m.group(3)}" for m in errors)
     return _format_compile_errors(log, {"cuda_src": cuda_src})

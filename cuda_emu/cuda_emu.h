@@ -45,6 +45,15 @@
 #define CUDA_EMU_USE_UCONTEXT 0
 #endif
 
+// torch declares RestrictPtrTraits (for packed_accessor32<float, 2, torch::RestrictPtrTraits>)
+// only when compiled by nvcc.
+namespace at {
+template <typename T>
+struct RestrictPtrTraits {
+  typedef T* __restrict__ PtrType;
+};
+}  // namespace at
+
 // ------------------------------------------------------------------------------------------
 // CUDA keywords: on the CPU every function is a host function.
 // ------------------------------------------------------------------------------------------

@@ -672,6 +672,18 @@ __global__ void vec_k(float2* out, int n) {
     int2 q = make_int2(i, (int)(b.x - t.x));
     if (i < n) out[i] = make_float2((float)q.x, (float)q.y);
 }
+__global__ void transpose_k(const torch::PackedTensorAccessor32<float, 2, torch::RestrictPtrTraits> x,
+                            torch::PackedTensorAccessor32<float, 2, torch::RestrictPtrTraits> out) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < x.size(0) && c < x.size(1)) out[c][r] = x[r][c];
+}
+torch::Tensor transpose(torch::Tensor x) {
+    auto out = torch::empty({x.size(1), x.size(0)}, x.options());
+    dim3 tpb(8, 8), blocks(cdiv(x.size(1), 8), cdiv(x.size(0), 8));
+    transpose_k<<<blocks, tpb>>>(x.packed_accessor32<float, 2, torch::RestrictPtrTraits>(),
+                                 out.packed_accessor32<float, 2, torch::RestrictPtrTraits>());
+    return out;
+}
 torch::Tensor tiles(torch::Tensor x) {
     auto out = torch::full_like(x, NAN);
     int n = x.numel();
@@ -699,12 +711,14 @@ EXTRAS_CPP = """
 torch::Tensor tiles(torch::Tensor x);
 std::tuple<torch::Tensor, torch::Tensor, double, bool> atomics(torch::Tensor x);
 torch::Tensor vec(int n, int threads);
+torch::Tensor transpose(torch::Tensor x);
 """
 
 
 @pytest.fixture(scope="module")
 def extras():
-    return cuda_emu.load(EXTRAS, EXTRAS_CPP, ["tiles", "atomics", "vec"], name="test_extras")
+    return cuda_emu.load(EXTRAS, EXTRAS_CPP, ["tiles", "atomics", "vec", "transpose"],
+                         name="test_extras")
 
 
 def test_file_scope_shared_constant_noinline(extras):
@@ -735,6 +749,11 @@ def test_vector_types_and_device_mapping(extras):
     out = extras.vec(100, 32)
     i = torch.arange(100)
     assert torch.equal(out, torch.stack([i, 32 - i % 32], 1).float())
+
+
+def test_packed_accessors(extras):
+    x = torch.randn(13, 21)
+    assert torch.equal(extras.transpose(x), x.t())
 
 
 def test_template_deducing_from_pointer_falls_back_to_unchecked():
