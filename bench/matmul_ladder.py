@@ -15,7 +15,7 @@ import utils
 
 KERNELS = Path(__file__).resolve().parent.parent / "notebooks" / "kernels"
 RUNGS = {1: "naive, x->row", 2: "coalesced", 3: "smem tiles 32x32", 4: "1D blocktiling",
-         5: "2D blocktiling", 6: "float4 loads"}
+         5: "2D blocktiling", 6: "float4 loads", 7: "conflict-free + prefetch"}
 CFGS = ["128x128x8 8x8", "128x128x16 8x8", "64x128x8 8x8", "128x64x8 8x8", "64x64x16 4x4"]
 
 

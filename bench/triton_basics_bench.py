@@ -4,7 +4,7 @@
     python bench/triton_basics_bench.py --tune    # also sweep tile sizes / rows per program / warps
 
 Prints two tables: the mean of 1e8 fp32 (the seed's one-program loop, the two-pass and atomic
-versions) and the row softmax (4096 rows, w = 128 .. 16384), each as time, GB/s, % of the measured
+versions) and the row softmax (2**26 floats in rows of w = 128 .. 16384), each as time, GB/s, % of the measured
 copy ceiling and the ratio to torch (torch's time / ours: >= 1 is as fast as torch or faster).
 Targets on an H100: mean >= 0.95x torch.mean, softmax >= 1.0x torch.softmax at every w.
 
@@ -189,14 +189,14 @@ def bench_mean(tune):
 
 
 def bench_softmax(tune):
-    h = utils.by_mode(gpu=4096, cpu=64)
+    floats = utils.by_mode(gpu=2**26, cpu=64 * 128)  # the same bytes at every width
     widths = utils.by_mode(gpu=[128, 256, 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384],
                            cpu=[128, 777])
-    print(f"\nsoftmax, {h} rows of fp32 (notebook config; --tune: best found)   GB/s: torch / "
+    print(f"\nsoftmax, {floats:,} fp32 in rows of w (notebook config; --tune: best found)   GB/s: torch / "
           f"Triton, vs torch")
     worst = None
     for w in widths:
-        x = torch.randn(h, w, device=utils.DEVICE)
+        x = torch.randn(floats // w, w, device=utils.DEVICE)
         nbytes = 2 * x.nbytes
         t_torch = time_it(torch.softmax, x, 1)
         cfg = softmax_config(w)

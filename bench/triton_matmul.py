@@ -124,7 +124,9 @@ def main():
     try:
         for tf32, kind in ((False, "fp32"), (True, "tf32")):
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            utils.check(matmul(a, b, tf32=tf32), a @ b, atol=5e-2, rtol=1e-2, name=kind)
+            # TF32 rounds inputs to 10-bit mantissas: errors grow like sqrt(k) (see the notebook)
+            tol = 1e-2 * n**0.5 if tf32 else 5e-2
+            utils.check(matmul(a, b, tf32=tf32), a @ b, atol=tol, rtol=1e-2, name=kind)
             t_ref, t = timed(torch.matmul, a, b), timed(matmul, a, b, tf32=tf32)
             if not utils.ON_GPU and kind == "tf32":
                 continue  # no TF32 ceiling on the CPU

@@ -72,7 +72,7 @@ torch::Tensor total(torch::Tensor x, int64_t threads) {
     CHECK_INPUT(x);
     auto out = torch::zeros({1}, x.options());
     int n = x.numel();
-    block_sum_k<<<cdiv(n, threads), threads, threads * sizeof(float), 0>>>(
+    block_sum_k<<<cdiv(max(n, 1), threads), threads, threads * sizeof(float), 0>>>(
         x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
