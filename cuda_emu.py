@@ -846,8 +846,8 @@ def _tier_flags(tier: int) -> list[str]:
     return [f"-DCUDA_EMU_TORCH={tier}"]
 
 
-def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
-    """Path of the precompiled-header stub to ``-include`` (built on first use), or None.
+def _pch_dir(tc: dict, opt: bool, tier: int) -> Path | None:
+    """Directory of the precompiled header for this toolchain/tier/opt, or None if none is used.
 
     One PCH per torch tier and optimisation level; tier 3 (torch/all.h) has none (too big)."""
     if not tc["is_gcc"] or tier >= 3 or os.environ.get("CUDA_EMU_PCH", "1") == "0":
@@ -855,7 +855,30 @@ def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
     key = hashlib.sha256("\0".join([_VERSION, tc["version"], " ".join(tc["cxx"]), tc["torch"], tc["torch_dir"],
                                     sys.version, " ".join(tc["flags"] + tc["includes"] + _opt_flags(opt)),
                                     str(tier), _headers_digest()]).encode()).hexdigest()[:16]
-    d = cache_dir() / f"pch-t{tier}{'' if opt else '-O0'}-{key}"
+    return cache_dir() / f"pch-t{tier}{'' if opt else '-O0'}-{key}"
+
+
+def _pch_path(tc: dict, opt: bool, tier: int) -> Path | None:
+    """The PCH stub if it is built already, else None."""
+    d = _pch_dir(tc, opt, tier)
+    return d / "cuda_emu_pch.h" if d and (d / "cuda_emu_pch.h.gch").exists() else None
+
+
+def _prebuilt(tc: dict, opt: bool, tier: int, verbose: bool) -> tuple[Path | None, Path]:
+    """(PCH stub or None, runtime object), building what is missing, both at once if need be."""
+    if _pch_path(tc, opt, tier) or not _pch_dir(tc, opt, tier):
+        return _pch(tc, opt, tier, verbose), _runtime(tc, verbose)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:  # ~6 s instead of ~9 s on two cores, once per machine
+        pch, runtime = pool.submit(_pch, tc, opt, tier, verbose), pool.submit(_runtime, tc, verbose)
+        return pch.result(), runtime.result()
+
+
+def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
+    """Path of the precompiled-header stub to ``-include`` (built on first use), or None."""
+    d = _pch_dir(tc, opt, tier)
+    if d is None:
+        return None
     stub, gch = d / "cuda_emu_pch.h", d / "cuda_emu_pch.h.gch"
     if gch.exists():
         _mark_used(d)
@@ -900,7 +923,7 @@ def _runtime(tc: dict, verbose: bool) -> Path:
     with _FileLock(d / "lock"):
         if obj.exists():
             return obj
-        pch = _pch(tc, True, 1, verbose)
+        pch = _pch_path(tc, True, 1)  # use the PCH if it is there already, do not wait for it
         pre = ["-include", str(pch)] if pch else []
         tmp = d / f"tmp-{os.getpid()}.o"
         cmd = (tc["cxx"] + tc["flags"] + _opt_flags(True) + _tier_flags(1) + tc["includes"] + pre +
@@ -1297,8 +1320,7 @@ def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier
     try:
         src = tmpdir / "main.cpp"
         src.write_text(text)
-        runtime = _runtime(tc, verbose)
-        pch = _pch(tc, opt, tier, verbose)
+        pch, runtime = _prebuilt(tc, opt, tier, verbose)
         pre = ["-include", str(pch), "-Winvalid-pch"] if pch else ["-include", str(HEADER_DIR / "cuda_emu.h")]
         out = tmpdir / f"{modname}.so"
         cmd = (tc["cxx"] + tc["flags"] + _opt_flags(opt) + _tier_flags(tier) + tc["includes"] + pre + flags +
