@@ -279,8 +279,10 @@ HOST_PRELUDE = r"""
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 // nvcc gives host code min() and max() over mixed integer types; a plain C++ compiler does not.
-template <typename A, typename B> inline auto max(A a, B b) -> decltype(a > b ? a : b) { return a > b ? a : b; }
-template <typename A, typename B> inline auto min(A a, B b) -> decltype(a < b ? a : b) { return a < b ? a : b; }
+// (by value: a conditional of two lvalues is itself an lvalue, so decltype(a > b ? a : b) would be a
+// reference to a parameter that dies on return)
+template <typename A, typename B> inline std::common_type_t<A, B> max(A a, B b) { return a > b ? a : b; }
+template <typename A, typename B> inline std::common_type_t<A, B> min(A a, B b) { return a < b ? a : b; }
 """
 LIGHT_TORCH = ("#include <ATen/ATen.h>\n#include <c10/cuda/CUDAException.h>\n"
                "namespace torch { using namespace at; }  // torch::Tensor, torch::empty, ...\n")

@@ -1,7 +1,7 @@
-// The Python binding: checks the input, then calls the CUDA function defined in gelu.cu.
+// The Python binding: checks the input, then calls the CUDA function defined in gelu_kernel.cu.
 #include <torch/extension.h>
 
-torch::Tensor gelu_cuda(torch::Tensor x);  // defined in gelu.cu
+torch::Tensor gelu_cuda(torch::Tensor x);  // defined in gelu_kernel.cu
 
 torch::Tensor gelu(torch::Tensor x) {
     TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor (on the GPU)");
