@@ -213,19 +213,18 @@ def _lines(text: str) -> list:
     return text.splitlines(keepends=True)
 
 
-def sync_notebook(path: Path) -> bool:
-    """Put the badge first in cell 0 and the setup cell as cell 1; return True if it changed."""
+def sync_notebook(path: Path, write: bool = True) -> bool:
+    """Put the badge first in cell 0 and the setup cell as cell 1; return True if that changes
+    the notebook (written back only if ``write``)."""
     nb = json.loads(path.read_text())
     cells = nb["cells"]
     changed = False
-    want_badge = badge(path.name)
     if not cells or cells[0]["cell_type"] != "markdown":
         raise SystemExit(f"[course] {path.name}: the first cell must be the title (markdown)")
-    first = _src(cells[0]).split("\n", 1)
-    rest = first[1] if first[0].startswith("[![Open In Colab]") else _src(cells[0])
-    if not first[0].startswith("[![Open In Colab]"):
-        rest = "\n" + rest
-    new0 = want_badge + "\n" + rest
+    title = _src(cells[0])
+    # the text after an existing badge line, or the whole title cell after a blank line
+    body = title.partition("\n")[2] if title.startswith("[![Open In Colab]") else "\n" + title
+    new0 = badge(path.name) + "\n" + body
     if _src(cells[0]) != new0:
         cells[0]["source"] = _lines(new0)
         changed = True
@@ -238,7 +237,7 @@ def sync_notebook(path: Path) -> bool:
     else:
         cells.insert(1, setup_cell)
         changed = True
-    if changed:
+    if changed and write:
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     return changed
 
@@ -247,12 +246,11 @@ def cmd_sync(args) -> int:
     check = "--check" in args
     stale = []
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        if not sync_notebook(path, write=not check):
+            continue
         if check:
-            before = path.read_text()
-            if sync_notebook(path):
-                stale.append(path.name)
-                path.write_text(before)
-        elif sync_notebook(path):
+            stale.append(path.name)
+        else:
             say(f"updated {path.name}")
     if stale:
         say(f"out of sync (run `python3 course.py sync`): {', '.join(stale)}")

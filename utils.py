@@ -357,11 +357,10 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
 def _load_inline_classic(cuda_src, cpp_src, funcs, opt, verbose, extra_cuda_cflags):
     """One nvcc unit through load_inline, with real optimisation flags and only this GPU's arch."""
-    import hashlib
     import cuda_build
     from torch.utils.cpp_extension import load_inline
     flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(extra_cuda_cflags)
-    key = hashlib.sha256("|".join([cuda_src, cpp_src, *funcs, *flags]).encode()).hexdigest()[:12]
+    key = cuda_build._digest(cuda_src, cpp_src, *funcs, *flags)
     build_dir = cuda_build.CACHE / "inline" / key
     build_dir.mkdir(parents=True, exist_ok=True)
     major, minor = torch.cuda.get_device_capability()

@@ -60,6 +60,9 @@ def test_sync_adds_badge_and_setup_cell(tmp_path, monkeypatch):
           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     path = tmp_path / "42_x.ipynb"
     path.write_text(json.dumps(nb))
+    before = path.read_text()
+    assert course.sync_notebook(path, write=False) is True  # what `sync --check` does
+    assert path.read_text() == before
     assert course.sync_notebook(path) is True
     cells = json.loads(path.read_text())["cells"]
     assert cells[0]["source"][0].startswith("[![Open In Colab]")
