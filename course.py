@@ -4,16 +4,19 @@
     python3 course.py lab      # set up, then open JupyterLab on notebooks/
     python3 course.py test     # set up, then run the unit tests and every notebook (pytest --nbval)
 
-Other commands: ``setup`` (only install), ``execute NB...`` (run notebooks in place in this Python
-and stamp the device and date into their metadata: how GPU outputs are stored), ``colab`` (what the
-notebooks' first cell runs in Colab),
-``sync`` (write the Colab badge and setup cell into every notebook; ``--check`` only checks) and
-``results`` (rebuild the README's results table from results/*.csv).
+Other commands:
+    setup              only install
+    reset [NB ...]     put back the stored (GPU) outputs of notebooks you ran (all by default)
+    execute NB ...     run notebooks in place in this Python and stamp the device and date into
+                       their metadata: how GPU outputs are stored (results/ is written then only)
+    results            rebuild the README's results table from results/*.csv
+    setup-cells        write the Colab badge and setup cell into every notebook (--check: only check)
+    colab              what the notebooks' first cell runs in Colab
 
 Where it installs: into the active virtual environment or conda environment if there is one,
-otherwise into ``.venv/`` here (created on first use). A torch that is already importable there is
+otherwise into .venv/ here (created on first use). A torch that is already importable there is
 kept; otherwise a machine without an NVIDIA GPU gets the CPU build of torch (not the several-GB CUDA
-build). The course itself is installed in editable mode, which is how ``import utils`` works in
+build). The course itself is installed in editable mode, which is how `import utils` works in
 every notebook.
 """
 from __future__ import annotations
@@ -33,7 +36,7 @@ NOTEBOOKS = ROOT / "notebooks"
 VENV = ROOT / ".venv"
 
 # The one place that names the published repository: the Colab badges and setup cells are made
-# from it by `python3 course.py sync`.
+# from it by `python3 course.py setup-cells`.
 REPO_SLUG = "gpu-course/gpu-programming-for-pytorch-users"
 REPO_URL = f"https://github.com/{REPO_SLUG}"
 BRANCH = "main"
@@ -184,9 +187,9 @@ def cmd_colab(args) -> int:
     return pip(Path(sys.executable), "-q", *missing)
 
 
-# The notebooks' first two cells, written by `sync` from here so the repository is named once.
+# The notebooks' first two cells, written by `setup-cells` from here so the repository is named once.
 SETUP_MARK = "# Setup (same in every notebook"
-SETUP_CELL = f'''{SETUP_MARK}; written by `python3 course.py sync`).
+SETUP_CELL = f'''{SETUP_MARK}; written by `python3 course.py setup-cells`).
 # In Colab: fetch the course and install what Colab lacks. Elsewhere this does nothing:
 # `python3 course.py lab` installed the course, which is what makes `import utils` work.
 import os, subprocess, sys
@@ -213,7 +216,7 @@ def _lines(text: str) -> list:
     return text.splitlines(keepends=True)
 
 
-def sync_notebook(path: Path, write: bool = True) -> bool:
+def write_setup_cells(path: Path, write: bool = True) -> bool:
     """Put the badge first in cell 0 and the setup cell as cell 1; return True if that changes
     the notebook (written back only if ``write``)."""
     nb = json.loads(path.read_text())
@@ -242,18 +245,18 @@ def sync_notebook(path: Path, write: bool = True) -> bool:
     return changed
 
 
-def cmd_sync(args) -> int:
+def cmd_setup_cells(args) -> int:
     check = "--check" in args
     stale = []
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        if not sync_notebook(path, write=not check):
+        if not write_setup_cells(path, write=not check):
             continue
         if check:
             stale.append(path.name)
         else:
             say(f"updated {path.name}")
     if stale:
-        say(f"out of sync (run `python3 course.py sync`): {', '.join(stale)}")
+        say(f"out of sync (run `python3 course.py setup-cells`): {', '.join(stale)}")
         return 1
     return 0
 
@@ -283,9 +286,33 @@ def cmd_results(args) -> int:
     return 0
 
 
+SAVE_ENV = "COURSE_SAVE_RESULTS"  # read by gpu_course.results: only `execute` writes results/
+
+
+def drop_results(device: str, notebook: str, results_dir: Path = ROOT / "results") -> int:
+    """Remove ``notebook``'s rows for ``device`` from its results file before the notebook runs
+    again, so the file holds exactly what the stored outputs show (one run, one record). Returns
+    how many rows were removed."""
+    import csv
+    import re
+    path = results_dir / (re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") + ".csv")
+    if not path.exists():
+        return 0
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    keep = [r for r in rows if not (r["notebook"] == notebook and r["device"] == device)]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(keep)
+    return len(rows) - len(keep)
+
+
 def cmd_execute(args) -> int:
     """Run notebooks top to bottom in place, in this Python, and note in each notebook's metadata
-    where and when its outputs were made (how GPU outputs get stored)."""
+    where and when its outputs were made (how GPU outputs get stored). Benchmarks are saved to
+    results/ during this run only (and the notebook's earlier rows for this device are dropped)."""
     import datetime
     import nbformat
     from nbclient import NotebookClient
@@ -298,6 +325,9 @@ def cmd_execute(args) -> int:
         path = Path(name).resolve()
         nb = nbformat.read(path, as_version=4)
         say(f"executing {path.name} on {device} ...")
+        if device != "CPU":
+            drop_results(device, path.stem)
+        os.environ[SAVE_ENV] = "1"
         try:
             NotebookClient(nb, timeout=600, kernel_name="python3",
                            resources={"metadata": {"path": str(path.parent)}}).execute()
@@ -311,14 +341,39 @@ def cmd_execute(args) -> int:
     return 1 if failed else 0
 
 
-COMMANDS = {"setup": cmd_setup, "execute": cmd_execute, "lab": cmd_lab, "test": cmd_test, "colab": cmd_colab,
-            "sync": cmd_sync, "results": cmd_results}
+def cmd_reset(args) -> int:
+    """Put back the stored outputs of notebooks (all of them by default) from git: running a
+    notebook replaces the GPU outputs its prose discusses with this machine's."""
+    paths = [Path(a) for a in args] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    missing = [str(p) for p in paths if not p.exists() and not (NOTEBOOKS / p.name).exists()]
+    if missing:
+        print(f"course.py reset: no such notebook: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    paths = [p if p.exists() else NOTEBOOKS / p.name for p in paths]
+    r = subprocess.run(["git", "checkout", "--", *map(str, paths)], cwd=ROOT, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        print(f"course.py reset: git could not restore the notebooks: {r.stderr.strip()}",
+              file=sys.stderr)
+        return 1
+    say(f"restored the stored outputs of {len(paths)} notebook(s)")
+    return 0
+
+
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "setup": cmd_setup, "reset": cmd_reset,
+            "execute": cmd_execute, "results": cmd_results, "setup-cells": cmd_setup_cells,
+            "colab": cmd_colab}
 
 
 def main(argv: list) -> int:
-    if not argv or argv[0] not in COMMANDS:
+    if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        what = f"unknown command {argv[0]!r}" if argv else "no command given"
+        print(f"course.py: {what}. Commands: {', '.join(COMMANDS)}. "
+              f"`python3 course.py --help` says what each does.", file=sys.stderr)
+        return 2
     return COMMANDS[argv[0]](argv[1:])
 
 

@@ -1,40 +1,25 @@
 """Elementwise kernels of notebook 03 (square, GeLU) against torch, for tuning on a GPU.
 
-Builds the notebook's own kernel sources once (read from notebooks/03_first_cuda_kernels.ipynb,
-so the bench and the notebook never drift apart) and prints one row per variant:
+Builds the notebook's own kernels once (gpu_course/kernels/cuda/elementwise/, the files notebook 03 prints
+and builds) and prints one row per variant:
 variant, ms, GB/s, % of the copy ceiling, x torch. Sweeps the grid-stride variants over blocks per
 SM, threads per block and loads in flight per thread (unroll).
 
     python3 bench/elementwise.py            # GPU: n = 1e8 floats; CPU: tiny n (emulation, not a GPU figure)
     python3 bench/elementwise.py 50000000   # another n
 """
-import json
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 import utils
-
-NB = Path(__file__).resolve().parent.parent / "notebooks" / "03_first_cuda_kernels.ipynb"
-
-
-def notebook_sources():
-    """gelu_src, vec_src, fast_src as defined in the notebook's cells."""
-    ns = {"utils": utils}
-    for cell in json.loads(NB.read_text())["cells"]:
-        src = "".join(cell["source"])
-        if cell["cell_type"] == "code" and src.lstrip().startswith(("gelu_src =", "vec_src =", "fast_src =")):
-            exec(src, ns)
-    return ns["gelu_src"] + ns["vec_src"] + ns["fast_src"]
+from gpu_course.kernels import elementwise
 
 
 def main():
     n = int(float(sys.argv[1])) if len(sys.argv) > 1 else utils.by_mode(gpu=100_000_000, cpu=100_003)
-    src = notebook_sources()
-    funcs = [f"{op}_{v}" for op in ("square", "gelu") for v in ("naive", "vec", "fast")]
-    mod = utils.load_cuda(src, "\n".join(utils.get_sig(f, src) for f in funcs), funcs)
+    mod = elementwise.build()
     sms = utils.gpu_properties()["SMs"] if utils.ON_GPU else 2
     x = torch.randn(n, device=utils.DEVICE)
     out = torch.empty_like(x)
@@ -47,7 +32,7 @@ def main():
         t_ref = utils.bench(ref, x, reps=reps)
 
         def row(name, t):
-            r = utils.rate(t, nbytes=nbytes)
+            r = utils.throughput(t, nbytes=nbytes)
             print(f"{name:<44}{t.median:9.4f}{r.value:9.0f}{r.pct:8.1f}{t_ref.median / t.median:9.3f}")
 
         row(f"{op} torch", t_ref)

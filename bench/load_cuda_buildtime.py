@@ -5,6 +5,8 @@ Times (wall clock, fresh build directories) the build of the same four small ker
               the .cu, default flags: no -O), then a rebuild after a one-line kernel edit;
   load_cuda : utils.load_cuda (first build, rebuild after the same edit, reload from cache).
 Run on a GPU machine:  python3 bench/load_cuda_buildtime.py [seeds] [load_cuda]
+In cpu mode load_inline cannot build CUDA (CPU torch), so only load_cuda runs, through the emulation:
+that checks the script; its times are the emulation's, not nvcc's.
 """
 import os
 import shutil
@@ -13,6 +15,8 @@ import tempfile
 import time
 
 import torch
+
+import utils
 
 KERNELS = r"""
 __global__ void square_k(const float* __restrict__ x, float* __restrict__ out, int n) {
@@ -84,11 +88,11 @@ EDIT = ("out[i] = x[i] * x[i];", "out[i] = x[i] * x[i] + 0.0f;")
 
 
 def check(mod):
-    x = torch.randn(1000, device="cuda")
+    x = torch.randn(1000, device=utils.DEVICE)
     assert torch.allclose(mod.square(x), x * x)
     assert torch.allclose(mod.add(x, x), 2 * x)
     assert torch.allclose(mod.scale(x, 3.0), 3 * x)
-    img = torch.randint(0, 255, (3, 17, 23), dtype=torch.uint8, device="cuda")
+    img = torch.randint(0, 255, (3, 17, 23), dtype=torch.uint8, device=utils.DEVICE)
     assert mod.gray(img).shape == (17, 23)
 
 
@@ -101,6 +105,9 @@ def timed(label, fn):
 
 
 def bench_seeds():
+    if not utils.ON_GPU:
+        print("seeds load_inline: skipped in cpu mode (it needs nvcc and a CUDA build of torch)")
+        return
     from torch.utils.cpp_extension import load_inline
     d = tempfile.mkdtemp(prefix="seeds-")
     src = SEEDS_BEGIN + KERNELS + WRAPPERS
@@ -115,7 +122,6 @@ def bench_seeds():
 
 
 def bench_load_cuda():
-    import utils
     src = utils.cuda_begin + KERNELS + WRAPPERS
     mod, _ = timed("load_cuda, first build (cold cache)", lambda: utils.load_cuda(src, CPP, FUNCS))
     check(mod)
@@ -132,7 +138,7 @@ def bench_load_cuda():
 
 if __name__ == "__main__":
     which = sys.argv[1:] or ["seeds", "load_cuda"]
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, {os.cpu_count()} CPUs")
+    print(f"torch {torch.__version__}, {utils.device_name()}, {os.cpu_count()} CPUs")
     if "seeds" in which:
         bench_seeds()
     if "load_cuda" in which:

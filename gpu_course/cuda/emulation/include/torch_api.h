@@ -1,7 +1,7 @@
 // torch_api.h: how much of the torch C++ API a CPU-emulation build sees.
 //
 // Parsing torch/extension.h costs ~20 s and even its precompiled form ~8 s per build, so
-// cuda_emu.py compiles in tiers, escalating only when the source needs more:
+// The emulation (gpu_course/cuda/emulation) compiles in tiers, escalating only when the source needs more:
 //   CUDA_EMU_TORCH=1 (default) "lite": at::Tensor with all its methods, TensorOptions,
 //       AT_DISPATCH_*, accessors, the arithmetic/comparison operators on tensors, and the common
 //       factories (torch::empty/zeros/ones/full/arange/rand/randn and their _like forms),

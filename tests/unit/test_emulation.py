@@ -1,44 +1,23 @@
-"""Tests of the CPU emulation of CUDA C (cuda_emu.py): results against torch with poisoned
+"""Tests of the CPU emulation of CUDA C (gpu_course/cuda/emulation): results against torch with poisoned
 outputs, races, barriers, bounds checks, refused features, build errors and the build cache.
+(Warp-level code: test_emulation_warp.py; the race check: test_emulation_races.py.)
 
 Most kernels live in one source built once per session (about 3 s with a warm precompiled
 header; the first build on a machine also builds that header, about 20 s).
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from gpu_course.cuda import cuda_begin
+from gpu_course.cuda import emulation as cuda_emu
+from gpu_course.cuda.emulation import CudaEmulationError
+from gpu_course.cuda.emulation import toolchain
 
-import cuda_emu  # noqa: E402
-from cuda_emu import CudaEmulationError  # noqa: E402
-
-# The text utils.cuda_begin prepends to every CUDA source of the course.
-CUDA_BEGIN = r'''
-#include <torch/extension.h>
-#include <stdio.h>
-#include <c10/cuda/CUDAException.h>
-#define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor (on the GPU): pass x.to(utils.DEVICE)")
-#define CHECK_CONTIGUOUS(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous: call .contiguous() first")
-#define CHECK_INPUT(x) CHECK_CUDA(x); CHECK_CONTIGUOUS(x)
-inline unsigned int cdiv(unsigned int a, unsigned int b) { return (a + b - 1) / b; }
-'''
-
-try:  # the course's current cuda_begin, as notebooks use it (adds CUDA_CHECK)
-    from utils import cuda_begin as COURSE_BEGIN
-except Exception:  # noqa: BLE001 (utils missing or mid-edit: use the brief's text plus CUDA_CHECK)
-    COURSE_BEGIN = CUDA_BEGIN + (
-        '#define CUDA_CHECK(call) do { cudaError_t err_ = (call); TORCH_CHECK(err_ == cudaSuccess, '
-        '"CUDA error: ", cudaGetErrorString(err_), " in ", #call); } while (0)\n')
-
-KERNELS = CUDA_BEGIN + r'''
+KERNELS = cuda_begin + r'''
 // ---- 1D elementwise with a tail, a __device__ helper, math functions
 __device__ __forceinline__ float gelu(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
@@ -422,8 +401,9 @@ def test_tiled_matmul_128_runs_fast(m):
 @pytest.mark.parametrize("variant", [1, 2])
 def test_missing_barrier_is_a_race(m, variant):
     a, b = torch.randn(64, 48), torch.randn(48, 40)
-    out = m.matmul(a, b, variant)
-    assert not torch.allclose(out, a @ b, atol=1e-3, equal_nan=False)
+    with pytest.raises(CudaEmulationError, match=r"race on __shared__ [mn]s\[0\]\[\d+\] in kernel matmul_race_k<16, "
+                                                 r".* with no __syncthreads\(\) between"):
+        m.matmul(a, b, variant)
 
 
 def test_dynamic_shared_memory(m):
@@ -540,9 +520,7 @@ def test_cache_reload_is_fast(m):
 
 # ---- refused features: checked before compiling, so these are fast
 REFUSED = {
-    "warp shuffle": "v += __shfl_down_sync(0xffffffff, v, 16);",
-    "warp synchronisation": "__syncwarp();",
-    "warp vote": "unsigned b = __ballot_sync(0xffffffff, v > 0);",
+    "warp lane masks": "unsigned m = __lanemask_lt();",
     "cooperative groups": "auto blk = cooperative_groups::this_thread_block();",
     "CUDA memory management": "float* d; cudaMalloc(&d, 4);",
     "CUDA memory management (use": "cudaMemcpy(p, q, 4, cudaMemcpyDeviceToHost);",
@@ -558,7 +536,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("what", sorted(REFUSED))
 def test_refused_feature(what):
-    src = CUDA_BEGIN + "__global__ void k(float* v) {\n    " + REFUSED[what] + "\n}\n"
+    src = cuda_begin + "__global__ void k(float* v) {\n    " + REFUSED[what] + "\n}\n"
     line = src.count("\n", 0, src.index(REFUSED[what])) + 1
     with pytest.raises(CudaEmulationError) as e:
         cuda_emu.load(src, "", [], name="refused")
@@ -567,10 +545,17 @@ def test_refused_feature(what):
     assert f"cuda_src line {line}:" in msg and "not supported by the CPU emulation; run on a GPU" in msg
 
 
+def test_warp_intrinsic_without_sync_refused():
+    src = "__global__ void k(float* v) {\n    v[0] += __shfl_down(v[0], 16);\n}\n"
+    with pytest.raises(CudaEmulationError, match=r"cuda_src line 2: __shfl_down\(\) is a warp intrinsic without _sync, "
+                                                 r"removed in CUDA 9 for sm_70\+ GPUs: use __shfl_down_sync\(mask, \.\.\.\)"):
+        cuda_emu.load(src, "", [], name="refused")
+
+
 def test_refused_include_and_stream_argument():
     with pytest.raises(CudaEmulationError, match=r"cooperative groups .*#include <cooperative_groups.h>"):
         cuda_emu.load("#include <cooperative_groups.h>\n", "", [])
-    src = CUDA_BEGIN + "__global__ void k() {}\nvoid f(int s) { k<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(); }\n"
+    src = cuda_begin + "__global__ void k() {}\nvoid f(int s) { k<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(); }\n"
     with pytest.raises(CudaEmulationError, match="CUDA streams"):
         cuda_emu.load(src, "void f(int s);", ["f"])
 
@@ -583,12 +568,12 @@ def test_shared_initializer_refused():
 
 def test_unknown_function_in_funcs():
     with pytest.raises(CudaEmulationError, match="funcs lists 'cube'"):
-        cuda_emu.load(CUDA_BEGIN, "torch::Tensor square(torch::Tensor x);", ["cube"])
+        cuda_emu.load(cuda_begin, "torch::Tensor square(torch::Tensor x);", ["cube"])
 
 
 # ---- build errors (each is a real compiler run)
 def test_compile_error_shows_the_learners_line():
-    src = CUDA_BEGIN + r'''
+    src = cuda_begin + r'''
 __global__ void k(float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = undefined_name * 2.0f;
@@ -607,13 +592,13 @@ void f(torch::Tensor out) { k<<<1, 32>>>(out.data_ptr<float>(), out.numel()); }
 
 
 def test_declared_but_not_defined_is_a_link_error():
-    src = CUDA_BEGIN + "torch::Tensor twice(torch::Tensor x) { return 2 * x; }\n"
+    src = cuda_begin + "torch::Tensor twice(torch::Tensor x) { return 2 * x; }\n"
     with pytest.raises(CudaEmulationError, match=r"link error: twice\(at::Tensor, int\) is declared"):
         cuda_emu.load(src, "torch::Tensor twice(torch::Tensor x, int n);", ["twice"], name="link_error")
 
 
 def test_unchecked_build_and_constant_memory():
-    src = CUDA_BEGIN + r'''
+    src = cuda_begin + r'''
 __constant__ float coef[3] = {1.0f, 2.0f, 3.0f};
 __global__ void poly_k(const float* x, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -631,7 +616,7 @@ torch::Tensor poly(torch::Tensor x) {
 
 
 # ---- more of the subset, in a second module
-EXTRAS = COURSE_BEGIN + r'''
+EXTRAS = cuda_begin + r'''
 #include <tuple>
 __constant__ float coef[3] = {1.0f, 2.0f, 3.0f};
 __shared__ float tile[4][8];             // file-scope static shared memory
@@ -757,7 +742,7 @@ def test_packed_accessors(extras):
 
 
 def test_template_deducing_from_pointer_falls_back_to_unchecked():
-    src = CUDA_BEGIN + r'''
+    src = cuda_begin + r'''
 template <typename T>
 __device__ T twice_at(const T* p, int i) { return p[i] + p[i]; }  // deduces T from a T*
 __global__ void twice_k(const float* x, float* out, int n) {
@@ -799,26 +784,26 @@ void f(torch::Tensor x, torch::Tensor y) {
     assert 'static ::cuda_emu::dshared<unsigned char> raw{"raw"};' in out
     assert "::cuda_emu::rcast<const float4*>(a)" in out
     assert "x.device().is_cpu() && x.device().type() == c10::DeviceType::CPU" in out
-    assert '::cuda_emu::kernel("k<16>", "a,out,n", __LINE__, [&](auto&&... cuda_emu_a) { k<16>(cuda_emu_a...); })' \
-           ".config(dim3(2, 2), 256,\n            64)(" in out
+    assert '::cuda_emu::kernel("k<16>", "a,out,n", __LINE__, [&](auto&&... cuda_emu_a) { k<16>(cuda_emu_a...); }, ' \
+           '::cuda_emu::kname<&k<16> >()).config(dim3(2, 2), 256,\n            64)(' in out
     assert "::cuda_emu::track(x).data_ptr<float>(), ::cuda_emu::track(y.contiguous()).data_ptr<float>()" in out
     assert t.kernels == {"k": ["a", "out", "n"]}
 
 
 def test_torch_tiers():
-    assert cuda_emu._first_tier("#include <torch/extension.h>\n") == 1
-    assert cuda_emu._first_tier("#include <ATen/ATen.h>\n") == 2
-    assert cuda_emu._first_tier("#include <torch/torch.h>\n") == 3
+    assert toolchain.first_tier("#include <torch/extension.h>\n") == 1
+    assert toolchain.first_tier("#include <ATen/ATen.h>\n") == 2
+    assert toolchain.first_tier("#include <torch/torch.h>\n") == 3
     for line in ["main.cpp:3:5: error: 'matmul' is not a member of 'torch'",
                  "cuda_src:9:49: error: no match for 'operator<<' (operand types are 'std::ostream' and 'at::Tensor')",
                  "cuda_src:4:1: error: 'py' has not been declared"]:
-        assert cuda_emu._needs_more_torch(line), line
-    assert not cuda_emu._needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
+        assert toolchain.needs_more_torch(line), line
+    assert not toolchain.needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
 
 
 @pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="nvcc is not on PATH")
 def test_nvcc_check_catches_host_function_in_kernel():
-    src = CUDA_BEGIN + r'''
+    src = cuda_begin + r'''
 __global__ void blocks_k(int* out, int n) {
     out[threadIdx.x] = cdiv(n, 32);      // cdiv is a host function: fine for g++, not for nvcc
 }

@@ -1,4 +1,4 @@
-// Shared-memory tiled matmul, tile width a template parameter (notebooks 04 and 05 read this file).
+// rung 3: shared-memory tiles, the tile width TW a template parameter (notebooks 04 and 05 time it).
 // out (h x w) is m (h x k) times n (k x w), all row-major fp32. One thread per output; a block of
 // TW x TW threads stages one TW x TW tile of m and one of n in shared memory per phase.
 template <int TW>

@@ -1,9 +1,11 @@
 // runtime.cpp: the non-template part of the CUDA emulation (see cuda_emu.h), compiled once per
-// machine by cuda_emu.py and linked into every module it builds.
+// machine by gpu_course/cuda/emulation and linked into every module it builds.
 #include "cuda_emu.h"
 
 #include <csetjmp>
 #include <csignal>
+#include <map>
+#include <unordered_map>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -137,12 +139,17 @@ static bool in_guard_page(const void* addr) {
   return false;
 }
 
+static unsigned g_pending = 0;  // warp-level calls of the block that wait for lanes
+static bool g_release = false;  // the barrier completed: this pass resumes the threads waiting at it
+static void check_not_awaited(const char* what, int line);
+
 // The body of every fiber: run the kernel for one thread, record how it ended, go back to the
 // scheduler.  Exceptions are caught here, on the fiber's own stack.
 static void fiber_main(void*) {
   Fiber* f = g.cur;
   try {
     g.body(g.closure);
+    if (g_pending) check_not_awaited("returned (exited)", 0);
     f->state = kDone;
   } catch (const Error& e) {
     f->state = kFailed;
@@ -164,12 +171,495 @@ static void fiber_main(void*) {
 int barrier_wait(int line, int pred) {
   if (!g.in_kernel || !g.cur)
     fail("__syncthreads() called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  if (g_pending) check_not_awaited("reached __syncthreads()", line);
   Fiber* f = g.cur;
   f->state = kWaiting;
   f->line = line;
   f->pred = pred;
   ctx_swap(*f, g.sched);
   return g.bar_count;
+}
+
+// ------------------------------------------------------------------------------------------
+// Warps: lanes 32*w .. 32*w+31 of the block's linear thread index.  A warp-level call is a
+// rendezvous: the lanes of `mask` deposit their values at one call (same function, same line;
+// __syncwarp() may be at different lines, as on sm_70+), and the last one to arrive computes
+// every lane's result.  Lanes that wait switch fiber; the scheduler resumes them (kReady).
+// Every lane named in a mask must come: one that exited, waits at __syncthreads() or at another
+// warp-level call is an error at once, so a divergent warp never hangs.
+// ------------------------------------------------------------------------------------------
+struct Rendezvous {
+  int op, line;
+  unsigned mask, arrived;
+};
+struct Warp {
+  uint64_t val[32];  // what each lane deposited
+  uint64_t res[32];  // each lane's result
+  int src[32];       // shuffles: the lane each lane reads
+  std::vector<Rendezvous> pending;
+  uint32_t seq = 0;  // completed __syncwarp() calls (race check)
+  std::vector<std::pair<uint32_t, unsigned>> log;  // (seq, mask) of __syncwarp() since the last barrier
+};
+static std::vector<Warp> g_warps;
+static bool g_syncwarp_used = false;  // this launch called __syncwarp(): race messages mention it
+
+static const char* op_name(int op) {
+  static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp",
+                                "__reduce_add_sync", "__reduce_min_sync", "__reduce_min_sync",
+                                "__reduce_max_sync", "__reduce_max_sync", "__reduce_and_sync",
+                                "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
+                                "__match_all_sync"};
+  return op >= 0 && op < int(sizeof names / sizeof names[0]) ? names[op] : "warp-level call";
+}
+
+static std::string hex(unsigned m) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", m);
+  return buf;
+}
+
+/// "lane 3", "lanes 0-15", "lanes 0-3, 8, 10-12".
+static std::string lanes_str(unsigned m) {
+  std::string s;
+  int n = 0;
+  for (int l = 0; l < 32; l++) {
+    if (!(m >> l & 1)) continue;
+    int e = l;
+    while (e + 1 < 32 && (m >> (e + 1) & 1)) e++;
+    s += (n++ ? ", " : "") + std::to_string(l) + (e > l ? "-" + std::to_string(e) : "");
+    l = e;
+  }
+  return (__builtin_popcount(m) == 1 ? "lane " : "lanes ") + s;
+}
+/// "lane 3 waits" / "lanes 0-15 wait".
+static std::string wait_str(unsigned m) { return lanes_str(m) + (__builtin_popcount(m) == 1 ? " waits" : " wait"); }
+
+static std::string tid_of(long long t);
+
+/// Lanes of warp w that exist (the last warp of a block may be partial).
+static unsigned lanes_existing(unsigned w) {
+  unsigned n = g.nthreads - 32 * w;
+  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
+
+static std::string warp_where(unsigned w) {
+  return std::string("in kernel ") + g.kernel + " (launched at cuda_src line " + std::to_string(g.launch_line) +
+         "), block " + fmt3(g.block_idx) + ", warp " + std::to_string(w) + " (threads " + tid_of(32 * w) +
+         ".." + tid_of(std::min(32 * w + 31, g.nthreads - 1)) + ")";
+}
+
+static std::string call_str(int op, unsigned mask, int line) {
+  return std::string(op_name(op)) + "(" + hex(mask) + ", ...) at cuda_src line " + std::to_string(line);
+}
+
+/// What lane l of warp w is doing, for messages: "has exited", "waits at __syncthreads() at line 9".
+static std::string lane_doing(unsigned w, int l) {
+  const Fiber& o = g.fibers[32 * w + l];
+  if (o.state == kDone) return "has already exited (returned)";
+  if (o.state == kWaiting) return "waits at __syncthreads() at cuda_src line " + std::to_string(o.line);
+  if (o.state == kWarpWait) return "waits at " + call_str(o.wop, o.wmask, o.line);
+  return "has not arrived";
+}
+
+static const char* kWarpRule =
+    " Every lane named in the mask must reach the same warp-level call (on a GPU anything else is "
+    "undefined: it may hang or return garbage). If only some lanes take part, pass their mask, e.g. "
+    "unsigned m = __ballot_sync(0xffffffff, cond); before the if, then use m inside it.";
+
+/// The running lane is about to return or wait at __syncthreads(): no warp-level call may be
+/// waiting for it.
+static void check_not_awaited(const char* what, int line) {
+  const unsigned w = g.tid / 32, bit = 1u << (g.tid % 32);
+  for (const Rendezvous& r : g_warps[w].pending)
+    if ((r.mask & bit) && !(r.arrived & bit)) {
+      g.in_kernel = false;  // the message names the warp
+      fail("lane " + std::to_string(g.tid % 32) + " (thread " + tid_of(g.tid) + ") " + what +
+           (line ? " at cuda_src line " + std::to_string(line) : std::string()) + " while " +
+           wait_str(r.arrived) + " for it at " + call_str(r.op, r.mask, r.line) + ", " +
+           warp_where(w) + "." + kWarpRule);
+    }
+}
+
+/// The last lane arrived: compute every lane's result, wake the others.
+static void complete(Warp& W, size_t k) {
+  const Rendezvous r = W.pending[k];
+  W.pending.erase(W.pending.begin() + static_cast<long>(k));
+  g_pending--;
+  const unsigned m = r.mask;
+  auto each = [m](auto fn) {
+    for (unsigned l = 0; l < 32; l++)
+      if (m >> l & 1) fn(l);
+  };
+  uint64_t acc = 0;
+  switch (r.op) {
+    case kShflIdx: case kShflUp: case kShflDown: case kShflXor:
+      // a lane outside the mask has no value to give: poison (all bits set, NaN for floats)
+      each([&](unsigned l) { W.res[l] = (m >> W.src[l] & 1) ? W.val[W.src[l]] : ~uint64_t(0); });
+      break;
+    case kBallot: case kAll: case kAny:
+      each([&](unsigned l) { acc |= W.val[l] ? uint64_t(1) << l : 0; });
+      if (r.op == kAll) acc = acc == m;
+      if (r.op == kAny) acc = acc != 0;
+      each([&](unsigned l) { W.res[l] = acc; });
+      break;
+    case kSyncwarp:
+      if (g.race_on) W.log.emplace_back(++W.seq, m);
+      g_syncwarp_used = true;
+      break;
+    case kRedAdd: case kRedMinS: case kRedMinU: case kRedMaxS: case kRedMaxU: case kRedAnd: case kRedOr:
+    case kRedXor: {
+      bool first = true;
+      uint32_t a = 0;
+      each([&](unsigned l) {
+        uint32_t v = static_cast<uint32_t>(W.val[l]);
+        if (first) a = v, first = false;
+        else if (r.op == kRedAdd) a += v;
+        else if (r.op == kRedMinS) a = int32_t(v) < int32_t(a) ? v : a;
+        else if (r.op == kRedMinU) a = v < a ? v : a;
+        else if (r.op == kRedMaxS) a = int32_t(v) > int32_t(a) ? v : a;
+        else if (r.op == kRedMaxU) a = v > a ? v : a;
+        else if (r.op == kRedAnd) a &= v;
+        else if (r.op == kRedOr) a |= v;
+        else a ^= v;
+      });
+      each([&](unsigned l) { W.res[l] = a; });
+      break;
+    }
+    case kMatchAny:
+      each([&](unsigned l) {
+        uint64_t same = 0;
+        each([&](unsigned k2) { same |= W.val[k2] == W.val[l] ? uint64_t(1) << k2 : 0; });
+        W.res[l] = same;
+      });
+      break;
+    case kMatchAll: {
+      bool all = true;
+      const unsigned l0 = static_cast<unsigned>(__builtin_ctz(m));
+      each([&](unsigned l) { all = all && W.val[l] == W.val[l0]; });
+      each([&](unsigned l) { W.res[l] = all ? (uint64_t(1) << 32) | m : 0; });
+      break;
+    }
+  }
+  const unsigned w = static_cast<unsigned>(&W - g_warps.data());
+  each([&](unsigned l) {
+    Fiber& f = g.fibers[32 * w + l];
+    if (f.state == kWarpWait) f.state = kReady;
+  });
+  g.woke = true;
+}
+
+uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int width) {
+  if (!g.in_kernel || !g.cur)
+    fail(std::string(op_name(op)) + "() called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  const unsigned tid = g.tid, w = tid / 32, lane = tid % 32, bit = 1u << lane;
+  Warp& W = g_warps[w];
+  if (!(mask & bit))
+    fail(call_str(op, mask, line) + " " + where() + ": the mask does not name the calling lane " +
+         std::to_string(lane) + ". A lane that calls a warp-level function must be in its mask.");
+  const unsigned exists = lanes_existing(w);
+  if (mask & ~exists)
+    fail(call_str(op, mask, line) + " " + where() + ": the mask names " + lanes_str(mask & ~exists) + " of warp " +
+         std::to_string(w) + ", which do not exist: the block has " + std::to_string(g.nthreads) +
+         " threads, so this warp has only " + lanes_str(exists) + ". Use a mask of the lanes that exist (here " +
+         hex(exists) + "), or blocks whose size is a multiple of 32.");
+  int src = static_cast<int>(lane);
+  if (op <= kShflXor) {
+    if (width < 1 || width > 32 || (width & (width - 1)))
+      fail(call_str(op, mask, line) + " " + where() + ": width " + std::to_string(width) +
+           " must be a power of 2 from 1 to 32.");
+    // PTX shfl.sync: a segment of `width` lanes; up/down/xor outside the segment keep their own value
+    const int seg = static_cast<int>(lane) & ~(width - 1), last = seg + width - 1, l = static_cast<int>(lane);
+    long long j = l;
+    if (op == kShflIdx) j = seg + (arg & (width - 1));
+    else if (op == kShflUp) j = static_cast<long long>(l) - static_cast<unsigned>(arg);
+    else if (op == kShflDown) j = static_cast<long long>(l) + static_cast<unsigned>(arg);
+    else j = l ^ arg;
+    const bool ok = op == kShflUp ? j >= seg : (j >= 0 && j <= last);
+    src = ok ? static_cast<int>(j) : l;
+  }
+  W.val[lane] = value;
+  W.src[lane] = src;
+  // join the rendezvous that waits for this lane at this call, or start one
+  size_t k = W.pending.size(), other = W.pending.size();
+  for (size_t q = 0; q < W.pending.size(); q++) {
+    const Rendezvous& r = W.pending[q];
+    if (!(r.mask & bit) || (r.arrived & bit)) continue;
+    if (r.op == op && r.mask == mask && (r.line == line || op == kSyncwarp)) {
+      k = q;
+      break;
+    }
+    other = q;
+  }
+  if (k == W.pending.size()) {
+    if (other < W.pending.size()) {
+      const Rendezvous& r = W.pending[other];
+      g.in_kernel = false;
+      fail("lane " + std::to_string(lane) + " (thread " + tid_of(tid) + ") reached " + call_str(op, mask, line) +
+           ", while " + wait_str(r.arrived) + " for it at " + call_str(r.op, r.mask, r.line) + ", " +
+           warp_where(w) + "." + kWarpRule);
+    }
+    for (unsigned l = 0; l < 32; l++) {
+      if (!(mask >> l & 1) || l == lane) continue;
+      const int st = g.fibers[32 * w + l].state;
+      if (st == kDone || (st == kWaiting && !g_release) || st == kWarpWait) {
+        g.in_kernel = false;
+        fail(call_str(op, mask, line) + " was reached by lane " + std::to_string(lane) + " (thread " +
+             tid_of(tid) + "), but lane " + std::to_string(l) + " (thread " + tid_of(32 * w + l) + "), named in " +
+             "the mask, " + lane_doing(w, static_cast<int>(l)) + ", " + warp_where(w) + "." + kWarpRule);
+      }
+    }
+    W.pending.push_back({op, line, mask, 0});
+    g_pending++;
+  }
+  W.pending[k].arrived |= bit;
+  if (W.pending[k].arrived == mask) {
+    complete(W, k);  // the last lane to arrive goes on without switching
+    return W.res[lane];
+  }
+  Fiber* f = g.cur;
+  f->state = kWarpWait;
+  f->line = line;
+  f->wop = op;
+  f->wmask = mask;
+  ctx_swap(*f, g.sched);
+  return W.res[lane];
+}
+
+unsigned active_mask() {
+  if (!g.in_kernel || !g.cur) fail("__activemask() called outside a kernel");
+  const unsigned w = g.tid / 32;
+  unsigned m = 0;
+  for (unsigned l = 0; l < 32 && 32 * w + l < g.nthreads; l++)
+    if (g.fibers[32 * w + l].state != kDone) m |= 1u << l;
+  return m;
+}
+
+// ------------------------------------------------------------------------------------------
+// Race check (racecheck): every access to a __shared__ array through sat<K>() is recorded in a
+// shadow cell per 4-byte word: the last writer and up to two readers since the last barrier
+// (cells of an older epoch are empty).  A thread touching a word that another thread wrote, or
+// writing one that another thread read, with no __syncthreads() between (or, in one warp, no
+// __syncwarp() naming both), is a race.  Global memory: non-atomic read-modify-writes (+=, ++)
+// through a kernel's pointer parameters, by two threads of one launch.
+// ------------------------------------------------------------------------------------------
+struct Acc {
+  int32_t tid = -1;  // -1: none
+  int32_t line = 0;
+  uint32_t wseq = 0;  // the warp's __syncwarp() count at the access
+};
+struct RaceCell {
+  uint32_t epoch = 0;
+  Acc w, r1, r2;
+};
+static uint32_t g_epoch = 1;  // bumped at every block start and every completed __syncthreads()
+static std::vector<std::vector<RaceCell>> g_shared_cells;  // per registered __shared__ variable
+static std::vector<RaceCell> g_dyn_cells;                 // the launch's dynamic shared memory
+struct GlobalRMW {
+  uint32_t block, epoch, wseq;
+  int32_t tid, line;
+};
+static std::unordered_map<const void*, GlobalRMW> g_rmw;
+static std::vector<std::string> g_race_warnings, g_race_keys;
+
+static void next_epoch() {
+  if (++g_epoch == 0) {  // wrapped (after 4e9 barriers): forget everything
+    for (auto& v : g_shared_cells) std::fill(v.begin(), v.end(), RaceCell{});
+    std::fill(g_dyn_cells.begin(), g_dyn_cells.end(), RaceCell{});
+    g_rmw.clear();
+    g_epoch = 1;
+  }
+  for (auto& W : g_warps) W.log.clear();
+}
+
+/// Is the earlier access `a` ordered before the running thread's access?
+static bool ordered(const Acc& a, unsigned t) {
+  if (a.tid == static_cast<int32_t>(t)) return true;
+  if (static_cast<unsigned>(a.tid) / 32 != t / 32) return false;  // different warps: only a barrier
+  const Warp& W = g_warps[t / 32];
+  const unsigned both = (1u << (a.tid % 32)) | (1u << (t % 32));
+  for (auto it = W.log.rbegin(); it != W.log.rend() && it->first > a.wseq; ++it)
+    if ((it->second & both) == both) return true;
+  return false;
+}
+
+/// A race: raise, or with racecheck="warn" keep one warning per `key` (array and lines).
+static void race_report(const std::string& msg, const std::string& key) {
+  if (g.race_mode == 2) {
+    for (const auto& k : g_race_keys)
+      if (k == key) return;
+    g_race_keys.push_back(key);
+    if (g_race_warnings.size() < 3) g_race_warnings.push_back(msg);
+    return;
+  }
+  g.in_kernel = false;  // the message names the block and threads itself
+  fail(msg);
+}
+
+static const char* verb(int kind) { return kind == kRead ? "read" : kind == kWrite ? "wrote" : "updated"; }
+
+static void shared_race(const std::string& elem, const Acc& first, int first_kind, int kind, int line) {
+  const unsigned t = g.tid;
+  const bool warp = static_cast<unsigned>(first.tid) / 32 == t / 32;
+  std::string msg = "race on __shared__ " + elem + " in kernel " + g.kernel + " (launched at cuda_src line " +
+                    std::to_string(g.launch_line) + "), block " + fmt3(g.block_idx) + ": thread " +
+                    tid_of(first.tid) + " " + verb(first_kind) + " " + elem + " at cuda_src line " +
+                    std::to_string(first.line) + " and thread " + tid_of(t) + " " + verb(kind) +
+                    " it at line " + std::to_string(line) + " with no __syncthreads() between" +
+                    (warp && g_syncwarp_used ? " (nor a __syncwarp(), though both are in warp " +
+                                                   std::to_string(t / 32) + ")" : "") +
+                    ". On a GPU the two may happen in either order: a data race (compute-sanitizer --tool "
+                    "racecheck reports it too). ";
+  if (first_kind != kRead && kind != kRead)
+    msg += "Two threads write the same element: check the index, or separate the writes with __syncthreads().";
+  else
+    msg += "A __syncthreads() must separate the two: after the write and before the read if the reader needs "
+           "the new value; after the read and before the write if it needs the old one (in a loop over "
+           "tiles, that is a barrier at the end of the loop body).";
+  race_report(msg, elem.substr(0, elem.find('[')) + ":" + std::to_string(first.line) + ":" +
+                       std::to_string(line) + ":" + std::to_string(first_kind) + std::to_string(kind));
+}
+
+void race_shared(int kind, const void* region, const void* p, size_t size, int line, const long long* ix, int nix) {
+  if (!g.in_kernel || size < 4) return;  // elements smaller than a word are not checked
+  static size_t hint = 0;
+  const char* lo;
+  const char* name;
+  std::vector<RaceCell>* cells;
+  if (region == g.dyn) {
+    lo = g.dyn, name = g.dyn_info.name, cells = &g_dyn_cells;
+  } else {
+    size_t k = hint;
+    if (k >= g.shared_regions.size() || g.shared_regions[k].first != region) {
+      for (k = 0; k < g.shared_regions.size() && g.shared_regions[k].first != region; k++) {
+      }
+      if (k == g.shared_regions.size()) return;  // not registered (cannot happen)
+      hint = k;
+    }
+    if (g_shared_cells.size() < g.shared_regions.size()) g_shared_cells.resize(g.shared_regions.size());
+    cells = &g_shared_cells[k];
+    if (cells->empty()) cells->resize((g.shared_regions[k].second + 3) / 4);
+    lo = static_cast<const char*>(region), name = g.shared_names[k].first.c_str();
+  }
+  const size_t off = static_cast<size_t>(static_cast<const char*>(p) - lo);
+  const unsigned t = g.tid;
+  const Acc cur{static_cast<int32_t>(t), line, g_warps[t / 32].seq};
+  for (size_t c = off / 4; c <= (off + size - 1) / 4 && c < cells->size(); c++) {
+    RaceCell& e = (*cells)[c];
+    if (e.epoch != g_epoch) e = RaceCell{g_epoch, {}, {}, {}};
+    auto elem = [&] {
+      std::string s = name;
+      for (int q = 0; q < nix; q++) s += "[" + std::to_string(ix[q]) + "]";
+      return nix ? s : s + " (byte " + std::to_string(off) + ")";
+    };
+    if (e.w.tid >= 0 && !ordered(e.w, t)) {  // read-after-write or write-after-write
+      shared_race(elem(), e.w, kWrite, kind, line);
+      return;
+    }
+    if (kind != kRead) {  // write-after-read
+      for (const Acc* r : {&e.r1, &e.r2})
+        if (r->tid >= 0 && !ordered(*r, t)) {
+          shared_race(elem(), *r, kRead, kind, line);
+          return;
+        }
+      e.w = cur;
+    }
+    if (kind != kWrite) {
+      if (e.r1.tid < 0 || e.r1.tid == cur.tid) e.r1 = cur;
+      else e.r2 = cur;  // the latest other reader
+    }
+  }
+}
+
+void race_global(const void* p, size_t size, const PtrInfo* info, int line) {
+  if (!g.in_kernel) return;
+  const uint32_t block = g.block_idx.x + g.grid_dim.x * (g.block_idx.y + g.grid_dim.y * g.block_idx.z);
+  const unsigned t = g.tid;
+  const GlobalRMW cur{block, g_epoch, g_warps[t / 32].seq, static_cast<int32_t>(t), line};
+  auto it = g_rmw.find(p);
+  if (it == g_rmw.end()) {
+    if (g_rmw.size() < (1u << 22)) g_rmw.emplace(p, cur);  // bounded memory on huge launches
+    return;
+  }
+  const GlobalRMW prev = it->second;
+  it->second = cur;
+  if (prev.block == block && (prev.epoch != g_epoch || ordered(Acc{prev.tid, prev.line, prev.wseq}, t))) return;
+  std::string elem = "a word of global memory";
+  if (info && info->base) {
+    const long long off = static_cast<const char*>(p) - info->base;
+    elem = std::string(info->name) + "[" + std::to_string(off / static_cast<long long>(size)) + "]";
+  }
+  const dim3 gd = g.grid_dim;
+  const uint3 pb{prev.block % gd.x, (prev.block / gd.x) % gd.y, prev.block / (gd.x * gd.y)};
+  race_report("race on " + elem + " in kernel " + g.kernel + " (launched at cuda_src line " +
+              std::to_string(g.launch_line) + "): thread " + tid_of(prev.tid) + " of block " + fmt3(pb) +
+              " (cuda_src line " + std::to_string(prev.line) + ") and thread " + tid_of(t) + " of block " +
+              fmt3(g.block_idx) + " (line " + std::to_string(line) + ") both update " + elem +
+              " with a plain read-modify-write (+=, ++, ...), not an atomic. On a GPU they run at the same "
+              "time and updates are lost. Use " + (info && info->base ? "atomicAdd(&" + elem + ", v)" : "atomicAdd") +
+              " (or reduce within the block first, then one atomicAdd per block).",
+              elem.substr(0, elem.find('[')) + ":" + std::to_string(prev.line) + ":" + std::to_string(line));
+}
+
+// ------------------------------------------------------------------------------------------
+// Launch counts: {kernel name: launches} since load, so that a check can prove a kernel ran.
+// ------------------------------------------------------------------------------------------
+static std::map<std::string, long long> g_launches;
+
+/// "ns::k<T>" -> "k"; "... [with auto F = ns::k<16>]" -> "k<16>".
+static std::string bare_name(std::string s) {
+  size_t lt = s.find('<');
+  size_t colon = s.rfind("::", lt);
+  if (colon != std::string::npos) s = s.substr(colon + 2);
+  return s;
+}
+
+void count_launch(const char* name, const char* pretty) {
+  std::string base = bare_name(name);
+  base = base.substr(0, base.find('<'));
+  while (!base.empty() && base.back() == ' ') base.pop_back();
+  g_launches[base]++;
+  if (pretty) {
+    std::string p = pretty;
+    size_t a = p.find("F = ");
+    if (a != std::string::npos && p.size() > a + 5 && p.back() == ']') {
+      std::string inst = bare_name(p.substr(a + 4, p.size() - a - 5));
+      if (!inst.empty() && inst[0] == '&') inst = inst.substr(1);
+      if (inst != base) g_launches[inst]++;
+      static std::string current;  // messages name the instance: k<16> rather than k<TW>
+      current = inst;
+      g.kernel = current.c_str();
+    }
+  }
+}
+
+PyObject* py_launches(PyObject*, PyObject* const*, Py_ssize_t) {
+  PyObject* d = PyDict_New();
+  if (!d) return nullptr;
+  for (const auto& [k, v] : g_launches) {
+    PyObject* n = PyLong_FromLongLong(v);
+    if (!n || PyDict_SetItemString(d, k.c_str(), n) < 0) {
+      Py_XDECREF(n);
+      Py_DECREF(d);
+      return nullptr;
+    }
+    Py_DECREF(n);
+  }
+  return d;
+}
+
+PyObject* py_reset_launches(PyObject*, PyObject* const*, Py_ssize_t) {
+  g_launches.clear();
+  Py_RETURN_NONE;
+}
+
+// Set by the module's static initializer, which may run before g is constructed: a plain int
+// (constant-initialized), copied into g at every launch.
+static int g_race_mode_requested = 0;
+
+bool set_race_mode(int mode) {
+  g_race_mode_requested = mode;
+  return true;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -400,22 +890,55 @@ static void check_barrier(unsigned nthreads, unsigned waiting, unsigned done) {
          ". Every thread of a block must reach the same __syncthreads() (a barrier inside an "
          "if/else or a loop whose condition differs between threads is undefined on a GPU).");
   g.bar_count = pred;
+  if (g.race_on) next_epoch();
+}
+
+/// No thread can go on, but some wait at warp-level calls (the checks in warp_op should have
+/// caught it earlier): name them rather than hang.
+[[noreturn]] static void warp_deadlock(unsigned nthreads) {
+  std::string msg = "the threads of block " + fmt3(g.block_idx) + " in kernel " + g.kernel +
+                    " (launched at cuda_src line " + std::to_string(g.launch_line) + ") cannot go on:";
+  for (unsigned w = 0; w < g_warps.size(); w++)
+    for (const Rendezvous& r : g_warps[w].pending) {
+      msg += " in warp " + std::to_string(w) + ", " + wait_str(r.arrived) + " at " +
+             call_str(r.op, r.mask, r.line) + " for " + lanes_str(r.mask & ~r.arrived) + ";";
+      for (unsigned l = 0; l < 32; l++)
+        if ((r.mask & ~r.arrived) >> l & 1) {
+          msg += " lane " + std::to_string(l) + " " + lane_doing(w, static_cast<int>(l)) + ";";
+          break;
+        }
+    }
+  (void)nthreads;
+  g.in_kernel = false;
+  fail(msg + kWarpRule);
 }
 
 /// Runs one block: every thread as a fiber, phase by phase between barriers.  Between two
-/// barriers a thread runs alone, from start to its next barrier, in thread order.
+/// barriers a thread runs alone, from where it was to its next barrier or warp-level call, in
+/// thread order; passes repeat until every thread waits at the barrier (or is done).
 static void run_block(unsigned nthreads) {
   const dim3 b = g.block_dim;
   for (unsigned t = 0; t < nthreads; t++) g.fibers[t].state = kNew;
+  g_warps.resize((nthreads + 31) / 32);
+  for (auto& W : g_warps) W.pending.clear(), W.log.clear(), W.seq = 0;
+  g_pending = 0;
+  if (g.race_on) next_epoch();
+  g_release = false;
   for (;;) {
-    unsigned waiting = 0, done = 0;
+    unsigned waiting = 0, done = 0, blocked = 0;
+    g.woke = false;
     for (unsigned t = 0; t < nthreads; t++) {
       Fiber& f = g.fibers[t];
       if (f.state == kDone) {
         done++;
         continue;
       }
+      if (f.state == kWarpWait || (f.state == kWaiting && !g_release)) {
+        (f.state == kWaiting ? waiting : blocked)++;
+        continue;
+      }
       g.thread_idx = {t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+      g.tid = t;
       if (f.state == kNew) {
         f.stack = stack_alloc();
         ctx_init(f);
@@ -429,12 +952,18 @@ static void run_block(unsigned nthreads) {
         stack_release(f.stack);  // a thread that ends without a barrier hands its stack on
         f.stack = nullptr;
         done++;
-      } else {
+      } else if (f.state == kWaiting) {
         waiting++;
+      } else {
+        blocked++;
       }
     }
+    g_release = false;
+    if (g.woke) continue;  // a warp-level call completed: its lanes go on
+    if (blocked) warp_deadlock(nthreads);
     if (waiting == 0) return;
     check_barrier(nthreads, waiting, done);
+    g_release = true;
   }
 }
 
@@ -467,6 +996,16 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
   g.closure = closure;
   const unsigned nthreads = c.block.x * c.block.y * c.block.z;
   if (g.fibers.size() < nthreads) g.fibers.resize(nthreads);
+  g.nthreads = nthreads;
+  g.race_mode = g_race_mode_requested;
+  g.race_on = g.race_mode != 0;
+  g_syncwarp_used = false;
+  if (g.race_on) {
+    g_rmw.clear();
+    g_race_warnings.clear();
+    g_race_keys.clear();
+    g_dyn_cells.assign((c.smem + 3) / 4, RaceCell{});
+  }
 
   struct Reset {  // whatever happens, leave the emulator idle
     ~Reset() {
@@ -509,6 +1048,11 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
         }
       }
   std::fflush(stdout);  // kernel printf must be visible when the launch returns
+  g.in_kernel = false;
+  guard.restore();
+  for (const auto& msg : g_race_warnings)  // racecheck="warn": after the launch, from Python's side
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) < 0) throw PyErrorAlreadySet();
+  g_race_warnings.clear();
 }
 
 void kernel_launch_check() { std::fflush(stdout); }
@@ -539,7 +1083,7 @@ void assert_fail(const char* expr, const char* file, int line) {
 // Python binding helpers.
 // ------------------------------------------------------------------------------------------
 static PyObject* g_tensor_type = nullptr;  // torch.Tensor
-static PyObject* g_error_type = nullptr;   // cuda_emu.CudaEmulationError (set by cuda_emu.py)
+static PyObject* g_error_type = nullptr;   // cuda_emu.CudaEmulationError (set by the emulation loader)
 
 void arg_type_error(const char* fn, int i, const char* want, PyObject* o) {
   PyErr_Format(PyExc_TypeError, "%s(): argument %d must be %s, not %s", fn, i + 1, want,

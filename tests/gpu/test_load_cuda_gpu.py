@@ -1,12 +1,16 @@
-"""load_cuda on a real GPU: the split build (cuda_build.py) and its fallback. Skipped on the CPU,
-where tests/test_cuda_emu.py covers the emulation; run on a GPU machine with
-`python -m pytest tests/test_load_cuda_gpu.py`."""
+"""load_cuda on a real GPU: the split build (gpu_course/cuda/gpu_build.py), its one-unit fallback,
+launch counting (kernel_launches) and the build-time targets. Skipped on the CPU, where
+tests/unit/test_emulation.py covers the emulation and tests/unit/test_gpu_build.py the split's
+Python side; run on a GPU machine with `python -m pytest tests/gpu`."""
+import importlib.util
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 import utils
+from gpu_course.cuda import kernel_launches
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
@@ -151,3 +155,100 @@ torch::Tensor fill(torch::Tensor out, double v) { launch_fill<128>(out, (float)v
     m = utils.load_cuda(src, "torch::Tensor fill(torch::Tensor out, double v);", ["fill"])
     out = m.fill(utils.poisoned(1000), 2.5)
     utils.check(out, torch.full((1000,), 2.5))
+
+
+# ---- the front end's tricky sources (tests/unit run them through make_units and the emulation)
+def _unit_test_module(name):
+    path = Path(__file__).resolve().parent.parent / "unit" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"course_gpu_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def split_built(mod):
+    """Built by the split build (not the one-unit fallback)?"""
+    return hasattr(mod, "_course_launches") and "load_inline" not in mod.build_log
+
+
+def test_the_module_comes_from_the_split_build_and_counts_launches(mod):
+    assert split_built(mod), mod.build_log
+    x = torch.randn(5000, device=utils.DEVICE)
+    assert kernel_launches(mod, mod.square, x) == {"square_k": 1}
+    a, b = torch.randn(40, 30, device=utils.DEVICE), torch.randn(30, 20, device=utils.DEVICE)
+    assert kernel_launches(mod, mod.matmul, a, b) == {"matmul_k": 1}
+    assert kernel_launches(mod, mod.total, x, 256) == {"block_sum_k": 1}
+    with pytest.raises(RuntimeError):
+        kernel_launches(mod, mod.total, x, 2048)  # an invalid launch launches nothing
+    assert mod._course_launches()["block_sum_k"] == 0
+
+
+def test_namespaces_digit_separators_constant_memory_macros_lambdas():
+    t = _unit_test_module("test_gpu_build")
+    m = utils.load_cuda(t.TRICKY, t.TRICKY_CPP, t.TRICKY_FUNCS)
+    assert split_built(m), m.build_log
+    x, w = torch.randn(10_007, device=utils.DEVICE), torch.randn(5, device=utils.DEVICE)
+    xp = torch.nn.functional.pad(x.double(), (2, 2))
+    ref = sum(w[j].double() * xp[j:j + len(x)] for j in range(5))
+    utils.check(m.convolve(x, w), ref, atol=1e-4, rtol=1e-4, name="convolve")
+    out = m.square_fill(x)  # checks inside that fill_k counted n hits in a __device__ variable
+    utils.check(out, x * x, name="square_fill")
+    assert kernel_launches(m, m.square_fill, x) == {"fill_k": 1, "sq_k": 3}
+    assert kernel_launches(m, m.convolve, x, w) == {"conv_k": 1}
+
+
+def test_constant_memory_from_a_device_tensor():
+    f = _unit_test_module("test_cuda_frontend")
+    src = f.CONST_SRC.replace(
+        "auto mh = m.cpu().contiguous();\n    CUDA_CHECK(cudaMemcpyToSymbol(conv::mask, mh.data_ptr<float>(), "
+        "sizeof(conv::mask)));",
+        "auto mh = m.contiguous();\n    CUDA_CHECK(cudaMemcpyToSymbol(conv::mask, mh.data_ptr<float>(), "
+        "sizeof(conv::mask), 0, cudaMemcpyDeviceToDevice));")
+    assert src != f.CONST_SRC
+    for source in (f.CONST_SRC, src):
+        m = utils.load_cuda(source, f.CONST_CPP, ["convolve", "times"])
+        assert split_built(m), m.build_log
+        x, w = torch.randn(203, device=utils.DEVICE), torch.randn(5, device=utils.DEVICE)
+        utils.check(m.convolve(x, w), f.conv_reference(x.cpu(), w.cpu()), atol=1e-5, name="convolve")
+        before = m.times()
+        m.convolve(x, w)
+        assert m.times() == before + 1
+
+
+def test_classic_fallback_counts_launches_with_the_profiler():
+    src = utils.cuda_begin + r"""
+__global__ void fill_k(float* out, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = v;
+}
+template <int B>
+void launch_fill(torch::Tensor out, float v) {
+    int n = out.numel();
+    fill_k<<<cdiv(n, B), B>>>(out.data_ptr<float>(), v, n);
+}
+torch::Tensor fill(torch::Tensor out, double v) { launch_fill<128>(out, (float)v); return out; }
+torch::Tensor fill_zeros(int64_t n, double v) { return fill(torch::zeros({n}, torch::kCUDA), v); }
+"""
+    m = utils.load_cuda(src, "torch::Tensor fill(torch::Tensor out, double v);\n"
+                             "torch::Tensor fill_zeros(int64_t n, double v);", ["fill", "fill_zeros"])
+    assert not hasattr(m, "_course_launches") and "templated host function" in m.build_log
+    assert kernel_launches(m, m.fill, utils.poisoned(1000), 2.5) == {"fill_k": 1}
+    assert kernel_launches(m, m.fill_zeros, 1000, 2.5) == {"fill_k": 1}  # torch's fill kernel is left out
+
+
+def test_build_times_on_an_empty_cache(tmp_path):
+    """The targets: a first build in 20 s or less, a kernel edit in 2 s or less."""
+    from gpu_course.cuda import gpu_build
+    saved, gpu_build.CACHE = gpu_build.CACHE, tmp_path
+    try:
+        t0 = time.perf_counter()
+        utils.load_cuda(SRC, CPP, ["square", "matmul", "total"])
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        m = utils.load_cuda(SRC.replace("if (i < n) out[i] = sq(x[i]);", "if (i < n) out[i] = sq(x[i]) + 0.0f;"),
+                            CPP, ["square", "matmul", "total"])
+        edit = time.perf_counter() - t0
+    finally:
+        gpu_build.CACHE = saved
+    print(f"first build {first:.1f} s, kernel edit {edit:.2f} s")
+    assert split_built(m) and first <= 20 and edit <= 2, (first, edit)

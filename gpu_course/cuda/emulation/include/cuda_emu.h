@@ -1,6 +1,6 @@
 // cuda_emu.h: runs the course's subset of CUDA C on the CPU.
 //
-// cuda_emu.py rewrites a learner's CUDA source a little (launches, __shared__ declarations, kernel
+// The emulation (source.py) rewrites a learner's CUDA source a little (launches, __shared__ declarations, kernel
 // pointer parameters, see its docstring) and compiles it against this header, which is
 // precompiled once; the non-template code is in runtime.cpp, also compiled once and linked into
 // every module.  Design, in short:
@@ -8,6 +8,11 @@
 //     thread, and a fiber switches only at __syncthreads().  Between two barriers a thread runs
 //     alone, so a missing barrier shows up as a real race, deterministically.
 //   * a barrier that only part of a block reaches is detected (no hang) and raised as an error.
+//   * warp-level calls (__shfl_*_sync, __ballot_sync, __syncwarp, ...) are rendezvous of the lanes
+//     named in the mask: a lane waits (switches fiber) until all of them arrived at the same call;
+//     a lane that exited or waits elsewhere is an error, never a hang.
+//   * racecheck (on by default): accesses to __shared__ arrays are recorded per 4-byte word
+//     between barriers; two threads touching one word without a barrier between them is an error.
 //   * kernel pointer parameters become bounds-checked pointers (gptr) and __shared__ arrays
 //     bounds-checked arrays (sarr); shared memory is poisoned (all bits set: NaN for floats) at
 //     the start of every block, so reading before writing shows.
@@ -30,6 +35,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <source_location>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -65,7 +71,7 @@ struct RestrictPtrTraits {
 #define __grid_constant__
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
-#define __shared__ static  // only reached where cuda_emu.py could not rewrite (inside macros)
+#define __shared__ static  // only reached where the emulation could not rewrite (inside macros)
 #define __CUDA_ARCH_EMULATED__ 1
 
 // ------------------------------------------------------------------------------------------
@@ -122,7 +128,8 @@ struct Error : std::runtime_error {
 /// A Python exception is already set (e.g. KeyboardInterrupt): just return NULL.
 struct PyErrorAlreadySet {};
 
-enum FiberState { kNew, kRunning, kWaiting, kDone, kFailed };
+// kWaiting: at __syncthreads(); kWarpWait: at a warp-level call; kReady: may resume.
+enum FiberState { kNew, kRunning, kWaiting, kDone, kFailed, kWarpWait, kReady };
 
 /// Where a bounds-checked pointer came from, for error messages.
 struct PtrInfo {
@@ -139,8 +146,10 @@ struct Fiber {
 #endif
   char* stack = nullptr;
   int state = kNew;
-  int line = 0;  // line of the __syncthreads() it waits at
+  int line = 0;  // line of the __syncthreads() or warp-level call it waits at
   int pred = 0;  // predicate of __syncthreads_count/and/or
+  int wop = 0;   // the warp-level call it waits at (WarpOp) and its mask
+  unsigned wmask = 0;
 };
 
 struct State {
@@ -163,6 +172,11 @@ struct State {
   std::vector<std::pair<std::string, const char*>> shared_names;
   size_t stack_bytes = 0;
   std::vector<char*> free_stacks, all_stacks;
+  unsigned tid = 0;               // linear index (x fastest) of the running thread in its block
+  unsigned nthreads = 0;          // threads per block of the current launch
+  bool woke = false;              // a warp-level call completed: some fibers became kReady
+  bool race_on = false;           // racecheck: record __shared__ accesses (see race_shared)
+  int race_mode = 0;              // 0 off, 1 a race is an error, 2 a race is a warning
 };
 extern State g;  // defined in runtime.cpp
 
@@ -204,6 +218,44 @@ void cuda_check(int err, const char* expr);
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line);
 
 inline void syncthreads(int line) { barrier_wait(line, 0); }
+
+/// Warp-level calls.  Each is a rendezvous of the lanes named in `mask` at one call (see
+/// runtime.cpp): every lane deposits `value` (and `arg`: a lane, delta or lane mask), the last
+/// to arrive computes every lane's result, and each lane returns its own.
+enum WarpOp {
+  kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kAll, kAny, kSyncwarp, kRedAdd, kRedMinS,
+  kRedMinU, kRedMaxS, kRedMaxU, kRedAnd, kRedOr, kRedXor, kMatchAny, kMatchAll
+};
+uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg = 0, int width = 32);
+/// Lanes of the caller's warp that exist and have not exited (see __activemask).
+unsigned active_mask();
+
+template <class T>
+inline T warp_shfl(int op, int line, unsigned mask, T var, int arg, int width) {
+  static_assert(std::is_arithmetic_v<T> && sizeof(T) <= 8,
+                "__shfl_*_sync takes an int, unsigned, long long, float or double (shuffle a "
+                "float4 or a struct one member at a time)");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &var, sizeof(T));
+  bits = warp_op(op, line, mask, bits, arg, width);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+template <class T>
+inline uint64_t warp_bits(const T& v) {
+  static_assert(std::is_arithmetic_v<T> && sizeof(T) <= 8, "__match_*_sync takes a number");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  return bits;
+}
+
+/// Launch counts of this module: {kernel name: launches}, _cuda_emu_launches() in Python.
+void count_launch(const char* name, const char* pretty);
+PyObject* py_launches(PyObject*, PyObject* const*, Py_ssize_t);
+PyObject* py_reset_launches(PyObject*, PyObject* const*, Py_ssize_t);
+/// Sets g.race_mode for this module (the loader's racecheck option, baked into the binding).
+bool set_race_mode(int mode);
 inline int syncthreads_count(int line, int pred) { return barrier_wait(line, pred != 0); }
 
 // ------------------------------------------------------------------------------------------
@@ -400,6 +452,59 @@ struct is_sarr : std::false_type {};
 template <class T, size_t N>
 struct is_sarr<sarr<T, N>> : std::true_type {};
 
+// ------------------------------------------------------------------------------------------
+// sat<K>(a, line, i, j): what `a[i][j]` becomes in kernels when `a` is a __shared__ array used
+// with all its indices (K: 0 read, 1 write, 2 read-modify-write such as +=), or a kernel pointer
+// parameter updated with +=/++ (K = 2).  Same result as a[i][j] (bounds-checked as before); with
+// racecheck it also records the access, for the race checks in runtime.cpp.
+// ------------------------------------------------------------------------------------------
+enum AccessKind { kRead = 0, kWrite = 1, kRMW = 2 };
+void race_shared(int kind, const void* region, const void* p, size_t size, int line, const long long* ix,
+                 int nix);
+void race_global(const void* p, size_t size, const PtrInfo* info, int line);
+
+template <class A, class I0>
+inline decltype(auto) index_all(A&& a, I0 i0) { return std::forward<A>(a)[i0]; }
+template <class A, class I0, class I1>
+inline decltype(auto) index_all(A&& a, I0 i0, I1 i1) { return std::forward<A>(a)[i0][i1]; }
+template <class A, class I0, class I1, class I2>
+inline decltype(auto) index_all(A&& a, I0 i0, I1 i1, I2 i2) { return std::forward<A>(a)[i0][i1][i2]; }
+template <class A, class I0, class I1, class I2, class I3>
+inline decltype(auto) index_all(A&& a, I0 i0, I1 i1, I2 i2, I3 i3) {
+  return std::forward<A>(a)[i0][i1][i2][i3];
+}
+
+template <class... I>
+__attribute__((noinline)) void race_shared_at(int kind, const void* region, const void* p, size_t size, int line,
+                                              I... i) {
+  if constexpr ((std::is_integral_v<I> && ...)) {
+    const long long ix[] = {static_cast<long long>(i)...};
+    race_shared(kind, region, p, size, line, ix, static_cast<int>(sizeof...(I)));
+  } else {
+    race_shared(kind, region, p, size, line, nullptr, 0);
+  }
+}
+
+template <int K, class A, class... I>
+inline decltype(auto) sat(A&& a, int line, I... i) {
+  using D = std::remove_cv_t<std::remove_reference_t<A>>;
+  if constexpr (is_sarr<D>::value) {
+    auto& e = index_all(a, i...);
+    if (__builtin_expect(g.race_on, 0)) race_shared_at(K, &a, &e, sizeof(e), line, i...);
+    return (e);
+  } else if constexpr (is_dshared<D>::value && sizeof...(I) == 1) {
+    auto& e = index_all(a.get(), i...);
+    if (__builtin_expect(g.race_on, 0)) race_shared_at(K, g.dyn, &e, sizeof(e), line, i...);
+    return (e);
+  } else if constexpr (is_gptr<D>::value && K == kRMW && sizeof...(I) == 1) {
+    auto& e = index_all(a, i...);
+    if (__builtin_expect(g.race_on, 0)) race_global(&e, sizeof(e), a.info, line);
+    return (e);
+  } else {
+    return index_all(std::forward<A>(a), i...);  // a local of the same name, a plain array...
+  }
+}
+
 /// What reinterpret_cast becomes: keeps the bounds of checked pointers.
 template <class To, class From>
 inline decltype(auto) rcast(From&& f) {
@@ -455,12 +560,19 @@ inline auto convert_arg(A&& a, PtrInfo& info, const char* pname) {
   }
 }
 
+/// `kname<&k<16>>()`: the compiler's spelling of an instantiated kernel ("... [with auto F = k<16>]").
+template <auto F>
+inline const char* kname() {
+  return __PRETTY_FUNCTION__;
+}
+
 template <class F>
 struct Kernel {
   const char* name;
   const char* params;
   int line;
   F f;
+  const char* pretty = nullptr;  // kname<&k<...>>(), for templated kernels
 
   struct Launch {
     Kernel* k;
@@ -486,20 +598,26 @@ struct Kernel {
     auto body = [&]() { std::apply(f, args); };
     g.kernel = name;
     g.launch_line = line;
+    count_launch(name, pretty);
     run_launch(cfg, [](void* p) { (*static_cast<decltype(body)*>(p))(); }, &body);
   }
 };
 
 template <class F>
-inline Kernel<F> kernel(const char* name, const char* params, int line, F f) {
-  return Kernel<F>{name, params, line, f};
+inline Kernel<F> kernel(const char* name, const char* params, int line, F f, const char* pretty = nullptr) {
+  return Kernel<F>{name, params, line, f, pretty};
 }
 }  // namespace cuda_emu
 
 // ------------------------------------------------------------------------------------------
 // CUDA runtime error API (the part that makes sense here) and C10_CUDA_* macros.
 // ------------------------------------------------------------------------------------------
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorInvalidConfiguration = 9 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidSymbol = 13
+};
 typedef cudaError_t cudaError;
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }  // errors are raised at once
 inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
@@ -508,6 +626,38 @@ inline cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "CUDA error"; }
+
+// __constant__ and __device__ variables are plain globals here; the source check (source.py)
+// makes sure the symbol is one. Like a GPU, a copy outside the variable fails (here: raises).
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4
+};
+namespace cuda_emu {
+inline void symbol_range(const char* fn, size_t count, size_t offset, size_t size) {
+  if (offset > size || count > size - offset)
+    fail(std::string(fn) + ": " + std::to_string(count) + " bytes at offset " + std::to_string(offset) +
+         " do not fit in the symbol (" + std::to_string(size) + " bytes); a GPU returns "
+         "cudaErrorInvalidValue and copies nothing.");
+}
+}  // namespace cuda_emu
+template <class T>
+inline cudaError_t cudaMemcpyToSymbol(T& symbol, const void* src, size_t count, size_t offset = 0,
+                                      cudaMemcpyKind = cudaMemcpyHostToDevice) {
+  ::cuda_emu::symbol_range("cudaMemcpyToSymbol", count, offset, sizeof(T));
+  std::memcpy(reinterpret_cast<char*>(&symbol) + offset, src, count);
+  return cudaSuccess;
+}
+template <class T>
+inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                        cudaMemcpyKind = cudaMemcpyDeviceToHost) {
+  ::cuda_emu::symbol_range("cudaMemcpyFromSymbol", count, offset, sizeof(T));
+  std::memcpy(dst, reinterpret_cast<const char*>(&symbol) + offset, count);
+  return cudaSuccess;
+}
 inline const char* cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaError"; }
 
 #define CUDA_EMU_ASSERT(...) \
@@ -523,6 +673,65 @@ using cuda_emu::blockIdx;
 using cuda_emu::gridDim;
 using cuda_emu::threadIdx;
 static constexpr int warpSize = 32;
+
+// Warp-level intrinsics (CUDA 9+ *_sync forms): the call's line comes from source_location.
+using cuda_emu_loc = std::source_location;
+#define CUDA_EMU_HERE cuda_emu_loc loc = cuda_emu_loc::current()
+template <class T>
+inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize, CUDA_EMU_HERE) {
+  return ::cuda_emu::warp_shfl(::cuda_emu::kShflIdx, loc.line(), mask, var, srcLane, width);
+}
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize, CUDA_EMU_HERE) {
+  return ::cuda_emu::warp_shfl(::cuda_emu::kShflUp, loc.line(), mask, var, static_cast<int>(delta), width);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize, CUDA_EMU_HERE) {
+  return ::cuda_emu::warp_shfl(::cuda_emu::kShflDown, loc.line(), mask, var, static_cast<int>(delta), width);
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize, CUDA_EMU_HERE) {
+  return ::cuda_emu::warp_shfl(::cuda_emu::kShflXor, loc.line(), mask, var, laneMask, width);
+}
+inline unsigned __ballot_sync(unsigned mask, int pred, CUDA_EMU_HERE) {
+  return static_cast<unsigned>(::cuda_emu::warp_op(::cuda_emu::kBallot, loc.line(), mask, pred != 0));
+}
+inline int __all_sync(unsigned mask, int pred, CUDA_EMU_HERE) {
+  return static_cast<int>(::cuda_emu::warp_op(::cuda_emu::kAll, loc.line(), mask, pred != 0));
+}
+inline int __any_sync(unsigned mask, int pred, CUDA_EMU_HERE) {
+  return static_cast<int>(::cuda_emu::warp_op(::cuda_emu::kAny, loc.line(), mask, pred != 0));
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu, CUDA_EMU_HERE) {
+  ::cuda_emu::warp_op(::cuda_emu::kSyncwarp, loc.line(), mask, 0);
+}
+inline unsigned __activemask() { return ::cuda_emu::active_mask(); }
+#define CUDA_EMU_REDUCE(NAME, T, OP)                                                        \
+  inline T NAME(unsigned mask, T value, CUDA_EMU_HERE) {                                    \
+    return static_cast<T>(::cuda_emu::warp_op(OP, loc.line(), mask, static_cast<uint32_t>(value))); \
+  }
+CUDA_EMU_REDUCE(__reduce_add_sync, int, ::cuda_emu::kRedAdd)
+CUDA_EMU_REDUCE(__reduce_add_sync, unsigned, ::cuda_emu::kRedAdd)
+CUDA_EMU_REDUCE(__reduce_min_sync, int, ::cuda_emu::kRedMinS)
+CUDA_EMU_REDUCE(__reduce_min_sync, unsigned, ::cuda_emu::kRedMinU)
+CUDA_EMU_REDUCE(__reduce_max_sync, int, ::cuda_emu::kRedMaxS)
+CUDA_EMU_REDUCE(__reduce_max_sync, unsigned, ::cuda_emu::kRedMaxU)
+CUDA_EMU_REDUCE(__reduce_and_sync, unsigned, ::cuda_emu::kRedAnd)
+CUDA_EMU_REDUCE(__reduce_or_sync, unsigned, ::cuda_emu::kRedOr)
+CUDA_EMU_REDUCE(__reduce_xor_sync, unsigned, ::cuda_emu::kRedXor)
+#undef CUDA_EMU_REDUCE
+template <class T>
+inline unsigned __match_any_sync(unsigned mask, T value, CUDA_EMU_HERE) {
+  return static_cast<unsigned>(
+      ::cuda_emu::warp_op(::cuda_emu::kMatchAny, loc.line(), mask, ::cuda_emu::warp_bits(value)));
+}
+template <class T>
+inline unsigned __match_all_sync(unsigned mask, T value, int* pred, CUDA_EMU_HERE) {
+  uint64_t r = ::cuda_emu::warp_op(::cuda_emu::kMatchAll, loc.line(), mask, ::cuda_emu::warp_bits(value));
+  if (pred) *pred = static_cast<int>(r >> 32);
+  return static_cast<unsigned>(r);
+}
+#undef CUDA_EMU_HERE
 
 #define __syncthreads() ::cuda_emu::syncthreads(__LINE__)
 #define __syncthreads_count(p) ::cuda_emu::syncthreads_count(__LINE__, (p))
@@ -900,9 +1109,14 @@ struct pyfn : pyfn_impl<F, decltype(F)> {};
      return ::cuda_emu::pyfn<(__VA_ARGS__)>::call(NAME, a, n);                       \
    }),                                                                              \
    METH_FASTCALL, NAME}
-#define CUDA_EMU_BUILTINS                                                               \
-  {"_cuda_emu_set_error_type", (PyCFunction)(void (*)(void))::cuda_emu::set_error_type, \
-   METH_FASTCALL, "internal: the exception class for emulation errors"}
+#define CUDA_EMU_BUILTINS                                                                      \
+  {"_cuda_emu_set_error_type", (PyCFunction)(void (*)(void))::cuda_emu::set_error_type,        \
+   METH_FASTCALL, "internal: the exception class for emulation errors"},                       \
+  {"_cuda_emu_launches", (PyCFunction)(void (*)(void))::cuda_emu::py_launches, METH_FASTCALL,  \
+   "{kernel name: launches} since the module was loaded (or reset); a templated kernel is "     \
+   "counted under its name and under its instantiation, e.g. 'matmul_k' and 'matmul_k<16>'"}, \
+  {"_cuda_emu_reset_launches", (PyCFunction)(void (*)(void))::cuda_emu::py_reset_launches,      \
+   METH_FASTCALL, "set every launch count of this module to zero"}
 #define CUDA_EMU_MODULE(NAME, METHODS)                                                     \
   static PyModuleDef cuda_emu_module_def = {PyModuleDef_HEAD_INIT, #NAME,                  \
                                             "CUDA C built for the CPU by cuda_emu", -1,    \

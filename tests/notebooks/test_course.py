@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(ROOT))
 import course  # noqa: E402
@@ -48,12 +48,12 @@ def test_nbval_fails_a_planted_error(tmp_path, name, symptom):
 
 
 # ---------------------------------------------------------------------- notebooks' plumbing
-def test_notebooks_are_in_sync_with_course_py():
+def test_notebooks_setup_cells_match_course_py():
     assert notebooks(), "no notebooks found"
-    assert course.main(["sync", "--check"]) == 0
+    assert course.main(["setup-cells", "--check"]) == 0
 
 
-def test_sync_adds_badge_and_setup_cell(tmp_path, monkeypatch):
+def test_setup_cells_adds_badge_and_setup_cell(tmp_path, monkeypatch):
     nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# 42 · Title\n", "text"]},
                     {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                      "source": ["import utils"]}],
@@ -61,16 +61,16 @@ def test_sync_adds_badge_and_setup_cell(tmp_path, monkeypatch):
     path = tmp_path / "42_x.ipynb"
     path.write_text(json.dumps(nb))
     before = path.read_text()
-    assert course.sync_notebook(path, write=False) is True  # what `sync --check` does
+    assert course.write_setup_cells(path, write=False) is True  # what `setup-cells --check` does
     assert path.read_text() == before
-    assert course.sync_notebook(path) is True
+    assert course.write_setup_cells(path) is True
     cells = json.loads(path.read_text())["cells"]
     assert cells[0]["source"][0].startswith("[![Open In Colab]")
     assert "blob/main/notebooks/42_x.ipynb" in cells[0]["source"][0]
     assert "".join(cells[0]["source"]).endswith("# 42 · Title\ntext")
     assert "".join(cells[1]["source"]) == course.SETUP_CELL and cells[1]["id"] == "course-setup"
     assert "".join(cells[2]["source"]) == "import utils"
-    assert course.sync_notebook(path) is False  # idempotent
+    assert course.write_setup_cells(path) is False  # idempotent
 
 
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
@@ -149,9 +149,29 @@ def test_readme_results_table_is_made_from_the_results_files():
 
 
 def test_usage_and_unknown_command(capsys):
-    assert course.main([]) == 2
+    assert course.main(["frobnicate"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("course.py: unknown command 'frobnicate'. Commands: lab, test")
+    assert course.main([]) == 2 and "no command given" in capsys.readouterr().err
     assert course.main(["--help"]) == 0
-    assert "python3 course.py lab" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "python3 course.py lab" in out and "``" not in out  # plain text, no reST markup
+
+
+def test_reset_restores_stored_outputs(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    nb = repo / "notebooks" / "00_x.ipynb"
+    nb.write_text('{"stored": "H100 outputs"}\n')
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(cmd, cwd=repo, check=True)
+    nb.write_text('{"stored": "CPU outputs"}\n')
+    monkeypatch.setattr(course, "ROOT", repo)
+    monkeypatch.setattr(course, "NOTEBOOKS", repo / "notebooks")
+    assert course.main(["reset", "00_x.ipynb"]) == 0
+    assert "H100" in nb.read_text()
+    assert course.main(["reset", "99_nope.ipynb"]) == 2
 
 
 def _free_port() -> int:
@@ -190,3 +210,14 @@ def test_lab_command_serves_the_notebooks(tmp_path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_execute_drops_a_notebooks_old_rows_for_its_device(tmp_path):
+    path = tmp_path / "test-gpu-9000.csv"
+    path.write_text("when,notebook,kernel,device,ms\n"
+                    "t,01_timing,a,Test GPU 9000,1\nt,02_profiling,b,Test GPU 9000,2\n"
+                    "t,01_timing,c,Test GPU 9000,3\n")
+    assert course.drop_results("Test GPU 9000", "01_timing", results_dir=tmp_path) == 2
+    assert path.read_text().splitlines() == ["when,notebook,kernel,device,ms",
+                                             "t,02_profiling,b,Test GPU 9000,2"]
+    assert course.drop_results("Other GPU", "01_timing", results_dir=tmp_path) == 0

@@ -1,0 +1,67 @@
+"""The course's helpers, one module per job; the notebooks reach them through ``utils``.
+
+* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``
+* ``launch``: ``dim3``, ``cdiv``, ``to_numba``: what a kernel launch needs
+* ``checking``: ``check`` against a reference, ``poisoned`` outputs, ``dot_tol``
+* ``exercises``: ``exercise``, ``kernel_exercise``, ``formula_exercise``, ``hint``: self-checking
+  exercises that never raise; a kernel exercise checks that the learner's kernel ran
+* ``launches``: ``launches``: record the Triton, Numba and CUDA C kernel launches of a block
+* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median
+* ``device_ceilings``: the device's measured ceilings and the ``throughput`` a timing achieves
+* ``results``: ``report`` and ``save_result``: results/<device>.csv, the README's table
+* ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU
+* ``display``: ``show_img``, ``capture_printf``, ``show_source``, ``say``
+* ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
+* ``kernels``: the kernels a notebook teaches and a benchmark times, defined once
+* ``paths``: where results are kept
+
+``mode`` is imported first, so numba's and triton's simulator switches are set before either
+can be imported; nothing else happens at import time.
+
+>>> import gpu_course as gc
+>>> gc.cdiv(1000, 256)
+4
+"""
+from . import mode  # noqa: F401  first: sets NUMBA_ENABLE_CUDASIM / TRITON_INTERPRET for the mode
+
+from .claims import ClaimFailed, claim
+from .device_ceilings import CEILING_LABELS, CEILINGS_FILE, Throughput, ceilings, throughput
+from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
+from .cuda import (CudaBuildError, CudaEmulationError, cuda_begin, get_sig, kernel_launches,
+                   last_build_log, load_cuda)
+from .display import capture_printf, say, show_img, show_source, source_of
+from .exercises import (calls, exercise, formula_exercise, grid_is, hint, judge_kernel,
+                        kernel_exercise, launches_at_most, only_reads, threads_per_block,
+                        uses_shared_memory)
+from .launch import cdiv, dim3, to_numba
+from .launches import LaunchLog, launches
+from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, device_name, gpu_properties,
+                   synchronize, versions)
+from .paths import RESULTS_DIR, ROOT
+from .results import (report, results_file, results_markdown, save_result, saving_results,
+                      stored_results)
+from .timing import Timing, bench, flush_l2, fmt_ms, fmt_num, spin_gpu
+
+__all__ = [
+    # mode
+    "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
+    "gpu_properties", "synchronize",
+    # launching kernels
+    "dim3", "cdiv", "to_numba",
+    # CUDA C
+    "cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launches", "CudaBuildError", "CudaEmulationError",
+    # checking and exercises
+    "check", "Checked", "CheckFailed", "poisoned", "poison_", "dot_tol", "exercise",
+    # exercises that prove the method: the learner's kernel ran and wrote the result
+    "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "uses_shared_memory",
+    "threads_per_block", "grid_is", "calls", "launches_at_most", "only_reads",
+    "launches", "LaunchLog",
+    # timing, ceilings, results
+    "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "throughput",
+    "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",
+    "stored_results", "results_markdown", "results_file", "ROOT", "RESULTS_DIR",
+    # claims: the prose's statements about measurements, checked on a GPU
+    "claim", "ClaimFailed",
+    # display
+    "show_img", "capture_printf", "show_source", "source_of", "say",
+]

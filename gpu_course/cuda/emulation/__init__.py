@@ -1,0 +1,374 @@
+"""Build and run the course's CUDA C on a CPU: an emulation for machines without a GPU.
+
+``gpu_course.load_cuda`` (``utils.load_cuda`` in the notebooks) calls :func:`load` in cpu mode. It takes the same sources as
+``torch.utils.cpp_extension.load_inline`` and returns a module exposing ``funcs``:
+
+>>> from gpu_course.cuda import emulation, cuda_begin                                                       # doctest: +SKIP
+>>> src = cuda_begin + r'''                                                    # doctest: +SKIP
+... __global__ void square_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+...     int i = blockIdx.x * blockDim.x + threadIdx.x;
+...     if (i < n) out[i] = x[i] * x[i];
+... }
+... torch::Tensor square(torch::Tensor x) {
+...     CHECK_INPUT(x);
+...     auto out = torch::empty_like(x);
+...     int n = x.numel(), threads = 256;
+...     square_k<<<cdiv(n, threads), threads>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+...     C10_CUDA_KERNEL_LAUNCH_CHECK();
+...     return out;
+... }'''
+>>> m = emulation.load(src, "torch::Tensor square(torch::Tensor x);", ["square"])  # doctest: +SKIP
+>>> m.square(torch.arange(4.0))                                                  # doctest: +SKIP
+tensor([0., 1., 4., 9.])
+
+How it runs
+-----------
+Blocks run one after another.  The threads of a block run as cooperative fibers on one OS
+thread (a 20-instruction context switch on x86-64, ucontext elsewhere) and switch only at
+``__syncthreads()`` and warp-level calls: between two of them a thread runs alone, from where it
+was to its next one, in thread order.  So a missing barrier gives a real race, the same every
+run (which ``racecheck``, below, reports as an error).  A barrier
+that only part of a block reaches (e.g. after an early ``return``), or threads waiting at
+different ``__syncthreads()``, raise :class:`CudaEmulationError` naming the line, block and
+threads: no hang.  (``CUDA_EMU_STRICT_BARRIERS=0`` lets returned threads count as arrived, as
+most GPUs do in practice.)
+
+Warps are the 32 consecutive threads of the block's linear thread index (x fastest); the last
+warp of a block whose size is no multiple of 32 is partial (its missing lanes do not exist).  A
+warp-level call (``__shfl_*_sync``, ``__ballot_sync``, ``__syncwarp`` ...) is a rendezvous of the
+lanes named in its mask: each lane deposits its value and switches fiber until the last one
+arrives, which computes every lane's result.  Those lanes must all reach the same call (same
+line; ``__syncwarp`` may differ, as on sm_70+) with the same mask: a lane that exited, waits at
+``__syncthreads()`` or at another warp-level call, a mask naming a lane that does not exist or
+leaving out the caller raise :class:`CudaEmulationError` naming the kernel, block, warp, lanes and
+lines, never hang.  A shuffle reading a lane outside the mask gets all-ones bits (NaN, -1), as
+for unwritten shared memory.  ``__activemask()`` returns the lanes that have not exited: the
+emulation does not track divergence, so inside an ``if`` pass an explicit mask (e.g. from
+``__ballot_sync``) rather than ``__activemask()``.
+
+Every module counts its launches: ``mod._cuda_emu_launches()`` is {kernel name: launches} since
+load (a templated kernel under ``matmul_k`` and ``matmul_k<16>``), ``mod._cuda_emu_reset_launches()``
+sets them to zero.
+
+Checks a GPU would not make (``checked=True``, the default):
+
+* kernel pointer parameters become bounds-checked pointers (``cuda_emu::gptr<T>``): an access
+  outside the tensor that ``data_ptr()`` came from raises an error naming the kernel, block,
+  thread, parameter and index, before the bad write happens;
+* ``__shared__`` arrays are bounds-checked, ``extern __shared__`` against the launch's size;
+* shared memory is filled with all-ones bits (NaN for float, -1 for int) at the start of every
+  block, so reading shared memory that no thread wrote shows up;
+* a ``reinterpret_cast`` of a kernel pointer to ``float4*`` etc. checks the alignment;
+* a segfault, stack overflow or integer division by zero inside a kernel raises instead of
+  killing Python; so do ``assert``, ``exit`` and ``abort``;
+* races (``racecheck``, on by default; ``racecheck=False`` or ``CUDA_EMU_RACECHECK=0`` turns it
+  off, ``"warn"`` warns instead): ``tile[r][c]`` on a ``__shared__`` array (with all its indices)
+  is recorded per 4-byte word between barriers, and two threads of a block touching one word, at
+  least one writing, with no ``__syncthreads()`` between them (for two lanes of one warp, no
+  ``__syncwarp()`` naming both) raise an error with the array, the index, both threads and both
+  lines.  A ``+=``/``++`` on a kernel's pointer parameter (``out[0] += v``) by two threads of one
+  launch (in any blocks) is reported too.  Not followed: atomics and other accesses through
+  ``&a[i]`` or a pointer into the array, elements smaller than 4 bytes, ``volatile`` arrays, plain
+  ``=`` or reads on global memory, ``out[i] = out[i] + v``.  It costs ~4x on a kernel that does
+  nothing but shared-memory reads (the 16x16 tiled matmul at 128x128: ~55 ms instead of ~14 ms)
+  and ~20 % on reductions.
+
+Pointers the emulation cannot bound (computed in host code, not from ``data_ptr``, or copied into
+a plain ``float*`` inside the kernel) are not checked.  A build that fails only because of the
+checked types (e.g. a helper template deducing ``T`` from a ``T*``) is retried unchecked.
+
+Not modelled: concurrency between threads between barriers (without racecheck, a non-atomic
+``x += 1`` from many threads gives the right answer here, unlike on a GPU, and a missing barrier
+gives a wrong answer that is the same every run), warp lockstep outside warp-level calls (a
+legacy warp-synchronous reduction through ``volatile`` shared memory without ``__syncwarp`` gives
+a wrong answer), timing, the memory hierarchy.
+
+What is supported, what is refused
+----------------------------------
+Supported: ``__global__ / __device__ / __host__ / __forceinline__ / __noinline__ /
+__launch_bounds__ / __constant__ / __restrict__``; ``dim3``, ``threadIdx / blockIdx / blockDim /
+gridDim`` in 1-3 dimensions, ``warpSize``; launches ``k<<<grid, block[, smem[, 0]]>>>(...)``
+including templated kernels ``k<16><<<...>>>`` (launch limits are checked as on a GPU);
+static ``__shared__`` (also at file scope) and ``extern __shared__``; ``__syncthreads()`` and
+``__syncthreads_count/and/or``, ``__threadfence*``; warp-level ``__shfl_sync``, ``__shfl_up_sync``,
+``__shfl_down_sync``, ``__shfl_xor_sync`` (with ``width``; int, unsigned, long long, float,
+double...), ``__ballot_sync``, ``__all_sync``, ``__any_sync``, ``__syncwarp``, ``__activemask``,
+``__reduce_add/min/max_sync`` (int, unsigned), ``__reduce_and/or/xor_sync``,
+``__match_any_sync``, ``__match_all_sync``; ``atomicAdd/Sub/Exch/Min/Max/Inc/Dec/CAS/And/
+Or/Xor`` (int, unsigned, unsigned long long, float, double; ``_block``/``_system``); ``printf``
+(flushed at the end of every launch, so ``wurlitzer.pipes()`` sees it); device math (``expf``,
+``tanhf``, ``__expf``, ``rsqrtf``, ``fmaxf``, ``min/max`` on mixed types, ``__fdividef``,
+``__float_as_int``, ``__popc``...); vector types ``float4`` & co with ``make_float4`` (CUDA's
+alignment); ``__ldg`` and the other cache-hint loads; ``cudaGetLastError / cudaDeviceSynchronize
+/ cudaGetErrorString``; ``cudaMemcpyToSymbol / cudaMemcpyFromSymbol`` on ``__constant__`` and
+``__device__`` variables of the source (checked: the symbol must be one, the copy must fit in it);
+host code with ``torch::Tensor``, ``data_ptr``, ``TORCH_CHECK``,
+``C10_CUDA_KERNEL_LAUNCH_CHECK()``, ``C10_CUDA_CHECK``, ``AT_DISPATCH_*``, tensor accessors.
+Functions in ``funcs`` (declared in ``cpp_src``, as on a GPU) may take tensors, ints, floats,
+bools, strings, ``std::vector`` and ``std::optional`` of those, and return those, ``void`` or
+``std::tuple``.
+
+Host code is mapped to the CPU: ``x.is_cuda()`` becomes ``x.is_cpu()``, ``kCUDA`` becomes
+``kCPU``, ``DeviceType::CUDA`` becomes ``DeviceType::CPU`` and ``x.cuda()`` becomes ``x.cpu()``
+(also inside ``#define`` macros), so ``CHECK_CUDA`` accepts the CPU tensors of CPU mode.
+
+Refused at build time with :class:`CudaEmulationError` ("<feature> (<name>) is not supported by
+the CPU emulation; run on a GPU", with the line): the warp intrinsics without ``_sync``
+(``__shfl_down``, ``__ballot``..., removed for sm_70+) and lane-mask intrinsics; cooperative groups; ``cudaMalloc/cudaMemcpy/cudaFree`` and every other CUDA
+runtime call not listed above; streams (also a 4th launch argument other than 0) and events;
+tensor cores (wmma/mma); inline ``asm``; half/bfloat16/fp8 intrinsics; textures;
+``__managed__``; ``clock()``; ``cp.async``; launches inside kernels or inside ``#define``s; CUDA
+library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and ``ATen/cuda`` headers.
+
+When ``nvcc`` is on PATH, the device part of the source (host functions that use torch are left
+out) is also compiled with ``nvcc --ptx -arch=sm_80``, alongside the CPU build (~0.3 s): a kernel
+that the emulation accepts but a GPU would not (e.g. calling a host function) raises.  Sources
+whose device code uses torch types (packed accessors) skip this check, and nvcc errors that
+involve torch names are ignored (the extract leaves torch out).  ``nvcc_check=False`` or
+``CUDA_EMU_NVCC=0`` turns it off.
+
+Builds
+------
+The host C++ compiler builds the source against a precompiled header (the emulator plus a
+"lite" slice of ATen: Tensor, its methods and operators, factories, AT_DISPATCH) and links a
+precompiled runtime object; the binding to Python uses the CPython API (no pybind11).  A typical
+small source builds in ~1 s; the header and runtime are built once per machine (~10 s, ~150 MB
+under the cache directory).  A source that uses more of torch (``torch::matmul``,
+``torch::tensor``, ``#include <ATen/...>``) is built against all of ATen (another precompiled
+header, built once, ~15 s and ~400 MB; then ~4 s per build), or against ``torch/all.h`` (no
+precompiled header, ~25 s), escalating automatically.  Builds are named by a hash of the sources,
+options and emulator, and cached in ``$CUDA_EMU_CACHE`` (default ``~/.cache/gpu-course/cuda_emu``):
+an unchanged source reloads in milliseconds; each build directory keeps the generated
+``main.cpp`` and, after a failure, ``build.log``.  Compile errors show the compiler's own error
+lines first, as ``cuda_src:LINE:COL: error: ...`` with the learner's line under each.
+
+Environment: ``CUDA_EMU_CACHE`` (cache directory), ``CUDA_EMU_CHECKED=0`` (no bounds checks),
+``CUDA_EMU_NVCC=0`` (no nvcc check), ``CUDA_EMU_RACECHECK=0`` or ``warn`` (see above),
+``CUDA_EMU_STRICT_BARRIERS=0`` (see above),
+``CUDA_EMU_STACK_KB`` (stack per emulated thread, default 256), ``CUDA_EMU_FIBERS=ucontext``
+(portable fiber switch), ``CUDA_EMU_PCH=0`` (no precompiled headers), ``CXX`` (compiler).
+Linux with g++ is what is tested; other compilers build without precompiled headers.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import check_funcs
+from ..cxx import tokenize
+from ..errors import CudaEmulationError, format_compile_errors
+from .nvcc_check import finish_nvcc, start_nvcc
+from .source import binding, check_supported, transform
+from .toolchain import (FRONTEND_ONLY, HEADER_DIR, VERSION, cache_dir, first_tier, generator_digest,
+                        mark_used, needs_more_torch, needs_unchecked, opt_flags, prebuilt, prune_modules,
+                        run, tier_flags, get_toolchain)
+
+__all__ = ["load", "CudaEmulationError", "HEADER_DIR", "cache_dir", "transform"]
+
+
+_LOADED: dict[str, object] = {}
+
+
+def _import(so: Path, modname: str, funcs: list[str]):
+    """Import the built extension; translate an undefined symbol into a learner's message."""
+    key = str(so)
+    if key in _LOADED:
+        return _LOADED[key]
+    spec = importlib.util.spec_from_file_location(modname, so)
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    except ImportError as e:
+        msg = str(e)
+        m = re.search(r"undefined symbol: (\S+)", msg)
+        so.unlink(missing_ok=True)  # keep only loadable modules in the cache
+        if m:
+            sym = m.group(1)
+            code, dem = run(["c++filt", sym]) if shutil.which("c++filt") else (1, sym)
+            dem = dem.strip() if code == 0 else sym
+            raise CudaEmulationError(
+                f"link error: {dem} is declared (e.g. in cpp_src) and used, but never defined in "
+                f"cuda_src; check its name and parameter types.\n({msg})") from None
+        raise CudaEmulationError(f"could not load the built module {so}: {msg}") from None
+    _LOADED[key] = mod
+    return mod
+
+
+def _annotate(mod, moddir: Path, races: int):
+    """Record on the module how it was built: ``mod.cuda_emu_info`` = {checked, tier, build_dir, racecheck}."""
+    info = {"build_dir": str(moddir)}
+    try:
+        for kv in (moddir / "build-info.txt").read_text().split():
+            k, v = kv.split("=")
+            info[k] = int(v)
+    except OSError:
+        pass
+    info["checked"] = bool(info.get("checked", 1))
+    info["racecheck"] = {0: False, 1: True, 2: "warn"}[races] if info["checked"] else False
+    mod.cuda_emu_info = info
+    return mod
+
+
+def _clean_flags(extra_cflags) -> list[str]:
+    """Each flag its own element; -O levels are the emulation's choice (they must match the PCH)."""
+    out = []
+    for f in extra_cflags or ():
+        for x in shlex.split(str(f)):
+            if re.match(r"-O\d?$|-Os$|-Ofast$|-g\d?$", x) or not x.startswith("-") or x.startswith("--"):
+                continue  # optimisation levels, and nvcc-only flags such as --use_fast_math
+            out.append(x)
+    return out
+
+
+_RACE_MODES = {"0": 0, "off": 0, "false": 0, "1": 1, "on": 1, "true": 1, "error": 1, "warn": 2}
+
+
+def race_mode(racecheck) -> int:
+    """0 (off), 1 (a race raises) or 2 (a race warns) from ``racecheck`` (None: $CUDA_EMU_RACECHECK, else on).
+
+    >>> race_mode(True), race_mode(False), race_mode("warn")
+    (1, 0, 2)
+    """
+    if racecheck is None:
+        racecheck = os.environ.get("CUDA_EMU_RACECHECK", "1")
+    key = str(racecheck).strip().lower()
+    if key not in _RACE_MODES:
+        raise CudaEmulationError(f"racecheck={racecheck!r}: use True (a race raises), 'warn' or False")
+    return _RACE_MODES[key]
+
+
+def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = None,
+         opt: bool = True, extra_cflags=(), verbose: bool = False, build_dir=None,
+         checked: bool | None = None, nvcc_check: bool | None = None, racecheck: bool | str | None = None):
+    """Build ``cuda_src`` (CUDA C + torch host wrappers) for the CPU and return the Python module
+    exposing ``funcs`` (declared in ``cpp_src``), like ``torch.utils.cpp_extension.load_inline``.
+
+    ``name`` prefixes the module name; ``opt=False`` builds with -O0 -g; ``extra_cflags`` are
+    extra compiler flags (-D, -I, -W, -f ...; -O levels and nvcc flags are ignored);
+    ``build_dir`` overrides the cache directory; ``checked`` (default: $CUDA_EMU_CHECKED or True)
+    turns the bounds checks on; ``nvcc_check`` (default: True unless $CUDA_EMU_NVCC is "0") also
+    compiles the device part with nvcc for a real GPU when nvcc is on PATH; ``racecheck``
+    (default: $CUDA_EMU_RACECHECK or True; needs ``checked``) finds races on ``__shared__`` memory
+    and non-atomic ``+=`` on global memory: True raises :class:`CudaEmulationError`, "warn" warns,
+    False turns it off.  Raises :class:`CudaEmulationError` for unsupported features, compile and
+    link errors.
+
+    The module also has ``cuda_emu_info`` = {"checked", "tier", "build_dir", "racecheck"}: how it
+    was built; ``build_log``: the compiler's command and output (a build error has it as ``.log``);
+    and ``_cuda_emu_launches()`` ({kernel name: launches} since load) and
+    ``_cuda_emu_reset_launches()``.
+
+    >>> m = load(cuda_src, "torch::Tensor square(torch::Tensor x);", ["square"])  # doctest: +SKIP
+    """
+    t0 = time.time()
+    funcs = check_funcs(cpp_src, funcs, CudaEmulationError)
+    if checked is None:
+        checked = os.environ.get("CUDA_EMU_CHECKED", "1") != "0"
+    if nvcc_check is None:
+        nvcc_check = os.environ.get("CUDA_EMU_NVCC", "1") != "0"
+    races = race_mode(racecheck) if checked else 0
+    tc = get_toolchain()
+    flags = _clean_flags(extra_cflags)
+    nvcc_check = bool(nvcc_check and shutil.which("nvcc"))
+    digest = hashlib.sha256("\0".join([VERSION, cuda_src, cpp_src, ",".join(funcs), str(opt), str(checked),
+                                       str(nvcc_check), f"race{races}",
+                                       " ".join(flags), " ".join(tc["flags"]), tc["version"], tc["torch"],
+                                       tc["torch_dir"],
+                                       sys.version, generator_digest()]).encode()).hexdigest()[:16]
+    base = re.sub(r"\W", "_", name or "cuda_emu")[:40]
+    modname = f"{base}_{digest}" if re.match(r"[A-Za-z_]", base) else f"m_{base}_{digest}"
+    root = Path(build_dir).expanduser() if build_dir else cache_dir()
+    moddir = root / modname
+    so = moddir / f"{modname}.so"
+    if so.exists():
+        mod = _import(so, modname, funcs)
+        mod._cuda_emu_set_error_type(CudaEmulationError)
+        mark_used(moddir)
+        if verbose:
+            print(f"[cuda_emu] {modname}: loaded from cache in {time.time() - t0:.2f} s")
+        log_file = moddir / "build.log"
+        mod.build_log = (log_file.read_text() if log_file.exists() else "") + f"\n(loaded from cache: {so})"
+        return _annotate(mod, moddir, races)
+
+    check_supported(cuda_src, tokenize(cuda_src), "cuda_src")
+    check_supported(cpp_src, tokenize(cpp_src), "cpp_src")
+
+    prune_modules(root)
+    moddir.mkdir(parents=True, exist_ok=True)
+    chk, tier, nvcc_error = checked, first_tier(cuda_src + "\n" + cpp_src), None
+    while True:  # escalate: unchecked pointers if the checked types get in the way, more torch
+        code, log, cmd, nvcc_result = _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, chk, tier,
+                                             flags, verbose, nvcc_check, races)
+        nvcc_error = nvcc_result if nvcc_check else nvcc_error
+        build_log = " ".join(cmd) + "\n\n" + log
+        if code == 0:
+            if nvcc_error:
+                so.unlink(missing_ok=True)  # not cached: the next load checks again
+                raise CudaEmulationError(
+                    "the CUDA source builds for the CPU emulation, but nvcc rejects it for a real "
+                    "GPU:\n" + nvcc_error + "\n(set CUDA_EMU_NVCC=0 to skip this check)", log=build_log)
+            (moddir / "build.log").write_text(build_log)
+            break
+        nvcc_check = False  # checked once is enough
+        if chk and needs_unchecked(log):
+            chk = False
+        elif tier < 3 and needs_more_torch(log):
+            tier = 3 if FRONTEND_ONLY.search(log) else tier + 1
+        else:
+            (moddir / "build.log").write_text(build_log)
+            raise CudaEmulationError(
+                "the CUDA source did not compile (CPU emulation):\n" +
+                format_compile_errors(log, {"cuda_src": cuda_src, "cpp_src": cpp_src}) +
+                f"\n(full compiler output: {moddir / 'build.log'})", log=build_log)
+    mod = _import(so, modname, funcs)
+    mod._cuda_emu_set_error_type(CudaEmulationError)
+    if verbose:
+        print(f"[cuda_emu] {modname}: built in {time.time() - t0:.1f} s -> {so}")
+    mod.build_log = build_log
+    return _annotate(mod, moddir, races)
+
+
+def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier, flags, verbose, nvcc_check,
+           races=0):
+    """One compile+link attempt (with the nvcc check alongside if asked); returns
+    (exit code, compiler output, command, nvcc error message or None)."""
+    cuda_t = transform(cuda_src, checked=checked, origin="cuda_src").text
+    cpp_t = transform(cpp_src, checked=checked, origin="cpp_src").text
+    text = "\n".join([f"// generated by gpu_course/cuda/emulation for {modname}", '#line 1 "cpp_src"', cpp_t,
+                      '#line 1 "cuda_src"', cuda_t, binding(modname, funcs, cpp_src),
+                      f"static const bool cuda_emu_race_mode = ::cuda_emu::set_race_mode({races if checked else 0});",
+                      ""])
+    tmpdir = Path(tempfile.mkdtemp(prefix="build-", dir=moddir))
+    try:
+        src = tmpdir / "main.cpp"
+        src.write_text(text)
+        pch, runtime = prebuilt(tc, opt, tier, verbose)
+        pre = ["-include", str(pch), "-Winvalid-pch"] if pch else ["-include", str(HEADER_DIR / "cuda_emu.h")]
+        out = tmpdir / f"{modname}.so"
+        cmd = (tc["cxx"] + tc["flags"] + opt_flags(opt) + tier_flags(tier) + tc["includes"] + pre + flags +
+               ["-fdiagnostics-color=never", "-fmax-errors=30", str(src), str(runtime), "-shared",
+                "-o", str(out)] + tc["libs"])
+        t0 = time.time()
+        nvcc = start_nvcc(cuda_src, tmpdir) if nvcc_check else None
+        code, log = run(cmd, cwd=tmpdir)
+        nvcc_error = finish_nvcc(nvcc, cuda_src, verbose)
+        if verbose:
+            what = ("checked" if checked else "unchecked") + f", torch tier {tier}"
+            print(f"[cuda_emu] compile ({what}, {'PCH' if pch else 'no PCH'}) {time.time() - t0:.1f} s, exit {code}")
+            if code == 0 and log.strip():
+                print(log)
+        shutil.copyfile(src, moddir / "main.cpp")  # the generated source, for reading / debugging
+        if code == 0:
+            (moddir / "build-info.txt").write_text(f"checked={int(checked)} tier={tier}\n")
+            os.replace(out, so)
+        return code, log, cmd, nvcc_error
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

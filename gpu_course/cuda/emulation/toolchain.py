@@ -1,0 +1,295 @@
+"""Building for the emulation: the compiler and flags, the precompiled headers and runtime object
+(built once per machine), the build cache. (Compiler messages are mapped back to the learner's
+lines by ``gpu_course.cuda.errors.format_compile_errors``, shared with the GPU build.)"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from ..errors import CudaEmulationError
+
+HEADER_DIR = Path(__file__).resolve().parent / "include"  # the emulator's C++ (package data)
+VERSION = "2"  # bump to invalidate every cached build
+
+def cache_dir() -> Path:
+    """Where builds and precompiled headers live: ``$CUDA_EMU_CACHE``, else
+    ``~/.cache/gpu-course/cuda_emu`` (next to the GPU builds of gpu_build.py)."""
+    env = os.environ.get("CUDA_EMU_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu-course" / "cuda_emu"
+
+
+def run(cmd: list[str], cwd: Path | None = None) -> tuple[int, str]:
+    env = dict(os.environ, LC_ALL="C", LANG="C")  # plain ASCII quotes in compiler messages
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       errors="replace", env=env)
+    return p.returncode, p.stdout
+
+
+_TOOLCHAIN_CACHE: dict | None = None
+
+
+def get_toolchain() -> dict:
+    """Compiler, flags and libraries for building against this Python's torch (cached)."""
+    global _TOOLCHAIN_CACHE
+    if _TOOLCHAIN_CACHE is not None:
+        return _TOOLCHAIN_CACHE
+    import torch
+    from torch.utils import cpp_extension
+
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        raise CudaEmulationError("no C++ compiler found (install g++ or set CXX): the CPU "
+                                 "emulation of CUDA C compiles with it.")
+    cxx = shlex.split(cxx)
+    code, version = run(cxx + ["--version"])
+    is_gcc = code == 0 and "clang" not in version.lower() and ("gcc" in version.lower() or "g++" in version.lower()
+                                                               or "free software foundation" in version.lower())
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    includes = [f"-I{HEADER_DIR / 'shim'}"]
+    for d in cpp_extension.include_paths():
+        includes += ["-isystem", d]
+    includes += ["-isystem", sysconfig.get_paths()["include"]]
+    # -fstack-clash-protection: a big local array probes page by page, so it hits the guard page
+    # below a fiber's stack (a clear error) instead of jumping over it into other memory.
+    flags = ["-std=c++20", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
+             "-fvisibility-inlines-hidden", "-fstack-clash-protection", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+    if os.environ.get("CUDA_EMU_FIBERS", "") == "ucontext":  # the portable fiber switch (tests)
+        flags.append("-DCUDA_EMU_UCONTEXT")
+    libdirs = cpp_extension.library_paths()
+    libs = [f"-L{d}" for d in libdirs] + [f"-Wl,-rpath,{d}" for d in libdirs] + \
+        ["-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
+    if sys.platform == "darwin":
+        libs += ["-undefined", "dynamic_lookup"]
+    _TOOLCHAIN_CACHE = dict(cxx=cxx, version=version.splitlines()[0] if version else "?", is_gcc=is_gcc,
+                      flags=flags, includes=includes, libs=libs, torch=torch.__version__,
+                      torch_dir=os.path.dirname(torch.__file__))
+    return _TOOLCHAIN_CACHE
+
+
+def headers_digest() -> str:
+    """Digest of the emulator's C++ files: a change invalidates the precompiled headers and the
+    runtime object (and, through :func:`generator_digest`, every module build)."""
+    h = hashlib.sha256()
+    for p in sorted([*HEADER_DIR.rglob("*.h"), *HEADER_DIR.rglob("*.cpp")]):
+        h.update(str(p.relative_to(HEADER_DIR)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def generator_digest() -> str:
+    """What a module build's cache key depends on besides the learner's source: the C++ headers
+    and the code generator (source.py). Editing anything else (this file, the loader, a comment
+    in them) keeps every learner's cached build."""
+    h = hashlib.sha256(headers_digest().encode())
+    h.update((Path(__file__).resolve().parent / "source.py").read_bytes())
+    return h.hexdigest()
+
+
+_PRUNE_AFTER_S = 7 * 24 * 3600
+
+
+def _prune_stale(prefix: str, keep: Path) -> None:
+    """Remove other cache entries named prefix* not used for a week (old headers, old torch)."""
+    for d in cache_dir().glob(prefix + "*"):
+        try:
+            if d != keep and time.time() - (d / "last-used").stat().st_mtime > _PRUNE_AFTER_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def prune_modules(root: Path) -> None:
+    """Once per process: remove module builds not loaded for a month (each edit makes one)."""
+    if root in _TOUCHED:
+        return
+    _TOUCHED.add(root)
+    for d in root.glob("*_*"):
+        if d.name.startswith(("pch-", "runtime-")) or not d.is_dir():
+            continue
+        try:
+            used = max(p.stat().st_mtime for p in d.iterdir())
+        except (OSError, ValueError):
+            continue
+        if time.time() - used > 30 * 24 * 3600:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+_TOUCHED: set = set()
+
+
+def mark_used(d: Path) -> None:
+    """Note (once per process) that a precompiled entry is in use, for _prune_stale."""
+    if d not in _TOUCHED:
+        _TOUCHED.add(d)
+        try:
+            (d / "last-used").touch()
+        except OSError:
+            pass
+
+
+def opt_flags(opt: bool) -> list[str]:
+    return ["-O2"] if opt else ["-O0", "-g"]
+
+
+class _FileLock:
+    """An exclusive lock on a file (POSIX), so parallel processes build a PCH once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.f = open(self.path, "a+")
+        try:
+            import fcntl
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover (Windows)
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def tier_flags(tier: int) -> list[str]:
+    return [f"-DCUDA_EMU_TORCH={tier}"]
+
+
+def _pch_dir(tc: dict, opt: bool, tier: int) -> Path | None:
+    """Directory of the precompiled header for this toolchain/tier/opt, or None if none is used.
+
+    One PCH per torch tier and optimisation level; tier 3 (torch/all.h) has none (too big)."""
+    if not tc["is_gcc"] or tier >= 3 or os.environ.get("CUDA_EMU_PCH", "1") == "0":
+        return None
+    key = hashlib.sha256("\0".join([VERSION, tc["version"], " ".join(tc["cxx"]), tc["torch"], tc["torch_dir"],
+                                    sys.version, " ".join(tc["flags"] + tc["includes"] + opt_flags(opt)),
+                                    str(tier), headers_digest()]).encode()).hexdigest()[:16]
+    return cache_dir() / f"pch-t{tier}{'' if opt else '-O0'}-{key}"
+
+
+def _pch_path(tc: dict, opt: bool, tier: int) -> Path | None:
+    """The PCH stub if it is built already, else None."""
+    d = _pch_dir(tc, opt, tier)
+    return d / "cuda_emu_pch.h" if d and (d / "cuda_emu_pch.h.gch").exists() else None
+
+
+def prebuilt(tc: dict, opt: bool, tier: int, verbose: bool) -> tuple[Path | None, Path]:
+    """(PCH stub or None, runtime object), building what is missing, both at once if need be."""
+    if _pch_path(tc, opt, tier) or not _pch_dir(tc, opt, tier):
+        return _pch(tc, opt, tier, verbose), _runtime(tc, verbose)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:  # ~6 s instead of ~9 s on two cores, once per machine
+        pch, runtime = pool.submit(_pch, tc, opt, tier, verbose), pool.submit(_runtime, tc, verbose)
+        return pch.result(), runtime.result()
+
+
+def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
+    """Path of the precompiled-header stub to ``-include`` (built on first use), or None."""
+    d = _pch_dir(tc, opt, tier)
+    if d is None:
+        return None
+    stub, gch = d / "cuda_emu_pch.h", d / "cuda_emu_pch.h.gch"
+    if gch.exists():
+        mark_used(d)
+        return stub
+    d.mkdir(parents=True, exist_ok=True)
+    _prune_stale("pch-", d)
+    with _FileLock(d / "lock"):
+        if gch.exists():
+            return stub
+        stub.write_text(f'#include "{HEADER_DIR / "cuda_emu.h"}"\n')
+        tmp = d / f"tmp-{os.getpid()}.gch"
+        cmd = (tc["cxx"] + tc["flags"] + opt_flags(opt) + tier_flags(tier) + tc["includes"] +
+               ["-x", "c++-header", str(stub), "-o", str(tmp)])
+        t0 = time.time()
+        code, out = run(cmd)
+        if verbose:
+            print(f"[cuda_emu] precompiled header (torch tier {tier}) built in {time.time() - t0:.1f} s: {gch}")
+        if code != 0:
+            tmp.unlink(missing_ok=True)
+            (d / "pch-error.log").write_text(" ".join(cmd) + "\n\n" + out)
+            if verbose:
+                print(f"[cuda_emu] could not build the precompiled header (see {d / 'pch-error.log'}); "
+                      f"building without it")
+            return None
+        os.replace(tmp, gch)
+    mark_used(d)
+    return stub
+
+
+def _runtime(tc: dict, verbose: bool) -> Path:
+    """The emulator's runtime (include/runtime.cpp) as an object file, compiled on first use."""
+    key = hashlib.sha256("\0".join([VERSION, tc["version"], " ".join(tc["cxx"]), tc["torch"], tc["torch_dir"],
+                                    sys.version, " ".join(tc["flags"] + tc["includes"]),
+                                    headers_digest()]).encode()).hexdigest()[:16]
+    d = cache_dir() / f"runtime-{key}"
+    obj = d / "runtime.o"
+    if obj.exists():
+        mark_used(d)
+        return obj
+    d.mkdir(parents=True, exist_ok=True)
+    _prune_stale("runtime-", d)
+    with _FileLock(d / "lock"):
+        if obj.exists():
+            return obj
+        pch = _pch_path(tc, True, 1)  # use the PCH if it is there already, do not wait for it
+        pre = ["-include", str(pch)] if pch else []
+        tmp = d / f"tmp-{os.getpid()}.o"
+        cmd = (tc["cxx"] + tc["flags"] + opt_flags(True) + tier_flags(1) + tc["includes"] + pre +
+               ["-c", str(HEADER_DIR / "runtime.cpp"), "-o", str(tmp)])
+        t0 = time.time()
+        code, out = run(cmd)
+        if code != 0:
+            tmp.unlink(missing_ok=True)
+            raise CudaEmulationError(f"could not compile the emulator's runtime ({' '.join(cmd)}):\n{out[-3000:]}")
+        os.replace(tmp, obj)
+        if verbose:
+            print(f"[cuda_emu] runtime compiled in {time.time() - t0:.1f} s: {obj}")
+    mark_used(d)
+    return obj
+
+
+def needs_unchecked(log: str) -> bool:
+    return bool(re.search(r"cuda_emu::(gptr|sarr|dshared|shared_array|rcast)", log))
+
+
+_NEEDS_MORE_TORCH = re.compile(
+    r"error: (.*is not a member of '(torch|at|c10)\b"
+    r"|no match for '[^']*' \(operand types? (is|are) .*'(at|c10)::\w+'"
+    r"|'(torch|at|c10|py|pybind11)(::[\w:]+)?' has not been declared"
+    r"|.*(torch|at)::\w+.* (does not name a type|was not declared in this scope)"
+    r"|no matching function for call to '(torch|at)::"
+    r"|.*incomplete type '(torch|at|c10)::)")
+
+
+def first_tier(src: str) -> int:
+    """Torch tier to start with: 2 if the source includes ATen headers itself, 3 for torch/ ones
+    other than torch/extension.h (their declarations would clash with the lite tier's)."""
+    tier = 1
+    for inc in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', src, flags=re.M):
+        if inc.startswith("torch/") and inc != "torch/extension.h":
+            tier = 3
+        elif inc.startswith("ATen/") and not inc.startswith(("ATen/cuda/", "ATen/hip/")):
+            tier = max(tier, 2)
+    return tier
+
+
+# names only the full C++ frontend (tier 3) declares
+FRONTEND_ONLY = re.compile(r"error: '(nn|optim|data|jit|autograd|serialize|python|cuda|indexing)' "
+                            r"(is not a member of '(torch|at)'|has not been declared)")
+
+
+def needs_more_torch(log: str) -> bool:
+    """Did a build fail because the source uses parts of torch its tier does not declare?"""
+    return bool(_NEEDS_MORE_TORCH.search(log))
+
+

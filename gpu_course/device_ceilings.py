@@ -1,0 +1,109 @@
+"""The device's measured ceilings (copy bandwidth, matmul rates) and the throughput a timing
+achieves as a share of them."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import torch
+
+from .mode import DEVICE, ON_GPU, by_mode, device_name
+from .paths import RESULTS_DIR, now, read_json
+from .timing import Timing, bench, fmt_num
+
+CEILINGS_FILE = RESULTS_DIR / "ceilings.json"
+CEILING_LABELS = {
+    "copy": "copy bandwidth (bytes read + written)",
+    "fp32": "fp32 matmul (TF32 off)",
+    "tf32": "fp32 matmul with TF32 tensor cores",
+    "fp16": "fp16 matmul",
+    "bf16": "bf16 matmul",
+}
+_ceilings_cache: dict = {}
+
+
+def _measure_ceilings() -> dict:
+    """Measure copy bandwidth (GB/s) and matmul rates (TFLOP/s) of the current device."""
+    out = {}
+    n_copy = by_mode(gpu=2**28, cpu=2**24)  # 1 GiB or 64 MiB of fp32 per buffer
+    src = torch.rand(n_copy, device=DEVICE)
+    dst = torch.empty_like(src)
+    t = bench(dst.copy_, src)
+    out["copy"] = 2 * src.nbytes / (t.median * 1e-3) / 1e9
+    del src, dst
+    n = by_mode(gpu=8192, cpu=512)
+    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+              "bf16": torch.bfloat16} if ON_GPU else {"fp32": torch.float32}
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for key, dt in dtypes.items():
+            torch.backends.cuda.matmul.allow_tf32 = key == "tf32"
+            a = torch.randn(n, n, device=DEVICE, dtype=dt)
+            b = torch.randn(n, n, device=DEVICE, dtype=dt)
+            t = bench(torch.matmul, a, b)
+            out[key] = 2 * n**3 / (t.median * 1e-3) / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_tf32
+    return out
+
+
+def ceilings(refresh: bool = False) -> dict:
+    """Measured ceilings of this device: ``{"copy": GB/s, "fp32": TFLOP/s, ...}``.
+
+    Measured once per device name. A GPU's are kept in ``results/ceilings.json`` (a few
+    seconds to measure; ``refresh=True`` measures again); the CPU's only for this session.
+    """
+    name = device_name()
+    if not refresh and name in _ceilings_cache:
+        return _ceilings_cache[name]
+    stored = read_json(CEILINGS_FILE)
+    if ON_GPU and not refresh and name in stored:
+        _ceilings_cache[name] = stored[name]["ceilings"]
+        return _ceilings_cache[name]
+    measured = {k: float(f"{v:.4g}") for k, v in _measure_ceilings().items()}
+    _ceilings_cache[name] = measured
+    if ON_GPU:
+        stored[name] = {"ceilings": measured, "measured": now(), "torch": torch.__version__}
+        RESULTS_DIR.mkdir(exist_ok=True)
+        CEILINGS_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    return measured
+
+
+@dataclass
+class Throughput:
+    """An achieved rate and its share of this device's measured ceiling."""
+    value: float       # in GB/s or TFLOP/s
+    unit: str          # "GB/s" or "TFLOP/s"
+    ceiling: float
+    ceiling_key: str
+
+    @property
+    def pct(self) -> float:
+        return 100 * self.value / self.ceiling
+
+    def __str__(self):
+        if not ON_GPU:  # small CPU inputs sit in caches faster than its measured copy: no % here
+            return f"{fmt_num(self.value)} {self.unit} (CPU: a % of a ceiling is reported on a GPU only)"
+        return (f"{fmt_num(self.value)} {self.unit} = {self.pct:.0f} % of this GPU's measured "
+                f"{CEILING_LABELS[self.ceiling_key]} ({fmt_num(self.ceiling)} {self.unit})")
+
+
+def throughput(t, nbytes: int | None = None, flops: int | None = None, kind: str | None = None) -> Throughput:
+    """Achieved GB/s (give ``nbytes`` moved) or TFLOP/s (give ``flops``) of a :class:`Timing`
+    (or a time in ms), with the % of the measured ceiling: ``kind`` is ``"copy"`` for bytes and
+    ``"fp32"`` (default), ``"tf32"``, ``"fp16"`` or ``"bf16"`` for flops."""
+    if (nbytes is None) == (flops is None):
+        raise ValueError("throughput: give exactly one of nbytes= or flops=")
+    ms = t.median if isinstance(t, Timing) else float(t)
+    if not ms > 0:
+        raise ValueError(f"throughput: the time must be positive, got {ms} ms")
+    if nbytes is not None:
+        kind = kind or "copy"
+        value, unit = nbytes / (ms * 1e-3) / 1e9, "GB/s"
+    else:
+        kind = kind or "fp32"
+        value, unit = flops / (ms * 1e-3) / 1e12, "TFLOP/s"
+    ceil = ceilings()
+    if kind not in ceil:
+        raise ValueError(f"throughput: no measured ceiling {kind!r} on this device; have {sorted(ceil)}")
+    return Throughput(value, unit, ceil[kind], kind)

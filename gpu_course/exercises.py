@@ -1,0 +1,704 @@
+"""Exercises that check themselves and never raise, so a notebook with open exercises still
+runs top to bottom.
+
+* :func:`exercise`: any answer, checked by a function (a number, a string, a timer...).
+* :func:`kernel_exercise`: a kernel, checked for the method, not only the numbers: the learner's
+  kernel of the asked kind ran (recorded by :mod:`.launches`), the result is memory it wrote,
+  the result matches a reference, and optional evidence of the technique holds
+  (:func:`uses_shared_memory`, :func:`threads_per_block`, :func:`grid_is`, :func:`calls`,
+  :func:`launches_at_most`, :func:`only_reads`).
+* :func:`formula_exercise`: a number the learner works out, asked as a function of the
+  question's parameters and tried on several of them, so a number copied from a stored output
+  cannot pass.
+* :func:`hint`: hints are opt-in: a check registers its hint and prints how to ask for it.
+
+Put the learner's code and the check in different cells: anything defined inside the cell that
+calls the check (or inside the function that calls it) is refused as an answer.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .checking import CheckFailed, check
+from .launch import cdiv  # noqa: F401  (used by the doctest)
+from .launches import Launch, LaunchLog, dims3, launches
+
+__all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
+           "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
+           "launches_at_most", "only_reads"]
+
+_HINTS: dict[str, str] = {}
+
+
+def exercise(title: str, answer, check, hint: str = "") -> None:
+    """Check a learner's ``answer`` with ``check(answer)`` and print one line about it.
+
+    ``check`` says no by returning False or raising (its message is shown); a check that returns
+    None counts as passed, so assert-style checks work. An ``answer`` of ``None`` means
+    "not attempted yet". Never raises itself, so a notebook with open exercises still runs top to
+    bottom. ``hint`` is printed beside a missing or wrong answer (and :func:`hint` shows it).
+
+    >>> exercise("blocks for 1000 items", 4, lambda a: a == cdiv(1000, 256))
+    ✅ blocks for 1000 items: correct
+    """
+    if hint:
+        _HINTS[title] = hint
+    if answer is None:
+        print(f"⬜ {title}: not answered yet" + (f" (hint: {hint})" if hint else ""))
+        return
+    try:
+        ok = check(answer)
+        why = ""
+    except Exception as e:  # the learner's answer may fail in any way: report, do not raise
+        ok, why = False, _first_line(e)
+    if ok is None or ok:
+        print(f"✅ {title}: correct")
+    else:
+        print(f"❌ {title}: not yet" + (f" ({why})" if why else "") + (f"; hint: {hint}" if hint else ""))
+
+
+def hint(title: str) -> None:
+    """Print the hint of exercise ``title`` (registered when its check cell ran).
+
+    >>> _ = kernel_exercise("demo", None, kind="triton", run=len, reference=None, hint="mask the tail")
+    ⬜ demo: not answered yet (utils.hint('demo') prints a hint)
+    >>> hint("demo")
+    💡 demo: mask the tail
+    """
+    if title in _HINTS:
+        print(f"💡 {title}: {_HINTS[title]}")
+    else:
+        known = ", ".join(repr(t) for t in _HINTS) or "none yet"
+        print(f"no hint for {title!r}: run its check cell first (hints so far: {known})")
+
+
+def _hint_note(title: str, text: str | None) -> str:
+    if not text:
+        return ""
+    _HINTS[title] = text
+    return f" (utils.hint({title!r}) prints a hint)"
+
+
+def _first_line(e: BaseException) -> str:
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}".rstrip(": ")
+
+
+# ----------------------------------------------------------------------------------------------
+# Where things come from
+
+_LIBRARIES = ("torch", "triton", "numba", "numba_cuda", "numpy", "builtins", "math", "operator",
+              "functools")
+_COURSE = ("gpu_course", "utils")
+_COURSE_DIR = Path(__file__).resolve().parent  # where the course's own .cu kernels are
+_KINDS = {"triton": "Triton", "numba": "Numba", "cuda": "CUDA C"}
+_SYNTAX = {"triton": "{k}[grid](...)", "numba": "{k}[blocks, threads](...)",
+           "cuda": "{k}<<<blocks, threads>>>(...) in your host function"}
+
+
+def _top(module: str | None) -> str:
+    return (module or "").split(".")[0]
+
+
+def _py_function(obj):
+    """The Python function under a kernel object: a Triton JITFunction / InterpretedFunction (also
+    under autotune/heuristics wrappers), a Numba dispatcher or simulator kernel, or ``obj``."""
+    for _ in range(8):
+        inner = getattr(obj, "py_func", None) or getattr(obj, "fn", None)
+        if inner is None or inner is obj:
+            break
+        obj = inner
+    return obj
+
+
+def _kind_of(obj) -> str | None:
+    """Which kind of kernel ``obj`` is: "triton", "numba", or None (not a kernel)."""
+    for klass in type(obj).__mro__:
+        mod = _top(klass.__module__)
+        if mod == "triton":
+            return "triton"
+        if mod in ("numba", "numba_cuda"):
+            return "numba"
+    return None
+
+
+def _module_of(obj) -> str:
+    fn = _py_function(obj)
+    return getattr(fn, "__module__", None) or getattr(obj, "__module__", None) or ""
+
+
+def _name_of(obj) -> str:
+    fn = _py_function(obj)
+    return getattr(fn, "__name__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+
+
+@dataclass
+class _Scope:
+    """Lines of one code object: the cell (or function) that runs a check."""
+    filename: str
+    first: int
+    last: int
+
+    def holds(self, obj) -> bool:
+        code = getattr(_py_function(obj), "__code__", None)
+        return (code is not None and code.co_filename == self.filename
+                and self.first <= code.co_firstlineno <= self.last)
+
+
+def _scope(code) -> _Scope:
+    lines = [ln for _, _, ln in code.co_lines() if ln]
+    return _Scope(code.co_filename, code.co_firstlineno, max(lines, default=code.co_firstlineno))
+
+
+def _is_cell(filename: str) -> bool:
+    return filename.startswith("<ipython-input") or "ipykernel_" in filename
+
+
+def _check_scopes() -> list[_Scope]:
+    """The code that is running a check: the caller of the exercise helper and its callers in
+    the same file (a test and its helpers), and the notebook cell around them (the ``<module>``
+    frame of an IPython cell) if there is one."""
+    here = Path(__file__).resolve().parent
+    f = sys._getframe(1)
+    while f is not None and (Path(f.f_code.co_filename).resolve().parent == here
+                             or f.f_globals.get("__name__") in ("utils", "gpu_course")):
+        f = f.f_back
+    scopes, g = [], f
+    while g is not None and g.f_code.co_filename == f.f_code.co_filename:
+        scopes.append(_scope(g.f_code))
+        g = g.f_back
+    while g is not None:
+        if g.f_code.co_name == "<module>" and _is_cell(g.f_code.co_filename):
+            scopes.append(_scope(g.f_code))
+            break
+        g = g.f_back
+    return scopes
+
+
+def _provenance_problem(obj, what: str, kind: str, scopes, reference=None) -> str | None:
+    """Why ``obj`` (an answer or a kernel) cannot be the learner's own work, or None."""
+    if reference is not None and obj is reference:
+        return (f"that is the reference the check compares with: hand in your own {what}, "
+                f"which launches your {_KINDS[kind]} kernel")
+    if not callable(obj):
+        return None
+    name, module = _name_of(obj), _module_of(obj)
+    if any(s.holds(obj) for s in scopes):
+        return (f"{name} is defined inside the check cell: define it in your own cell above the "
+                f"check and hand that in")
+    if _top(module) in _COURSE:
+        return f"{name} comes from the course package ({module}): write your own {what}"
+    if _top(module) in _LIBRARIES:
+        return (f"{name} is {module}'s, not yours: the exercise asks for a {what} that launches "
+                f"your own {_KINDS[kind]} kernel")
+    other = _kind_of(obj)
+    if other is not None and other != kind:
+        return (f"{name} is a {_KINDS[other]} kernel; this exercise asks for a {_KINDS[kind]} "
+                f"kernel, launched as {_SYNTAX[kind].format(k='kernel')}")
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernel exercises
+
+@dataclass
+class Verdict:
+    """What a check found: ``ok`` is True (passed), False (refused) or None (not answered);
+    ``lines`` are what :func:`kernel_exercise` prints."""
+    ok: bool | None
+    lines: list[str]
+
+    def __str__(self):
+        return "\n".join(self.lines)
+
+
+@dataclass
+class Attempt:
+    """What evidence checks look at: the learner's ``launches`` (of the asked ``kind``) of the
+    kernel ``name``, the whole ``seen`` log, the CUDA C ``source`` (CUDA C only), the
+    ``output``."""
+    kind: str
+    name: str
+    launches: list[Launch]
+    seen: LaunchLog
+    output: torch.Tensor
+    source: str | None = None
+    _trees: dict = field(default_factory=dict)
+
+    def functions(self) -> list:
+        """The learner's launched kernels as Python functions (Triton, Numba), once each."""
+        out = []
+        for L in self.launches:
+            if L.fn is not None and all(L.fn is not f for f in out):
+                out.append(L.fn)
+        return out
+
+    def tree(self, fn) -> ast.FunctionDef:
+        """The AST of kernel function ``fn`` (its source from ``inspect.getsource``)."""
+        if fn not in self._trees:
+            self._trees[fn] = _function_tree(fn)
+        return self._trees[fn]
+
+    def cuda_body(self) -> list:
+        """Tokens of the body of CUDA C kernel ``name`` in ``source``."""
+        return _cuda_kernel_body(self.source or "", self.name)
+
+
+def _function_tree(fn) -> ast.FunctionDef:
+    src = textwrap.dedent(inspect.getsource(fn))
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    raise ValueError(f"no function definition in the source of {fn!r}")
+
+
+def _dotted(node) -> str:
+    """``cuda.shared.array`` for the expression ``cuda.shared.array`` ("" if not a name chain)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else node.attr
+    return ""
+
+
+def _called_names(tree) -> set[str]:
+    return {_dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)} - {""}
+
+
+def _is_stub(tree) -> bool:
+    """A body of only ``pass``, ``...`` and strings: the starter, not yet written."""
+    return all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+               for s in tree.body)
+
+
+def _cuda_kernels(source: str) -> dict[str, list]:
+    """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source``."""
+    from .cuda.cxx import match_brackets, tokenize
+    toks = tokenize(source)
+    pairs = match_brackets(toks)
+    kernels = {}
+    for i, t in enumerate(toks):
+        if t.text != "__global__":
+            continue
+        j = i + 1
+        while j < len(toks) and toks[j].text not in ("(", ";", "{"):
+            j += 1
+        if j >= len(toks) or toks[j].text != "(" or j not in pairs:
+            continue
+        name = toks[j - 1].text
+        k = pairs[j] + 1
+        while k < len(toks) and toks[k].text not in ("{", ";"):
+            k += 1
+        if k < len(toks) and toks[k].text == "{" and k in pairs:
+            kernels[name] = toks[k + 1:pairs[k]]
+    return kernels
+
+
+def _cuda_kernel_body(source: str, name: str) -> list:
+    return _cuda_kernels(source).get(name, [])
+
+
+def _course_cuda_kernel(source: str, name: str) -> str | None:
+    """The course file holding a kernel with the same body as ``name`` in ``source``, if any."""
+    body = [t.text for t in _cuda_kernel_body(source, name)]
+    if not body:
+        return None
+    root = _COURSE_DIR
+    for path in sorted(root.rglob("*.cu*")):
+        if "emulation" in path.parts or path.suffix not in (".cu", ".cuh"):
+            continue
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for other in _cuda_kernels(text).values():
+            if [t.text for t in other] == body:
+                return str(path.relative_to(root.parent))
+    return None
+
+
+def _evaluate(reference):
+    return reference() if callable(reference) and not isinstance(reference, torch.Tensor) else reference
+
+
+def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
+                 atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
+                 name: str | None = None, _scopes=None) -> Verdict:
+    """The verdict of :func:`kernel_exercise` (same arguments), without printing it."""
+    scopes = _check_scopes() if _scopes is None else _scopes
+    note = _hint_note(title, hint)
+
+    def no(why: str) -> Verdict:
+        return Verdict(False, [f"❌ {title}: not yet: {why}"])
+
+    if kind not in _KINDS:
+        return Verdict(False, [f"❌ {title}: the check is set up wrongly: kind={kind!r}, not one of "
+                               f"{', '.join(_KINDS)}"])
+    if answer is None:
+        return Verdict(None, [f"⬜ {title}: not answered yet{note}"])
+    Kind = _KINDS[kind]
+    what = "CUDA C source" if kind == "cuda" else "function or kernel"
+
+    # 1. where the answer and the named kernel come from
+    why = _provenance_problem(answer, what, kind, scopes, reference)
+    if why:
+        return no(why)
+    if kernel is not None and not isinstance(kernel, str):
+        why = _provenance_problem(kernel, "kernel", kind, scopes)
+        if why:
+            return no(why)
+    kname = kernel if isinstance(kernel, str) else (_name_of(kernel) if kernel is not None else None)
+    source, mod, kernels = None, None, {}
+    if kind != "cuda" and not callable(answer):
+        return no(f"hand in the {what} itself, not a {type(answer).__name__}: the check runs it")
+    if kind == "cuda":
+        if not isinstance(answer, str):
+            return no(f"hand in your CUDA C source as a string (utils.cuda_begin + r\"\"\"...\"\"\"), "
+                      f"not a {type(answer).__name__}")
+        source = answer
+        kernels = _cuda_kernels(source)
+        if kname is not None and kname not in kernels:
+            return no(f"your source has no __global__ kernel named {kname}: write one (the check "
+                      f"looks for its launches)")
+        if kname is not None:
+            where = _course_cuda_kernel(source, kname)
+            if where:
+                return no(f"{kname} is the course's own kernel from {where}: write your own")
+        try:
+            mod = build(source)
+        except Exception as e:  # noqa: BLE001  a build error is the learner's to fix
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            return Verdict(False, [f"❌ {title}: not yet: your source does not build:"]
+                           + [f"    {ln}" for ln in lines[:12]])
+    try:
+        ref = _evaluate(reference)
+    except Exception as e:  # noqa: BLE001
+        return Verdict(False, [f"❌ {title}: the check is set up wrongly (its reference raised "
+                               f"{_first_line(e)})"])
+
+    # 2. run it, recording launches
+    try:
+        with launches(modules=[mod] if mod is not None else (), snapshot=True) as seen:
+            out = run(mod if kind == "cuda" else answer)
+    except Exception as e:  # noqa: BLE001  the learner's code may fail in any way
+        return no(f"running it raised {_first_line(e)}")
+
+    # 3. the learner's launches of the asked kind
+    label = kname or f"your {Kind} kernel"
+    syntax = _SYNTAX[kind].format(k=kname or "your_kernel")
+    if kind == "cuda" and _module_name_of(mod) in seen.uncounted:
+        return no(f"cannot tell whether {label} ran: {seen.uncounted[_module_name_of(mod)]}")
+    mine, refused = [], []
+    for L in seen.of(kind):
+        if not L.finished:
+            continue
+        if kname is not None and L.name != kname:
+            continue
+        if kernel is not None and not isinstance(kernel, str) and L.fn is not _py_function(kernel):
+            continue
+        if kind == "cuda":
+            if L.kernel is mod and L.name in kernels:
+                mine.append(L)
+            continue
+        why = _provenance_problem(L.kernel, "kernel", kind, scopes)
+        (refused if why else mine).append((L, why) if why else L)
+    if not mine:
+        if refused:
+            return no(refused[0][1])
+        others = [L for L in seen if L.kind != kind and L.finished]
+        if others:
+            o = others[0]
+            return no(f"only a {_KINDS[o.kind]} kernel ({o.name}) was launched: this exercise asks "
+                      f"for a {Kind} kernel, launched as {syntax}")
+        if kname is not None and seen.of(kind):
+            ran = ", ".join(sorted({str(L.name) for L in seen.of(kind)}))
+            return no(f"no launch of {kname} was recorded ({ran} ran instead): launch it with "
+                      f"{syntax}")
+        return no(f"no launch of {label} was recorded: the result came from somewhere else — "
+                  f"launch the kernel with {syntax}")
+    label = kname or mine[0].name or label
+
+    # 4. the output is memory the learner's kernel wrote, unchanged since
+    if isinstance(out, tuple(_numpy_array_types())):
+        out = torch.from_numpy(out)
+    if not isinstance(out, torch.Tensor):
+        return no(f"the result is a {type(out).__name__}, not a tensor: return the output tensor "
+                  f"that {label} wrote")
+    if out.numel() == 0:
+        return no("the result is an empty tensor")
+    if not seen.writers_of(out, among=mine):
+        return no(f"the returned tensor is not memory {label} was given: it was computed "
+                  f"afterwards (by torch?) — return the output tensor you passed to {label}")
+    last = seen.writers_of(out)[-1]
+    if last not in mine:
+        return no(f"after {label}, {last.name} was given the output too: the result must be what "
+                  f"{label} wrote")
+    if seen.changed_since_launch(out, last):
+        return no(f"the output changed after {label} wrote it: something (torch?) overwrote it "
+                  f"afterwards — return what the kernel wrote")
+    fns = [L.fn for L in mine if L.fn is not None]
+    try:
+        if fns and all(_is_stub(_function_tree(f)) for f in fns):
+            return Verdict(None, [f"⬜ {title}: not answered yet: {label}'s body is still the "
+                                  f"starter's `pass`{note}"])
+    except (OSError, TypeError, ValueError, SyntaxError):
+        pass  # no source to read: the value check below still judges it
+
+    # 5. the values
+    try:
+        check(out, ref, atol=atol, rtol=rtol, name=name or label)
+    except CheckFailed as e:
+        lines = str(e).splitlines()
+        return Verdict(False, [f"❌ {title}: not yet: {lines[0]}"]
+                       + [f"    {ln.strip()}" for ln in lines[1:]])
+    except Exception as e:  # noqa: BLE001  a shape or dtype the check cannot compare
+        return no(f"the result cannot be compared with the reference ({_first_line(e)})")
+
+    # 6. the method
+    attempt = Attempt(kind, label, mine, seen, out, source)
+    for ev in evidence:
+        try:
+            why = ev(attempt)
+        except _SetupError as e:
+            return Verdict(False, [f"❌ {title}: the check is set up wrongly ({e})"])
+        except Exception as e:  # noqa: BLE001  e.g. no source to read
+            return no(f"the method could not be checked ({_first_line(e)})")
+        if why:
+            return no(why)
+    return Verdict(True, [f"✅ {title}: correct (your {Kind} kernel {label} wrote the result)"])
+
+
+def _module_name_of(mod) -> str:
+    return getattr(mod, "__name__", None) or f"module@{id(mod):x}"
+
+
+def _numpy_array_types():
+    np = sys.modules.get("numpy")
+    return (np.ndarray,) if np is not None else ()
+
+
+def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
+                    atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
+                    name: str | None = None) -> None:
+    """Check a kernel exercise for its method as well as its numbers; print ⬜/✅/❌ and a
+    sentence that says what to do. Never raises.
+
+    * ``answer``: what the learner hands in: a function that launches their kernel and returns
+      its output (``add_relu``), a kernel (``matmul_rect_numba``), or for ``kind="cuda"`` the
+      CUDA C source, which ``build(source)`` turns into a module. None: not answered yet.
+    * ``kind``: "triton", "numba" or "cuda": the kind of kernel that must run.
+    * ``run(answer)`` (``run(module)`` for CUDA C): runs the exercise on the check's inputs and
+      returns the output; outputs it allocates should come from ``utils.poisoned``.
+    * ``reference``: the expected output (a tensor, or a function of no arguments returning one),
+      compared with ``utils.check`` within ``atol`` / ``rtol``.
+    * ``kernel``: the kernel's name (a string: the safest, it cannot be rebound to another
+      kernel) or object; None accepts any kernel of that kind written by the learner.
+    * ``evidence``: checks of the technique, e.g. ``[uses_shared_memory()]``.
+    * ``hint``: registered for :func:`hint`, never printed by the check.
+
+    It passes only if (a) the learner's kernel of that kind was launched while ``run`` ran: not
+    a kernel of the course package, of a library, or defined inside the check cell; (b) the
+    returned tensor is memory one of those launches was given, and nothing changed it after the
+    learner's last launch; (c) it matches the reference; (d) every ``evidence`` holds. An answer
+    that is the reference itself, a torch function, or a function defined in the check cell is
+    refused; a kernel whose body is still ``pass`` counts as not answered.
+
+    >>> kernel_exercise("fused add + ReLU", None, kind="triton", run=None, reference=None)
+    ⬜ fused add + ReLU: not answered yet
+    """
+    try:
+        verdict = judge_kernel(title, answer, kind=kind, run=run, reference=reference, kernel=kernel,
+                               build=build, atol=atol, rtol=rtol, evidence=evidence, hint=hint,
+                               name=name, _scopes=_check_scopes())
+    except Exception as e:  # noqa: BLE001  never raise from a check
+        verdict = Verdict(False, [f"❌ {title}: the check itself failed ({_first_line(e)})"])
+    print(verdict)
+
+
+# ----------------------------------------------------------------------------------------------
+# Evidence of the method: each takes an Attempt and returns None (holds) or why not
+
+class _SetupError(Exception):
+    """Evidence that does not apply to the exercise's kind: the check's fault, not the learner's."""
+
+
+def uses_shared_memory():
+    """Evidence: the kernel declares shared memory: a call of ``cuda.shared.array`` in a Numba
+    kernel's code (its AST: a comment or a string does not count), a ``__shared__`` token in a
+    CUDA C kernel's body."""
+    def holds(a: Attempt):
+        if a.kind == "numba":
+            for fn in a.functions():
+                if any(c == "shared.array" or c.endswith(".shared.array")
+                       for c in _called_names(a.tree(fn))):
+                    return None
+            return (f"{a.name} does not use shared memory: the exercise asks for tiles staged in "
+                    f"cuda.shared.array(...)")
+        if a.kind == "cuda":
+            if any(t.text == "__shared__" for t in a.cuda_body()):
+                return None
+            return (f"{a.name} declares no __shared__ array: the exercise asks for tiles staged in "
+                    f"shared memory")
+        raise _SetupError("uses_shared_memory applies to Numba and CUDA C kernels; Triton places "
+                          "shared memory itself")
+    return holds
+
+
+def threads_per_block(*dims):
+    """Evidence: every launch of the learner's Numba kernel used blocks of ``dims`` threads."""
+    want = dims3(dims if len(dims) > 1 else dims[0])
+
+    def holds(a: Attempt):
+        if a.kind != "numba":
+            raise _SetupError("threads_per_block applies to Numba launches (the CUDA C counters "
+                              "do not record block sizes; Triton has no threads)")
+        bad = [L.block for L in a.launches if L.block != want]
+        if bad:
+            return (f"{a.name} was launched with blocks of {_show(bad[0])} threads; the exercise "
+                    f"asks for {_show(want)}")
+        return None
+    return holds
+
+
+def grid_is(*dims, meaning: str | None = None):
+    """Evidence: every launch of the learner's kernel had a grid of ``dims`` (Triton programs,
+    Numba blocks), e.g. ``grid_is(h, meaning="one program per row")``."""
+    want = dims3(dims if len(dims) > 1 else dims[0])
+
+    def holds(a: Attempt):
+        if a.kind == "cuda":
+            raise _SetupError("grid_is applies to Triton and Numba launches (the CUDA C counters "
+                              "do not record grids)")
+        bad = [L.grid for L in a.launches if L.grid != want]
+        if bad:
+            unit = "programs" if a.kind == "triton" else "blocks"
+            lead = f"{meaning}: " if meaning else ""
+            return (f"{lead}expected a grid of {_show(want)} {unit}, but {a.name} was launched on "
+                    f"{_show(bad[0])}")
+        return None
+    return holds
+
+
+def calls(*names: str):
+    """Evidence: the kernel's code calls each of ``names`` (``"tl.dot"`` matches ``tl.dot(...)``
+    and ``triton.language.dot(...)``; for CUDA C an identifier followed by ``(``)."""
+    def holds(a: Attempt):
+        if a.kind == "cuda":
+            body = a.cuda_body()
+            have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
+            missing = [n for n in names if n.split("::")[-1].split(".")[-1] not in have]
+        else:
+            have = set().union(*(_called_names(a.tree(fn)) for fn in a.functions()))
+            last = {c.split(".")[-1] for c in have}
+            missing = [n for n in names if n not in have and n.split(".")[-1] not in last]
+        if missing:
+            return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
+        return None
+    return holds
+
+
+def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
+    """Evidence: the learner's kernels were launched at most ``n`` times in all."""
+    def holds(a: Attempt):
+        total = sum(L.count or 0 for L in a.launches)
+        if total > n:
+            return f"{why}: {total} launches of {a.name} were recorded, at most {n} expected"
+        return None
+    return holds
+
+
+def only_reads(*inputs: torch.Tensor):
+    """Evidence: the learner's kernel was given only the ``inputs`` and its output (so it cannot
+    copy a result torch computed beforehand)."""
+    from .launches import tensor_extent
+
+    def holds(a: Attempt):
+        allowed = [(tensor_extent(t), t.device.type) for t in inputs]
+        out_lo, out_hi = tensor_extent(a.output)
+        for L in a.launches:
+            for b in L.buffers:
+                if b.contains(out_lo, out_hi, a.output.device.type):
+                    continue
+                if not any(b.ptr <= lo and hi <= b.ptr + b.nbytes and dev == b.device
+                           or (lo <= b.ptr and b.ptr + b.nbytes <= hi and dev == b.device)
+                           for (lo, hi), dev in allowed):
+                    return (f"{a.name} was given {b.name}, which is neither an input nor the "
+                            f"output: compute from the inputs inside the kernel")
+        return None
+    return holds
+
+
+def _show(d3: tuple) -> tuple:
+    d = tuple(d3)
+    while len(d) > 1 and d[-1] == 1:
+        d = d[:-1]
+    return d
+
+
+# ----------------------------------------------------------------------------------------------
+# Numbers worked out by hand, asked as formulas
+
+def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
+                     hint: str | None = None) -> None:
+    """Check a number the learner works out, asked as a function of the question's parameters:
+    ``answer(*case)`` must equal ``expected(*case)`` for every ``case`` (within ``rtol``). A number
+    copied from a stored output cannot pass: it is not a function, and a function returning it
+    fails the other cases. ``cases`` needs at least two with different expected values.
+
+    Refused: not a function, the ``expected`` function itself, a function defined inside the
+    check cell. ``hint`` is registered for :func:`hint`, never printed here. Never raises.
+
+    >>> blocks = lambda n: cdiv(n, 256)   # the learner's cell
+    >>> formula_exercise("blocks of 256 for n items", blocks, lambda n: -(-n // 256),
+    ...                  [(1000,), (1_000_000,), (256,)])
+    ✅ blocks of 256 for n items: correct
+    >>> formula_exercise("blocks of 256 for n items", 3907, lambda n: -(-n // 256), [(1000,), (256,)])
+    ❌ blocks of 256 for n items: not yet: give a function of the question's parameters ...
+    """
+    note = _hint_note(title, hint)
+    if answer is None:
+        print(f"⬜ {title}: not answered yet{note}")
+        return
+    scopes = _check_scopes()
+    try:
+        expect = [expected(*c) for c in cases]
+        if len(cases) < 2 or len({repr(e) for e in expect}) < 2:
+            raise ValueError("formula_exercise needs at least two cases with different answers")
+    except Exception as e:  # noqa: BLE001
+        print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
+        return
+    if not callable(answer):
+        why = ("give a function of the question's parameters (e.g. lambda n: ...), not a number: "
+               "the check tries it on other sizes")
+    elif answer is expected:
+        why = "that is the function the check compares with: write your own"
+    elif any(s.holds(answer) for s in scopes):
+        why = "that function is defined inside the check cell: define it in your own cell above"
+    else:
+        why = None
+        for c, e in zip(cases, expect):
+            try:
+                got = answer(*c)
+            except Exception as err:  # noqa: BLE001
+                why = f"for {_args(c)} it raised {_first_line(err)}"
+                break
+            try:
+                good = got == e if not rtol else abs(got - e) <= rtol * abs(e)
+            except TypeError:
+                good = False
+            if not good:
+                why = f"for {_args(c)} it gives {got!r}, expected {e!r}"
+                break
+    print(f"✅ {title}: correct" if why is None else f"❌ {title}: not yet: {why}")
+
+
+def _args(case) -> str:
+    return ", ".join(repr(v) for v in case)

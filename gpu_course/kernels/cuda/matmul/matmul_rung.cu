@@ -1,0 +1,53 @@
+// The ladder's dispatcher (notebook 04, bench/matmul_ladder.py); the rungs' kernels come first, one file
+// each (01_naive.cu ... 07_conflict_free_prefetch.cu). matmul_rung(m, n, out, rung) runs a rung in the
+// shape notebook 04 teaches; matmul_rung_cfg(m, n, out, rung, cfg) runs one of the rung's other compiled
+// tile shapes (cfg 0 is that default; gpu_course/kernels/matmul_ladder.py's RUNG_CONFIGS names them).
+// A new rung is a numbered file with its kernels, a case below and a name in matmul_ladder.RUNGS.
+static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch::Tensor& out) {
+    CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
+    TORCH_CHECK(m.dim() == 2 && n.dim() == 2 && m.size(1) == n.size(0),
+                "matmul: m (h x k) and n (k x w) do not fit: ", m.sizes(), " and ", n.sizes());
+    TORCH_CHECK(out.size(0) == m.size(0) && out.size(1) == n.size(1), "matmul: out must be h x w");
+    TORCH_CHECK(m.numel() < (1LL << 31) && n.numel() < (1LL << 31) && out.numel() < (1LL << 31),
+                "matmul: the kernels index with 32-bit ints; matrices must have < 2^31 elements");
+}
+
+static bool aligned16(const torch::Tensor& t) { return ((uintptr_t)t.data_ptr<float>()) % 16 == 0; }
+
+static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1};   // compiled tile shapes of rungs 1..7
+
+torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung, int64_t cfg) {
+    mm_check(m, n, out);
+    TORCH_CHECK(rung >= 1 && rung <= 7, "matmul_rung: rung must be 1..7, got ", rung);
+    TORCH_CHECK(cfg >= 0 && cfg < RUNG_CFGS[rung], "matmul_rung_cfg: rung ", rung, " has tile shapes 0..",
+                RUNG_CFGS[rung] - 1, ", got cfg ", cfg);
+    int h = m.size(0), k = m.size(1), w = n.size(1);
+    const float* mp = m.data_ptr<float>();
+    const float* np_ = n.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    // float4 paths (rungs 6, 7): rows a multiple of 4 floats long and 16-byte aligned bases
+    bool vm = k % 4 == 0 && aligned16(m), vn = w % 4 == 0 && aligned16(n) && aligned16(out);
+    switch (rung) {
+        case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
+        case 2: mm_cols_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
+        case 3: return matmul_tiled(m, n, out, cfg == 0 ? 32 : cfg == 1 ? 16 : 8);
+        case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8>>>(mp, np_, op, h, w, k); break;
+        case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k); break;
+        case 6:
+            switch (cfg) {
+                case 0: mm_vec_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 1: mm_vec_k<128, 128, 16, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 2: mm_vec_k<64, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 64)), 128>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 3: mm_vec_k<128, 64, 8, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 128)), 128>>>(mp, np_, op, h, w, k, vm, vn); break;
+                default: mm_vec_k<64, 64, 16, 4, 4><<<dim3(cdiv(w, 64), cdiv(h, 64)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+            }
+            break;
+        default: mm_pipe_k<128, 128, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+torch::Tensor matmul_rung(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung) {
+    return matmul_rung_cfg(m, n, out, rung, 0);
+}

@@ -1,0 +1,44 @@
+"""Notebook 03's elementwise kernels in CUDA C (square and the tanh GeLU), one file per step under
+``cuda/elementwise/``; each step builds on the helpers of the one before:
+
+* ``naive`` (v0, ``01_naive.cu``): one thread per element: ``square_naive(x, out)``, ``gelu_naive``;
+* ``vec`` (v1, ``02_vec.cu``): one ``float4`` per thread: ``square_vec(x, out)``, ``gelu_vec``;
+* ``fast`` (v2/v3, ``03_fast.cu``): a grid-stride loop with ``unroll`` float4 loads in flight:
+  ``square_fast(x, out, blocks, threads, unroll)``, ``gelu_fast``.
+
+Every host function writes into the ``out`` it is given (fp32, as many elements as ``x``).
+Notebook 03 prints the files and builds them; ``bench/elementwise.py`` builds the same source.
+
+>>> functions("vec")
+['square_naive', 'gelu_naive', 'square_vec', 'gelu_vec']
+"""
+from __future__ import annotations
+
+from ..cuda import cuda_begin, get_sig, load_cuda
+from . import cuda_source
+
+STEPS = {"naive": "elementwise/01_naive.cu", "vec": "elementwise/02_vec.cu",
+         "fast": "elementwise/03_fast.cu"}
+
+
+def _upto(step: str) -> list:
+    if step not in STEPS:
+        raise ValueError(f"elementwise: no step {step!r}; the steps are {list(STEPS)}")
+    names = list(STEPS)
+    return names[:names.index(step) + 1]
+
+
+def source(upto: str = "fast") -> str:
+    """``cuda_begin`` and the files of every step up to ``upto`` (which needs the ones before it)."""
+    return cuda_begin + cuda_source(*(STEPS[s] for s in _upto(upto)))
+
+
+def functions(upto: str = "fast") -> list:
+    """The host functions Python can call once the steps up to ``upto`` are built."""
+    return [f"{op}_{s}" for s in _upto(upto) for op in ("square", "gelu")]
+
+
+def build(upto: str = "fast", **load_cuda_kwargs):
+    """Build (or load from the cache) the steps up to ``upto``: a module with :func:`functions`."""
+    src, funcs = source(upto), functions(upto)
+    return load_cuda(src, "\n".join(get_sig(f, src) for f in funcs), funcs, **load_cuda_kwargs)

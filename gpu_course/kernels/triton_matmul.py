@@ -1,0 +1,120 @@
+"""Notebook 07's Triton matmul, timed by ``bench/triton_matmul.py``: one program per
+``BLOCK_M x BLOCK_N`` tile of ``out``, programs taken in groups of ``GROUP_M`` tile rows (L2 reuse),
+fp32 accumulation, and an epilogue switched by two ``constexpr`` arguments, ``HAS_BIAS`` and
+``ACTIVATION``, as in Triton's matmul tutorial: the plain matmul and the fused
+``gelu(a @ b + bias)`` are one kernel, compiled once per value of the switches.
+
+:func:`matmul` launches it autotuned over :func:`matmul_configs` (one configuration on the CPU,
+where the autotuner cannot time anything), or with a fixed ``cfg`` for sweeps.
+
+>>> dot_precision(torch.float16), dot_precision(torch.float32), dot_precision(torch.float32, tf32=True)
+('tf32', 'ieee', 'tf32')
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..launch import cdiv
+from ..mode import by_mode
+
+ACTIVATIONS = ("", "gelu")
+
+
+@triton.jit
+def gelu(x):
+    """GeLU in its erf form, torch.nn.functional.gelu's default."""
+    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, bias_ptr, out_ptr, h, w, k,
+                  a_stride_r, a_stride_k, b_stride_k, b_stride_c, out_stride_r, out_stride_c,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    pid = tl.program_id(0)                            # a 1D grid: tile_of(pid) picks the tile
+    tiles_m, tiles_n = tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N)
+    in_group = GROUP_M * tiles_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = min(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    # --- from here on, the same as matmul_kernel_2d ---
+    r = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % h
+    c = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % w
+    kk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + r[:, None] * a_stride_r + kk[None, :] * a_stride_k
+    b_ptrs = b_ptr + kk[:, None] * b_stride_k + c[None, :] * b_stride_c
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, k, BLOCK_K):
+        a = tl.load(a_ptrs, mask=kk[None, :] < k - k0, other=0.0)
+        b = tl.load(b_ptrs, mask=kk[:, None] < k - k0, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+        a_ptrs += BLOCK_K * a_stride_k
+        b_ptrs += BLOCK_K * b_stride_k
+    # --- the epilogue (section 5): on the fp32 tile in registers; compiled only when switched on ---
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + c)[None, :].to(tl.float32)  # c is wrapped: always in bounds
+    if ACTIVATION == "gelu":
+        acc = gelu(acc)
+    r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    out_ptrs = out_ptr + r[:, None] * out_stride_r + c[None, :] * out_stride_c
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(r[:, None] < h) & (c[None, :] < w))
+
+
+def config(BM, BN, BK, stages, warps, group=8):
+    return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=group),
+                         num_stages=stages, num_warps=warps)
+
+
+def matmul_configs():
+    """What the autotuner tries. GPU: Hopper-sized tiles for fp16 at 2048³ and up, narrower ones that
+    fill 132 SMs at 1024³, 32-deep tiles for fp32 and TF32 (fp32 operands take twice the shared
+    memory); chosen with bench/triton_matmul_sweep.py on an H100. CPU: one small tile, never timed
+    (tl.dot in the interpreter needs blocks of at least 16)."""
+    return by_mode(gpu=[config(128, 256, 64, 3, 8), config(256, 128, 64, 3, 8), config(128, 256, 64, 4, 8),
+                        config(128, 128, 64, 4, 8), config(128, 128, 64, 3, 4),
+                        config(64, 128, 128, 3, 4), config(64, 128, 64, 4, 4),   # 1024³: 128 tiles
+                        config(128, 256, 32, 4, 8), config(128, 256, 32, 3, 8),  # TF32, k-major b
+                        config(128, 128, 32, 4, 8), config(64, 128, 32, 4, 4), config(128, 64, 32, 4, 4)],
+                   cpu=[config(32, 32, 32, 1, 4, group=2)])
+
+
+# The strides are in the key: a b stored k-major (as nn.Linear's weight, used as w.T) tunes apart
+# from a row-major b, because TF32 tensor cores on Hopper read both operands k-major.
+matmul_tuned = triton.autotune(configs=matmul_configs(),
+                               key=["h", "w", "k", "b_stride_k", "b_stride_c", "DOT_PRECISION", "HAS_BIAS",
+                                    "ACTIVATION"])(matmul_kernel)
+
+
+def dot_precision(dtype, tf32=False):
+    """tl.dot's input_precision: exact fp32 ("ieee") for fp32 inputs unless TF32 is asked for."""
+    return "tf32" if dtype != torch.float32 or tf32 else "ieee"
+
+
+def check_shapes(a, b):
+    assert a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0], \
+        f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match (a is h x k, b is k x w)"
+    assert a.dtype == b.dtype, f"matmul: a is {a.dtype} but b is {b.dtype}"
+    return a.shape[0], b.shape[1], a.shape[1]
+
+
+def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
+    """activation(a @ b + bias) in one kernel; autotuned, or with ``cfg`` (BLOCK_M, BLOCK_N, BLOCK_K,
+    GROUP_M, num_warps, num_stages) fixed."""
+    h, w, k = check_shapes(a, b)
+    assert activation in ACTIVATIONS, f"matmul: activation must be one of {ACTIVATIONS}, got {activation!r}"
+    assert bias is None or bias.shape == (w,), f"matmul: bias must have shape ({w},), got {tuple(bias.shape)}"
+    out = alloc(h, w, dtype=a.dtype, device=a.device)
+    args = (a, b, out if bias is None else bias, out, h, w, k,  # without a bias, bias_ptr is never read
+            *a.stride(), *b.stride(), *out.stride())
+    switches = dict(DOT_PRECISION=dot_precision(a.dtype, tf32), HAS_BIAS=bias is not None, ACTIVATION=activation)
+    if cfg is None:
+        grid = lambda meta: (cdiv(h, meta["BLOCK_M"]) * cdiv(w, meta["BLOCK_N"]),)  # noqa: E731
+        matmul_tuned[grid](*args, **switches)
+    else:
+        matmul_kernel[(cdiv(h, cfg["BLOCK_M"]) * cdiv(w, cfg["BLOCK_N"]),)](*args, **switches, **cfg)
+    return out

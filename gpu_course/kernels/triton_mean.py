@@ -1,0 +1,130 @@
+"""Notebook 06's means of a large fp32 tensor in Triton, timed by ``bench/triton_basics_bench.py``:
+
+* ``mean_serial``: one program walking all n elements a block at a time (correct, and slow: one SM);
+* ``mean_scalar_loop``: many programs, each summing its chunk of ``SCALAR_CHUNK`` elements with a
+  scalar loop (one ``tl.load`` of one element per iteration), then one small program sums the
+  partial sums (correct, and slow: too few bytes in flight);
+* ``mean_two_pass``: one partial sum per tile of ``BLOCK * TILES`` elements, then one small
+  program sums the partial sums (deterministic);
+* ``mean_atomic``: every program adds its share into one number with ``tl.atomic_add`` (one
+  kernel; the order of the additions, so the last bits, may change from run to run).
+
+The tile size and warps come from :func:`mean_config` (``MEAN_GPU`` was tuned on an H100 with
+``bench/triton_basics_bench.py --tune``); the launchers take another ``cfg`` for sweeps.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..launch import cdiv
+from ..mode import by_mode
+from . import num_warps_for
+
+MEAN_GPU = dict(BLOCK=4096, TILES=4, num_warps=8)  # 16,384 floats (64 KB) per program
+MEAN_CPU = dict(BLOCK=1024, TILES=2, num_warps=4)  # a handful of programs for the interpreter
+
+
+def mean_config() -> dict:
+    """The tile size and warps of mean_two_pass and mean_atomic: MEAN_GPU on a GPU, MEAN_CPU in the
+    interpreter."""
+    return by_mode(gpu=MEAN_GPU, cpu=MEAN_CPU)
+
+
+@triton.jit
+def mean_serial_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)  # BLOCK running sums, one per lane
+    for start in range(0, n, BLOCK):            # ONE program walks all n elements
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)  # other=0: masked lanes add nothing
+    tl.store(out_ptr, tl.sum(acc, axis=0) / n)
+
+
+def mean_serial(x, alloc=torch.empty):
+    out = alloc(1, device=x.device)
+    mean_serial_kernel[(1,)](x, out, x.numel(), BLOCK=1024)  # a grid of one program
+    return out[0]
+
+
+@triton.jit
+def sum_to_mean_kernel(partial_ptr, out_ptr, m, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)  # BLOCK >= m: all partial sums in one block, one program
+    total = tl.sum(tl.load(partial_ptr + offs, mask=offs < m, other=0.0), axis=0)
+    tl.store(out_ptr, total / n)
+
+
+SCALAR_CHUNK = 2048  # elements per program of mean_scalar_loop: 48,829 programs for 1e8 floats
+
+
+@triton.jit
+def mean_scalar_loop_kernel(x_ptr, partial_ptr, n, CHUNK: tl.constexpr):
+    pid = tl.program_id(0)
+    start = pid * CHUNK
+    end = tl.minimum(start + CHUNK, n)  # the last chunk may be short
+    acc = 0.0                           # ONE running sum: a scalar, not a block
+    for i in range(start, end):         # one element per iteration
+        acc += tl.load(x_ptr + i)       # a scalar load: one 4-byte value for the whole program
+    tl.store(partial_ptr + pid, acc)
+
+
+def mean_scalar_loop(x, chunk=SCALAR_CHUNK, alloc=torch.empty):
+    n = x.numel()
+    m = cdiv(n, chunk)  # number of programs = number of partial sums
+    m_block = triton.next_power_of_2(m)
+    if m_block > 65536:
+        raise ValueError(f"mean_scalar_loop: {m:,} partial sums do not fit in one program of pass 2: "
+                         f"make the chunks (chunk = {chunk:,}) bigger")
+    partial = alloc(m, device=x.device)
+    out = alloc(1, device=x.device)
+    mean_scalar_loop_kernel[(m,)](x, partial, n, CHUNK=chunk)  # Triton's default num_warps
+    sum_to_mean_kernel[(1,)](partial, out, m, n, BLOCK=m_block, num_warps=num_warps_for(m_block))
+    return out[0]
+
+
+@triton.jit
+def tile_sum(x_ptr, pid, n, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    """The sum of program pid's tile: TILES blocks of BLOCK consecutive elements."""
+    start = pid * (BLOCK * TILES)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for t in tl.static_range(TILES):  # unrolled at compile time: all TILES loads in flight together
+        offs = start + t * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    return tl.sum(acc, axis=0)  # a tree sum across the block: log2(BLOCK) steps
+
+
+@triton.jit
+def partial_sums_kernel(x_ptr, partial_ptr, n, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(partial_ptr + pid, tile_sum(x_ptr, pid, n, BLOCK, TILES))  # one number per program
+
+
+def mean_two_pass(x, cfg=None, alloc=torch.empty):
+    cfg = cfg or mean_config()
+    BLOCK, TILES, num_warps = cfg["BLOCK"], cfg["TILES"], cfg["num_warps"]
+    n = x.numel()
+    m = cdiv(n, BLOCK * TILES)  # number of programs = number of partial sums
+    m_block = triton.next_power_of_2(m)
+    if m_block > 65536:
+        raise ValueError(f"mean_two_pass: {m:,} partial sums do not fit in one program of pass 2: "
+                         f"make the tiles (BLOCK * TILES = {BLOCK * TILES:,}) bigger")
+    partial = alloc(m, device=x.device)
+    out = alloc(1, device=x.device)
+    partial_sums_kernel[(m,)](x, partial, n, BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
+    sum_to_mean_kernel[(1,)](partial, out, m, n, BLOCK=m_block, num_warps=num_warps_for(m_block))
+    return out[0]
+
+
+@triton.jit
+def mean_atomic_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.atomic_add(out_ptr, tile_sum(x_ptr, pid, n, BLOCK, TILES) / n)  # programs add in any order
+
+
+def mean_atomic(x, cfg=None):
+    cfg = cfg or mean_config()
+    BLOCK, TILES, num_warps = cfg["BLOCK"], cfg["TILES"], cfg["num_warps"]
+    out = torch.zeros(1, device=x.device)  # must start at 0: every program adds into it
+    grid = (cdiv(x.numel(), BLOCK * TILES),)
+    mean_atomic_kernel[grid](x, out, x.numel(), BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
+    return out[0]

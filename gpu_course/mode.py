@@ -1,0 +1,150 @@
+"""The execution mode, chosen once at import: ``"gpu"`` (a real GPU) or ``"cpu"`` (simulators).
+
+* ``"gpu"`` when ``torch.cuda.is_available()``: everything runs for real.
+* ``"cpu"`` otherwise: Numba runs in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), Triton in
+  its interpreter (``TRITON_INTERPRET=1``) and CUDA C in the course's CPU emulation. Results are
+  checked the same way; timings mean nothing about a GPU.
+
+``COURSE_MODE=gpu|cpu`` in the environment forces a mode. This module is imported first by the
+package, so the simulator switches are set before numba or triton reads them; that is its only
+import-time effect.
+
+>>> from gpu_course import mode
+>>> n = mode.by_mode(gpu=100_000_000, cpu=10_000)  # problem sizes come from the mode, here only
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+MODE_ENV = "COURSE_MODE"
+
+def _choose_mode(requested: str | None, cuda_available: bool) -> str:
+    """Return ``"gpu"`` or ``"cpu"`` from the requested mode and whether CUDA is usable.
+
+    >>> _choose_mode(None, True), _choose_mode("cpu", True), _choose_mode("", False)
+    ('gpu', 'cpu', 'cpu')
+    """
+    req = (requested or "auto").strip().lower()
+    if req not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"{MODE_ENV}={requested!r}: use 'gpu', 'cpu' or leave it unset (auto).")
+    if req == "gpu" and not cuda_available:
+        raise RuntimeError(
+            f"{MODE_ENV}=gpu but torch sees no CUDA GPU (torch {torch.__version__}, "
+            f"built for CUDA {torch.version.cuda}). Unset {MODE_ENV} to run on the CPU.")
+    if req == "auto":
+        return "gpu" if cuda_available else "cpu"
+    return req
+
+
+def _set_simulator_switches(mode: str) -> None:
+    """Set the environment switches numba and triton read at import / decoration time."""
+    # The course launches small grids on purpose (to show indexing); numba would warn each time.
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    value = "1" if mode == "cpu" else "0"
+    for var, module in (("NUMBA_ENABLE_CUDASIM", "numba"), ("TRITON_INTERPRET", "triton")):
+        if module in sys.modules and os.environ.get(var, "0") != value:
+            warnings.warn(f"{module} was imported before utils, so {var}={value} may not take "
+                          f"effect: restart the kernel and import utils first.", stacklevel=3)
+        os.environ[var] = value
+
+
+MODE: str = _choose_mode(os.environ.get(MODE_ENV), torch.cuda.is_available())
+ON_GPU: bool = MODE == "gpu"
+DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")
+_set_simulator_switches(MODE)
+
+
+def by_mode(gpu, cpu):
+    """Pick the value for the current mode: big problems on a GPU, small ones on the CPU.
+
+    >>> by_mode(gpu=4096, cpu=96) == (4096 if ON_GPU else 96)
+    True
+    """
+    return gpu if ON_GPU else cpu
+
+
+def device_name() -> str:
+    """Name of the device timings are taken on: the GPU's name, or ``"CPU (<model>)"``."""
+    if ON_GPU:
+        return torch.cuda.get_device_name()
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import platform
+    return f"CPU ({model or platform.processor() or platform.machine()})"
+
+
+def banner() -> str:
+    """One line saying where this notebook runs and what that means for its numbers."""
+    if ON_GPU:
+        p = torch.cuda.get_device_properties(0)
+        return (f"Mode gpu: {p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
+                f"{p.total_memory / 2**30:.0f} GiB), torch {torch.__version__}. "
+                f"Kernels and timings are real.")
+    return ("Mode cpu: no GPU in use. CUDA C runs in the course's CPU emulation, Numba in its "
+            "CUDA simulator, Triton in its interpreter; results are checked as on a GPU, but "
+            f"timings here say nothing about a GPU. (Set {MODE_ENV}=gpu|cpu to force a mode.)")
+
+
+def versions() -> dict:
+    """Versions of the course's tools (``None`` for one that is missing).
+
+    >>> sorted(versions())[:3]
+    ['cuda (torch built for)', 'numba', 'numba-cuda']
+    """
+    from importlib import metadata
+
+    def dist(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    out = {"python": sys.version.split()[0], "torch": torch.__version__,
+           "cuda (torch built for)": torch.version.cuda, "triton": dist("triton"),
+           "numba": dist("numba"), "numba-cuda": dist("numba-cuda"), "nvcc": None}
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        try:
+            text = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                                  timeout=30).stdout
+            m = re.search(r"release ([\d.]+)", text)
+            out["nvcc"] = m.group(1) if m else "unknown"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return out
+
+
+def gpu_properties() -> dict | None:
+    """The GPU's properties that matter for this course, or ``None`` in cpu mode."""
+    if not ON_GPU:
+        return None
+    p = torch.cuda.get_device_properties(0)
+    return {"name": p.name, "compute capability": f"{p.major}.{p.minor}",
+            "SMs": p.multi_processor_count, "memory (GiB)": round(p.total_memory / 2**30, 1),
+            "L2 cache (MiB)": round(getattr(p, "L2_cache_size", 0) / 2**20, 1),
+            "max threads per SM": getattr(p, "max_threads_per_multi_processor", None),
+            "warp size": getattr(p, "warp_size", 32)}
+
+
+def synchronize() -> None:
+    """Wait until the GPU has finished all queued work (``torch.cuda.synchronize()``); on the
+    CPU there is nothing to wait for.
+
+    >>> synchronize()
+    """
+    if ON_GPU:
+        torch.cuda.synchronize()

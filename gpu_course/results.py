@@ -1,0 +1,124 @@
+"""Results: every GPU benchmark lands in ``results/<device>.csv``; the README table is made from
+those files (``python3 course.py results``), never typed by hand."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+
+from .device_ceilings import Throughput, throughput
+from .mode import device_name
+from .paths import RESULTS_DIR, now
+from .timing import Timing, fmt_ms, fmt_num
+
+SAVE_ENV = "COURSE_SAVE_RESULTS"  # "1": save_result writes (set by `python3 course.py execute`)
+
+
+def saving_results() -> bool:
+    """Whether :func:`save_result` writes to ``results/``: only when ``COURSE_SAVE_RESULTS=1``, which
+    ``python3 course.py execute`` sets while it runs notebooks to store their GPU outputs. A learner's
+    own GPU run therefore never changes the course's tracked files.
+    """
+    return os.environ.get(SAVE_ENV) == "1"
+
+RESULT_FIELDS = ["when", "notebook", "kernel", "size", "device", "ms", "rate", "unit",
+                 "pct_of_ceiling", "ceiling", "baseline", "baseline_ms", "vs_baseline"]
+
+
+def _slug(name: str) -> str:
+    """File-name-safe form of a device name: ``'NVIDIA H100 80GB HBM3'`` -> ``'nvidia-h100-80gb-hbm3'``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def results_file(device: str | None = None) -> Path:
+    """The CSV file that holds the results of ``device`` (default: this one)."""
+    return RESULTS_DIR / f"{_slug(device or device_name())}.csv"
+
+
+def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Throughput | None = None,
+           baseline: Timing | None = None, baseline_name: str = "torch") -> dict | None:
+    """The results row of one GPU benchmark, appended to this GPU's results file when results are
+    being saved (:func:`saving_results`: during ``python3 course.py execute``), and returned.
+
+    ``baseline`` is the timing of the torch/cuBLAS version of the same work in the same run;
+    ``vs_baseline`` is its time over ours (1.0 = as fast as torch, above 1 = faster). On the CPU
+    there is no row (simulator timings are not results) and ``None`` is returned.
+    """
+    if not t.on_gpu:
+        return None
+    row = {"when": now(), "notebook": notebook, "kernel": kernel, "size": size,
+           "device": t.device, "ms": f"{t.median:.5g}",
+           "rate": f"{achieved.value:.4g}" if achieved else "",
+           "unit": achieved.unit if achieved else "",
+           "pct_of_ceiling": f"{achieved.pct:.1f}" if achieved else "",
+           "ceiling": achieved.ceiling_key if achieved else "",
+           "baseline": baseline_name if baseline else "",
+           "baseline_ms": f"{baseline.median:.5g}" if baseline else "",
+           "vs_baseline": f"{baseline.median / t.median:.3f}" if baseline else ""}
+    if not saving_results():
+        return row
+    path = results_file(t.device)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+    return row
+
+
+def stored_results(device: str | None = None, notebook: str | None = None) -> list:
+    """The latest result per (notebook, kernel, size) from a results file, oldest first.
+
+    ``device`` may be a device name or a results file's stem (``"nvidia-h100-80gb-hbm3"``);
+    by default every results file is read. On the CPU the notebooks use this to show the numbers
+    stored from a real GPU run.
+    """
+    paths = [results_file(device)] if device else sorted(RESULTS_DIR.glob("*.csv"))
+    latest = {}
+    for path in paths:
+        if not path.exists():
+            continue
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                if notebook is None or row["notebook"] == notebook:
+                    latest[(row["device"], row["notebook"], row["kernel"], row["size"])] = row
+    return list(latest.values())
+
+
+def results_markdown(rows: list) -> str:
+    """A Markdown table of result rows (as from :func:`stored_results`)."""
+    head = ("| notebook | kernel | size | device | time | achieved | % of ceiling | "
+            "vs baseline |\n|---|---|---|---|---:|---:|---:|---:|")
+    lines = [head]
+    for r in rows:
+        achieved = f"{fmt_num(float(r['rate']))} {r['unit']}" if r["rate"] else ""
+        pct = f"{float(r['pct_of_ceiling']):.0f} % {r['ceiling']}" if r["pct_of_ceiling"] else ""
+        vs = f"{float(r['vs_baseline']):.2f}× {r['baseline']}" if r["vs_baseline"] else ""
+        cell = {k: str(v).replace("|", "\\|") for k, v in r.items()}  # a | would split a cell
+        lines.append(f"| {cell['notebook']} | {cell['kernel']} | {cell['size']} | {cell['device']} | "
+                     f"{fmt_ms(float(r['ms']))} | {achieved} | {pct} | {vs} |")
+    return "\n".join(lines)
+
+
+def report(notebook: str, kernel: str, size: str, t: Timing, baseline: Timing | None = None,
+           nbytes: int | None = None, flops: int | None = None, kind: str | None = None,
+           baseline_name: str = "torch") -> str:
+    """Turn a timing into one printed line (time, achieved rate with % of the ceiling, ratio to
+    the baseline), record it on a GPU (:func:`save_result`), and return the line.
+
+    Give ``nbytes`` (bytes the work must move) or ``flops``, as for :func:`throughput`.
+    """
+    achieved = throughput(t, nbytes=nbytes, flops=flops, kind=kind) if (nbytes or flops) else None
+    save_result(notebook, kernel, size, t, achieved, baseline, baseline_name)
+    parts = [f"{kernel}: {fmt_ms(t.median)}"]
+    if achieved and t.on_gpu:
+        parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {achieved.pct:.0f} % of "
+                     f"{kind or ('copy' if nbytes else 'fp32')} ceiling")
+    if baseline:
+        parts.append(f"{baseline.median / t.median:.2f}× {baseline_name}")
+    line = ", ".join(parts) + ("" if t.on_gpu else "  (CPU: not a GPU figure)")
+    print(line)
+    return line

@@ -1,0 +1,210 @@
+"""Timing GPU work: ``bench`` (warm-up, repeats, the median), ``Timing`` and readable units.
+
+Why a GPU timer needs care for short kernels: a CUDA event is a timestamp the GPU writes when it
+*reaches* the event in its queue. If the queue is empty when Python records the start event, the GPU
+writes that timestamp at once and then waits for the CPU to finish launching the kernel (5-80 µs of
+Python, torch dispatch or Triton's launcher), so a 5 µs kernel can measure 30 µs. :func:`bench`
+therefore keeps the GPU busy before each start event (a short spin kernel, ``torch.cuda._sleep``, or
+the L2 flush), so the start timestamp is written only when the kernel is already queued: the events
+then time what the GPU does, and the CPU's launch time is reported beside it (``Timing.launch_ms``).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .mode import DEVICE, ON_GPU, device_name
+
+
+@dataclass
+class Timing:
+    """Run times of one callable, in milliseconds. ``str()`` says how they were taken."""
+    times_ms: list
+    method: str
+    device: str
+    on_gpu: bool
+    launch_ms: float | None = None  # median CPU time to enqueue one run (GPU only)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.times_ms)
+
+    @property
+    def min(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.times_ms)
+
+    @property
+    def n(self) -> int:
+        return len(self.times_ms)
+
+    @property
+    def launch_bound(self) -> bool:
+        """True when launching a run costs the CPU more time than the GPU spends running it:
+        back-to-back calls then go at the CPU's pace, not the GPU's (see 01_timing)."""
+        return self.launch_ms is not None and self.launch_ms > self.median
+
+    def __str__(self):
+        note = "" if self.on_gpu else " (CPU wall clock: says nothing about a GPU)"
+        return f"{fmt_ms(self.median)} median of {self.n} runs, {self.method}{note}"
+
+
+def fmt_ms(ms: float) -> str:
+    """Milliseconds in a readable unit.
+
+    >>> fmt_ms(0.0123), fmt_ms(2.5), fmt_ms(1500)
+    ('12.3 µs', '2.500 ms', '1.50 s')
+    """
+    if ms < 1:
+        return f"{ms * 1e3:.1f} µs"
+    if ms < 1000:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1e3:.2f} s"
+
+
+def fmt_num(x: float) -> str:
+    """A rate with three significant digits and thousands separators.
+
+    >>> fmt_num(2912.4), fmt_num(38.27), fmt_num(0.1234)
+    ('2,912', '38.3', '0.123')
+    """
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+_l2_flush_buffer = None
+
+
+def flush_l2() -> None:
+    """Evict the GPU's L2 cache by writing a buffer twice its size (a no-op on the CPU)."""
+    global _l2_flush_buffer
+    if not ON_GPU:
+        return
+    if _l2_flush_buffer is None:
+        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 64 * 2**20
+        _l2_flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.float32, device=DEVICE)
+    _l2_flush_buffer.zero_()
+
+
+def bench(fn, *args, warmup: int = 3, reps: int | None = None, budget_ms: float | None = None,
+          l2_flush: bool = False, hide_launch: bool = True, max_reps: int = 1000,
+          **kwargs) -> Timing:
+    """Time ``fn(*args, **kwargs)``: warm up, repeat, and return all run times (use ``.median``).
+
+    On a GPU each run is bracketed by CUDA events on the current stream, so only device work is
+    timed. ``hide_launch=True`` (the default) first queues a short spin on the GPU, so that the
+    start event is reached only after the CPU has launched the run: the time is the GPU's, even for
+    a kernel of a few µs (``hide_launch=False`` shows the bias this removes: with an idle queue the
+    events also count the CPU's launch time). ``Timing.launch_ms`` is the CPU's time to enqueue one
+    run; ``Timing.launch_bound`` says whether it exceeds the GPU time. With ``l2_flush=True`` the L2
+    cache is emptied before each run (outside the timed region), which is what a kernel sees when
+    its input is not already cached. On the CPU runs are timed with ``time.perf_counter``: fine for
+    torch on the CPU, meaningless for simulators.
+
+    ``reps=None`` repeats until about ``budget_ms`` of run time (300 ms on a GPU, 1 s on the
+    CPU) is spent, at least 5 times on a GPU and 3 on the CPU, at most ``max_reps``. ``fn`` is
+    called ``warmup`` times first (on a GPU each warm-up call is synchronized, to measure
+    ``launch_ms``; with ``warmup=0`` one such call is still made there).
+
+    >>> t = bench(torch.ones, 1000, reps=5)
+    >>> t.n, t.median > 0
+    (5, True)
+    """
+    if not callable(fn):
+        raise TypeError(f"bench needs a callable, got {type(fn).__name__}")
+    if budget_ms is None:
+        budget_ms = 300.0 if ON_GPU else 1000.0
+    launch = []  # on a GPU: the CPU's time to enqueue one run, each warm-up run on an empty queue
+    for _ in range(warmup if warmup > 0 or not ON_GPU else 1):
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        launch.append((time.perf_counter() - t0) * 1e3)
+        if ON_GPU:
+            torch.cuda.synchronize()
+    if ON_GPU:
+        # the first call may compile or allocate: the later ones say what a launch costs
+        launch_ms = statistics.median(launch[1:] or launch)
+        return _bench_gpu(fn, args, kwargs, reps, budget_ms, l2_flush, hide_launch, max_reps,
+                          launch_ms)
+    return _bench_cpu(fn, args, kwargs, reps, budget_ms, max_reps)
+
+
+_spin_cycles_per_ms: float | None = None
+
+
+def _spin_rate() -> float:
+    """GPU clock cycles per millisecond of ``torch.cuda._sleep``, measured once per process."""
+    global _spin_cycles_per_ms
+    if _spin_cycles_per_ms is None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)  # load the spin kernel
+        cycles = 2_000_000
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        _spin_cycles_per_ms = cycles / max(start.elapsed_time(end), 1e-3)
+    return _spin_cycles_per_ms
+
+
+def spin_gpu(ms: float) -> None:
+    """Queue about ``ms`` milliseconds of busy work on the GPU (nothing on the CPU) and return at
+    once: what keeps the queue non-empty while the CPU launches the work to be timed."""
+    if ON_GPU and ms > 0:
+        torch.cuda._sleep(int(ms * _spin_rate()))
+
+
+def _bench_gpu(fn, args, kwargs, reps, budget_ms, l2_flush, hide_launch, max_reps, launch_ms):
+    # (launch_ms is measured with an empty queue: in the timed loop below the CPU runs ahead until
+    # the launch queue is full, and then each launch waits for the GPU.)
+    spin_ms = min(2 * launch_ms + 0.05, 20.0) if hide_launch else 0.0
+    if reps is None:  # estimate one run from a short burst, then fill the budget
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        spin_gpu(spin_ms * 3)
+        start.record()
+        for _ in range(3):
+            fn(*args, **kwargs)
+        end.record()
+        torch.cuda.synchronize()
+        one = max(start.elapsed_time(end) / 3, 1e-3)
+        reps = int(min(max_reps, max(5, budget_ms / (one + spin_ms))))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        if l2_flush:
+            flush_l2()
+        spin_gpu(spin_ms)
+        s.record()
+        fn(*args, **kwargs)
+        e.record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    method = ("CUDA events" + (", launch hidden" if hide_launch else ", idle queue (launch included)")
+              + (", L2 flushed before each run" if l2_flush else ""))
+    return Timing(times, method, device_name(), True, launch_ms=launch_ms)
+
+
+def _bench_cpu(fn, args, kwargs, reps, budget_ms, max_reps):
+    times = []
+    deadline = None if reps is not None else time.perf_counter() + budget_ms / 1e3
+    while True:
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        times.append((time.perf_counter() - t0) * 1e3)
+        if reps is not None:
+            if len(times) >= reps:
+                break
+        elif len(times) >= max_reps or (len(times) >= 3 and time.perf_counter() > deadline):
+            break
+    return Timing(times, "wall clock", device_name(), False)

@@ -1,0 +1,222 @@
+"""Unit tests of gpu_course/cuda/__init__.py (get_sig, load_cuda's checks, build logs,
+kernel_launches) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
+use (constant memory, symbol copies). The GPU branches run in tests/gpu and the notebooks."""
+import pytest
+import torch
+
+import utils
+
+
+SRC = r"""
+__global__ void square_k(const float* __restrict__ x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * x[i];
+}
+torch::Tensor square(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    return out;
+}
+std::vector<torch::Tensor> two_outputs(const torch::Tensor& a,
+                                       torch::Tensor b, int64_t n)
+{
+    return {a, b};
+}
+template <int TW>
+torch::Tensor tiled(torch::Tensor m) { return m; }
+static inline int helper(int a) { return a; }
+"""
+
+@pytest.mark.parametrize("fname,want", [
+    ("square", "torch::Tensor square(torch::Tensor x);"),
+    ("two_outputs", "std::vector<torch::Tensor> two_outputs(const torch::Tensor& a, "
+                    "torch::Tensor b, int64_t n);"),
+    ("tiled", "template <int TW> torch::Tensor tiled(torch::Tensor m);"),
+    ("helper", "static inline int helper(int a);"),
+])
+def test_get_sig(fname, want):
+    assert utils.get_sig(fname, SRC) == want
+
+def test_get_sig_skips_kernels_and_explains_misses():
+    with pytest.raises(ValueError, match=r"'square_k' is a kernel"):
+        utils.get_sig("square_k", SRC)
+    with pytest.raises(ValueError, match="no definition of 'cube'.*: helper, square, tiled, two_outputs$"):
+        utils.get_sig("cube", SRC)
+
+
+TRICKY = r'''
+#define BODY { return x; }
+int big = 1'000;                                     // digit separators
+char q = '{';                                        // a brace in a character literal
+const char* s = "torch::Tensor fake(torch::Tensor x) {";
+/* torch::Tensor commented(torch::Tensor x) { */
+namespace ops {
+__global__ void k(float* x) { x[0] = 1; }
+torch::Tensor inside(torch::Tensor x,
+                     int64_t n = 1'024) { return x; }
+}  // namespace ops
+auto lam = [](int v) { return v; };
+torch::Tensor after(torch::Tensor x)
+{
+    auto f = [&](int v) { return x; };
+    return f(0);
+}
+extern "C" { int c_api(int v) { return v; } }
+'''
+
+
+@pytest.mark.parametrize("fname,want", [
+    ("inside", "namespace ops { torch::Tensor inside(torch::Tensor x, int64_t n = 1'024); } using ops::inside;"),
+    ("after", "torch::Tensor after(torch::Tensor x);"),
+    ("c_api", 'extern "C" int c_api(int v);'),
+])
+def test_get_sig_on_tricky_sources(fname, want):
+    assert utils.get_sig(fname, TRICKY) == want
+
+
+def test_get_sig_is_not_fooled_by_comments_strings_and_kernels_in_namespaces():
+    for name in ("fake", "commented", "lam"):
+        with pytest.raises(ValueError, match=f"no definition of '{name}'.*: after, c_api, inside$"):
+            utils.get_sig(name, TRICKY)
+    with pytest.raises(ValueError, match="'k' is a kernel"):
+        utils.get_sig("k", TRICKY)
+    with pytest.raises(ValueError, match="anonymous namespace"):
+        utils.get_sig("h", "namespace { int h(int a) { return a; } }")
+
+
+def test_funcs_must_be_names_declared_in_cpp_src():
+    from gpu_course.cuda import check_funcs
+    assert check_funcs("void f(int); void g();", ("f", "g")) == ["f", "g"]
+    with pytest.raises(ValueError, match=r"funcs lists 'f x', which is not a C\+\+ function name"):
+        check_funcs("void f(int);", ["f x"])
+    with pytest.raises(ValueError, match="funcs lists 'h', but cpp_src declares no such function"):
+        check_funcs("void f(int); // h(", ["h"])
+    with pytest.raises(ValueError, match="funcs is empty"):
+        utils.load_cuda(SRC, "", [])
+
+
+def test_kernel_launches_by_kernel_name():
+    from gpu_course.cuda import kernel_launches
+
+    class SplitBuildModule:  # the counters of the GPU split build's launch stubs
+        def __init__(self):
+            self.n = {"matmul_k<TW>": 0, "ops::square_k": 0, "idle_k": 0}
+
+        def _course_reset_launches(self):
+            self.n = dict.fromkeys(self.n, 0)
+
+        def _course_launches(self):
+            return self.n
+
+        def run(self, times):
+            self.n["matmul_k<TW>"] += times
+            self.n["ops::square_k"] += 1
+
+    m = SplitBuildModule()
+    m.run(5)
+    assert kernel_launches(m, m.run, 2) == {"matmul_k": 2, "square_k": 1}  # reset first
+    if not utils.ON_GPU:
+        with pytest.raises(RuntimeError, match="no launch counters"):
+            kernel_launches(object(), lambda: None)
+
+
+# ---- in cpu mode load_cuda runs the emulation: the same source as on a GPU
+CONST_SRC = utils.cuda_begin + r'''
+#define R 2
+namespace conv {
+__constant__ float mask[2 * R + 1];
+__global__ void conv_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc = 0.0f;
+    for (int j = -R; j <= R; ++j) {
+        int p = i + j;
+        if (p >= 0 && p < n) acc += mask[j + R] * x[p];
+    }
+    out[i] = acc;
+}
+}  // namespace conv
+__device__ int calls;
+int big = 1'000;
+torch::Tensor convolve(torch::Tensor x, torch::Tensor m) {
+    TORCH_CHECK(m.numel() == 2 * R + 1, "the mask needs ", 2 * R + 1, " values");
+    auto mh = m.cpu().contiguous();
+    CUDA_CHECK(cudaMemcpyToSymbol(conv::mask, mh.data_ptr<float>(), sizeof(conv::mask)));
+    int c = 0;
+    CUDA_CHECK(cudaMemcpyFromSymbol(&c, calls, sizeof(int)));
+    c += 1;
+    CUDA_CHECK(cudaMemcpyToSymbol(calls, &c, sizeof(int)));
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    conv::conv_k<<<cdiv(n, 64), 64>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+int64_t times() { int c; CUDA_CHECK(cudaMemcpyFromSymbol(&c, calls, sizeof(int))); return c + 0 * big; }
+'''
+CONST_CPP = "torch::Tensor convolve(torch::Tensor x, torch::Tensor m);\nint64_t times();"
+
+
+def conv_reference(x, m):
+    xp = torch.nn.functional.pad(x.double(), (2, 2))
+    return torch.stack([(xp[i:i + 5] * m.double()).sum() for i in range(len(x))])
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation); tests/gpu runs this on a GPU")
+def test_constant_memory_and_symbol_copies_in_the_emulation():
+    mod = utils.load_cuda(CONST_SRC, CONST_CPP, ["convolve", "times"])
+    assert "loaded from cache" in mod.build_log or " -o " in mod.build_log
+    assert utils.last_build_log() == mod.build_log
+    assert mod._course_kernels == ("conv_k",)
+    x, m = torch.randn(203), torch.randn(5)
+    utils.check(mod.convolve(x, m), conv_reference(x, m), atol=1e-5, name="convolve")
+    mod.convolve(x, m)
+    assert mod.times() >= 2
+    with pytest.raises(RuntimeError, match="the mask needs 5 values"):
+        mod.convolve(x, torch.randn(4))
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")
+def test_symbol_copies_into_what_is_no_device_variable_are_refused():
+    bad = CONST_SRC.replace("cudaMemcpyToSymbol(conv::mask,", "cudaMemcpyToSymbol(big,")
+    line = bad[:bad.index("cudaMemcpyToSymbol(big,")].count("\n") + 1
+    with pytest.raises(utils.CudaEmulationError,
+                       match=rf"cuda_src line {line}: the symbol of cudaMemcpyToSymbol must be a __constant__ "
+                             r"or __device__ variable defined in this source, not 'big'"):
+        utils.load_cuda(bad, CONST_CPP, ["convolve", "times"])
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")
+def test_a_symbol_copy_past_the_variable_raises():
+    src = CONST_SRC.replace("sizeof(conv::mask))", "sizeof(conv::mask) + 4)")
+    mod = utils.load_cuda(src, CONST_CPP, ["convolve", "times"])
+    with pytest.raises(utils.CudaEmulationError, match=r"cudaMemcpyToSymbol: 24 bytes at offset 0 do not fit "
+                                                       r"in the symbol \(20 bytes\)"):
+        mod.convolve(torch.randn(10), torch.randn(5))
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")
+def test_a_compile_error_keeps_its_log():
+    bad = CONST_SRC.replace("acc += mask[j + R] * x[p];", "acc += mask[j + R] * xx[p];")
+    with pytest.raises(utils.CudaEmulationError) as e:
+        utils.load_cuda(bad, CONST_CPP, ["convolve", "times"])
+    line = bad[:bad.index("xx[p]")].count("\n") + 1
+    assert f"cuda_src:{line}:" in str(e.value) and "'xx' was not declared" in e.value.log
+    assert utils.last_build_log() == e.value.log
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")
+def test_a_host_function_in_a_namespace_is_bound_through_get_sig():
+    src = utils.cuda_begin + r'''
+namespace ops {
+__global__ void twice_k(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 2;
+}
+torch::Tensor twice(torch::Tensor x) {
+    twice_k<<<cdiv(x.numel(), 32), 32>>>(x.data_ptr<float>(), x.numel());
+    return x;
+}
+}  // namespace ops
+'''
+    mod = utils.load_cuda(src, utils.get_sig("twice", src), ["twice"])
+    assert torch.equal(mod.twice(torch.ones(40)), torch.full((40,), 2.0))

@@ -1,0 +1,32 @@
+"""Every docstring example in the course package runs and prints what it says."""
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import gpu_course
+import utils
+
+MODULES = ["utils"] + sorted(m.name for m in pkgutil.walk_packages(gpu_course.__path__, "gpu_course."))
+
+
+@pytest.mark.parametrize("name", ["gpu_course"] + MODULES)
+def test_doctests(name):
+    mod = importlib.import_module(name)
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+
+
+def test_the_package_has_doctests_where_it_matters():
+    counted = {name: doctest.testmod(importlib.import_module(name), report=False).attempted
+               for name in ("gpu_course.launch", "gpu_course.checking", "gpu_course.timing",
+                            "gpu_course.cuda", "gpu_course.cuda.cxx", "gpu_course.exercises",
+                            "gpu_course.display")}
+    assert all(counted.values()), counted
+
+
+def test_utils_is_the_package_under_one_name():
+    assert set(utils.__all__) == set(gpu_course.__all__)
+    for name in gpu_course.__all__:
+        assert getattr(utils, name) is getattr(gpu_course, name), name

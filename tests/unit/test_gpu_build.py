@@ -1,0 +1,287 @@
+"""Unit tests of the GPU split build's pure-Python part (gpu_course/cuda/gpu_build.py: make_units and
+the decision between the learner's error and the one-unit fallback). Where nvcc is on PATH, each
+generated device unit is compiled with `nvcc --ptx` (it needs no torch headers), which proves it is
+valid CUDA; the host unit's structure is checked, and compiled with g++ where the CUDA and torch
+headers are there. Building and running the modules needs a GPU: tests/gpu/test_load_cuda_gpu.py."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+
+import utils
+from gpu_course.cuda import cxx, gpu_build
+from gpu_course.cuda.errors import CudaBuildError
+from gpu_course.cuda.gpu_build import NeedsClassicBuild, make_units
+
+NVCC = shutil.which("nvcc")
+
+# Everything the splitter must not be fooled by, in one source: a kernel and a __constant__ mask
+# in a namespace, filled by cudaMemcpyToSymbol; digit separators and a character literal before a
+# kernel; braces and <<< in strings and comments; a launch in a #define, in a lambda, two in one
+# statement, and a templated kernel launched as k<16>; a struct with a __device__ member; plain
+# host globals and functions; a __device__ variable read back with cudaMemcpyFromSymbol.
+TRICKY = utils.cuda_begin + r'''
+#define R 2
+#define LAUNCH_SQ(x, out, n) sq_k<<<cdiv(n, 256), 256>>>(x, out, n)
+namespace conv {
+__constant__ float mask[2 * R + 1];
+__global__ void conv_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc = 0.0f;
+    for (int j = -R; j <= R; ++j) {
+        int p = i + j;
+        if (p >= 0 && p < n) acc += mask[j + R] * x[p];
+    }
+    out[i] = acc;
+}
+}  // namespace conv
+__device__ unsigned int hits;
+const char* note = "} <<< not a launch {";   // a string with braces, and a comment {
+int big = 1'000'000;
+char quote = '\'';
+int calls = 0;
+int twice_of(int v) { return 2 * v; }
+template <int B>
+__global__ void fill_k(float* out, float v, int n) {
+    int i = blockIdx.x * B + threadIdx.x;
+    if (i < n) { out[i] = v; atomicAdd(&hits, 1u); }
+}
+__global__ void sq_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * x[i];   /* { unbalanced in a comment <<< */
+}
+struct Scale {
+    float s = 2.0f;
+    __device__ float operator()(float v) const { return s * v + threadIdx.x * 0.0f; }
+};
+torch::Tensor convolve(torch::Tensor x, torch::Tensor m) {
+    TORCH_CHECK(m.numel() == 2 * R + 1, "the mask needs ", 2 * R + 1, " values");
+    auto mh = m.cpu().contiguous();
+    CUDA_CHECK(cudaMemcpyToSymbol(conv::mask, mh.data_ptr<float>(), sizeof(conv::mask)));
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    conv::conv_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+torch::Tensor square_fill(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    unsigned int zero = 0, seen = 0;
+    CUDA_CHECK(cudaMemcpyToSymbol(hits, &zero, sizeof(zero)));
+    auto go = [&](const float* src, float* dst) { sq_k<<<cdiv(n, 256), 256>>>(src, dst, n); };
+    go(x.data_ptr<float>(), out.data_ptr<float>());
+    fill_k<16><<<cdiv(n, 16), 16>>>(out.data_ptr<float>(), 1.0f, n), sq_k<<<1, 1>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), 0);
+    LAUNCH_SQ(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    CUDA_CHECK(cudaMemcpyFromSymbol(&seen, hits, sizeof(seen)));
+    TORCH_CHECK(seen == (unsigned int)n, "fill_k wrote ", seen, " of ", n);
+    calls += twice_of(1) / 2;
+    return out;
+}
+'''
+TRICKY_CPP = """torch::Tensor convolve(torch::Tensor x, torch::Tensor m);
+torch::Tensor square_fill(torch::Tensor x);"""
+TRICKY_FUNCS = ["convolve", "square_fill"]
+
+
+def line_of(src, text):
+    return src[:src.index(text)].count("\n") + 1
+
+
+def learner_parts(unit):
+    """The learner's statements of a unit, as {first line in cuda_src: text}."""
+    parts = re.split(r'^#line (\d+) "(\w+)"\n', unit, flags=re.M)
+    return {int(parts[k]): parts[k + 2] for k in range(1, len(parts) - 2, 3) if parts[k + 1] == "cuda_src"}
+
+
+def nvcc_ptx(tmp_path, unit, name="device"):
+    src = tmp_path / f"{name}.cu"
+    src.write_text(unit)
+    r = subprocess.run([NVCC, "--ptx", "-arch=sm_80", "-std=c++17", "--expt-relaxed-constexpr", str(src),
+                        "-o", str(tmp_path / f"{name}.ptx")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return (tmp_path / f"{name}.ptx").read_text()
+
+
+@pytest.fixture(scope="module")
+def tricky():
+    return make_units(TRICKY, TRICKY_CPP, TRICKY_FUNCS)
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
+def test_tricky_device_unit_is_valid_cuda(tricky, tmp_path):
+    ptx = nvcc_ptx(tmp_path, tricky.device)
+    for name in ("conv_k", "sq_k", "fill_kILi16E"):  # the kernels (mangled), not launch stubs (host code)
+        assert re.search(rf"\.entry \w*{name}", ptx), name
+    assert re.search(r"\.const .*mask", ptx) and re.search(r"\.global .*hits", ptx)
+    # the stubs are host code: compile the whole unit, and look for what the host unit links to
+    r = subprocess.run([NVCC, "-c", "-arch=sm_80", "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler",
+                        "-fPIC", str(tmp_path / "device.cu"), "-o", str(tmp_path / "device.o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if shutil.which("nm"):
+        nm = subprocess.run(["nm", str(tmp_path / "device.o")], capture_output=True, text=True).stdout
+        exported = set(re.findall(r" T (__course_\w+)", nm))
+        assert exported == {*(f"__course_launch_{i}" for i in range(5)), "__course_launch_table",
+                            "__course_symbol_0", "__course_symbol_1"}
+
+
+def test_tricky_units_have_the_right_parts(tricky):
+    dev, host = learner_parts(tricky.device), learner_parts(tricky.host)
+    # kernels: defined in the device unit, only declared in the host unit
+    toks = cxx.tokenize(tricky.host)
+    kernels = cxx.find_functions(toks, cxx.match_brackets(toks), ("__global__",))
+    assert sorted(f.name for f in kernels) == ["conv_k", "fill_k", "sq_k"]
+    assert all(f.body is None for f in kernels)
+    assert "<<<" not in {t.text for t in toks}
+    assert not {"threadIdx", "blockIdx", "atomicAdd"} & {t.text for t in toks}
+    # one stub per launch site (a macro's launch counts once), and each is called
+    assert tricky.device.count('extern "C" cudaError_t __course_launch_') == 5
+    assert all(f"__course_launch_{i}(dim3(" in tricky.host for i in range(5))
+    assert 'static const char* const __course_launch_names[] = {"sq_k", "conv_k", "sq_k", "fill_k", "sq_k"};' \
+        in tricky.device
+    # device variables: a host reference bound to the stub of each
+    assert re.search(r"static decltype\(course_symbol_decl_0::mask\)& mask = .*__course_symbol_0\(\)", tricky.host)
+    assert "namespace course_symbol_decl_0 { extern float mask[2 * R + 1]; }" in tricky.host
+    assert "return (void*)&::conv::mask;" in tricky.device and "return (void*)&::hits;" in tricky.device
+    # the struct's __device__ member is only declared for the host
+    assert "__device__ float operator()(float v) const ;" in tricky.host
+    # plain host globals and functions: defined once (host), declared for the device
+    assert "int calls = 0;" in host[line_of(TRICKY, "int calls")] and \
+        dev[line_of(TRICKY, "int calls")].strip() == "extern int calls;"
+    assert dev[line_of(TRICKY, "int twice_of")].strip() == "int twice_of(int v);"
+    # a pointer to const chars is not itself const: external linkage, so one definition (the H100
+    # linker found it in both units before)
+    assert "note = " in host[line_of(TRICKY, "const char* note")] and \
+        dev[line_of(TRICKY, "const char* note")].strip() == "extern const char* note;"
+    assert "1'000'000" in host[line_of(TRICKY, "int big")]
+    # host code keeps its lines: the launch after a line break is on its own line
+    start = TRICKY.index("torch::Tensor square_fill")
+    original = TRICKY[start:TRICKY.index("\n}\n", start) + 2]
+    assert host[line_of(TRICKY, "torch::Tensor square_fill")].rstrip("\n").count("\n") == original.count("\n")
+    assert tricky.kernels == ("conv_k", "fill_k", "sq_k")
+    assert line_of(TRICKY, "if (p >= 0") in tricky.device_lines
+    assert line_of(TRICKY, "auto mh = m.cpu()") in tricky.host_lines
+    assert line_of(TRICKY, "inline unsigned int cdiv") not in tricky.host_lines | tricky.device_lines
+
+
+def _cuda_include():
+    for d in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"))]:
+        if d and os.path.exists(os.path.join(d, "include", "cuda_runtime.h")):
+            return os.path.join(d, "include")
+    return None
+
+
+@pytest.mark.skipif(not _cuda_include() or not shutil.which("g++"), reason="needs the CUDA headers and g++")
+def test_tricky_host_unit_compiles_with_gxx(tricky, tmp_path):
+    """The host unit compiles with the CUDA runtime's headers and CPU torch's (~10 s)."""
+    from torch.utils import cpp_extension
+    stub = tmp_path / "inc" / "c10" / "cuda" / "impl"  # CPU wheels lack this generated header
+    stub.mkdir(parents=True)
+    (stub / "cuda_cmake_macros.h").write_text("")
+    src = tmp_path / "host.cpp"
+    src.write_text(tricky.host)
+    cmd = ["g++", "-fsyntax-only", "-std=c++17", "-w", f"-I{tmp_path / 'inc'}", f"-I{_cuda_include()}",
+           f"-I{sysconfig.get_paths()['include']}"] + [f"-I{p}" for p in cpp_extension.include_paths()]
+    r = subprocess.run(cmd + [str(src)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_editing_a_kernel_leaves_the_host_unit_and_host_code_leaves_the_device_unit(tricky):
+    kernel_edit = make_units(TRICKY.replace("out[i] = x[i] * x[i];", "out[i] = x[i] * x[i] + 0.0f;"),
+                             TRICKY_CPP, TRICKY_FUNCS)
+    assert kernel_edit.host == tricky.host and kernel_edit.binding == tricky.binding
+    assert kernel_edit.device != tricky.device
+    host_edit = make_units(TRICKY.replace("auto mh = m.cpu().contiguous();", "auto mh = m.contiguous().cpu();"),
+                           TRICKY_CPP, TRICKY_FUNCS)
+    assert host_edit.device == tricky.device and host_edit.host != tricky.host
+
+
+SIMPLE = utils.cuda_begin + r'''
+__global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = i; }
+torch::Tensor f(torch::Tensor x) { k<<<1, 32>>>(x.data_ptr<float>(), x.numel()); return x; }
+'''
+
+
+@pytest.mark.parametrize("what,src", [
+    ("templated host function launches", SIMPLE + r'''
+template <int B> void launch(torch::Tensor x) { k<<<1, B>>>(x.data_ptr<float>(), x.numel()); }'''),
+    ("device code uses torch", utils.cuda_begin + r'''
+__global__ void t_k(torch::PackedTensorAccessor32<float, 2> a) { a[0][0] = 1; }'''),
+    ("__managed__", SIMPLE + "__managed__ int m;\n"),
+    ("no __global__ function of that name", SIMPLE + r'''
+void g(torch::Tensor x) { auto kk = k; kk<<<1, 1>>>(x.data_ptr<float>(), 1); }'''),
+    ("leaves template arguments to deduction", utils.cuda_begin + r'''
+template <typename T> __global__ void z_k(T* x) { x[threadIdx.x] = 0; }
+void z(torch::Tensor x) { z_k<<<1, 1>>>(x.data_ptr<float>()); }'''),
+    ("uses the local name B", utils.cuda_begin + r'''
+template <int B> __global__ void b_k(float* x) { x[threadIdx.x] = B; }
+void b(torch::Tensor x) { constexpr int B = 32; b_k<B><<<1, B>>>(x.data_ptr<float>()); }'''),
+    ("named by a macro parameter", SIMPLE + "#define LAUNCH(kern, x) kern<<<1, 1>>>(x, 1)\n"),
+    ("dynamic parallelism", SIMPLE + "__global__ void parent_k(float* x) { k<<<1, 1>>>(x, 1); }\n"),
+    ("host code names threadIdx", SIMPLE + "__host__ __device__ int lane() { return threadIdx.x % 32; }\n"),
+    ("two device variables named c", SIMPLE + "namespace a { __device__ int c; }\nnamespace b { __device__ int c; }\n"),
+    ("a device variable the split cannot reach", SIMPLE + r'''
+__constant__ float w[] = {1, 2, 3};
+void set_w(torch::Tensor h) { cudaMemcpyToSymbol(w, h.data_ptr<float>(), sizeof(w)); }'''),
+    ("device code the split does not recognise", SIMPLE + r'''
+void lam(torch::Tensor x) { auto f = [] __device__ (float v) { return v; }; }'''),
+    ("is overloaded", SIMPLE + "__global__ void k(int* x, int n) { }\n"),
+])
+def test_sources_the_split_leaves_to_one_unit(what, src):
+    with pytest.raises(NeedsClassicBuild, match=re.escape(what)):
+        make_units(src, "torch::Tensor f(torch::Tensor x);", ["f"])
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
+def test_simple_kernels_in_namespaces_and_templates_compile(tmp_path):
+    src = utils.cuda_begin + r'''
+namespace ops { namespace detail {
+template <int TW> __global__ void scale_k(float* x, float s, int n) {
+    int i = blockIdx.x * TW + threadIdx.x;
+    if (i < n) x[i] *= s;
+}
+}  // namespace detail
+torch::Tensor scale(torch::Tensor x, double s) {
+    int n = x.numel();
+    detail::scale_k<128><<<cdiv(n, 128), 128>>>(x.data_ptr<float>(), (float)s, n);
+    return x;
+}
+}  // namespace ops
+using ops::scale;
+'''
+    u = make_units(src, utils.get_sig("scale", src), ["scale"])
+    assert "namespace ops {\nextern \"C\" cudaError_t __course_launch_0" in u.device
+    assert "cudaLaunchKernel(&detail::scale_k<128>," in u.device
+    nvcc_ptx(tmp_path, u.device)
+
+
+def test_a_compile_failure_is_the_learners_only_in_the_lines_the_unit_owns(tricky):
+    def err(line, file="cuda_src"):
+        return f"{file}:{line}:5: error: something is wrong\n"
+
+    host_line = line_of(TRICKY, "auto mh = m.cpu()")
+    e = gpu_build._failure("host", err(host_line), tricky, TRICKY, TRICKY_CPP)
+    assert isinstance(e, CudaBuildError) and str(e).startswith("load_cuda: the host code does not compile")
+    assert f"cuda_src:{host_line}:5: error: something is wrong\n{host_line:6d} | auto mh = m.cpu().contiguous();" \
+        in str(e)
+    # an error in a statement both units share, or in generated code, is the split's
+    shared = line_of(TRICKY, "inline unsigned int cdiv")
+    for log in (err(shared), err(3, "course_generated"), "c++: fatal error: killed\n"):
+        assert isinstance(gpu_build._failure("host", log, tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
+    # unless the other unit fails on that line too: then it is the learner's
+    e = gpu_build._failure("host", err(shared), tricky, TRICKY, TRICKY_CPP, f"cuda_src({shared}): error: x\n")
+    assert isinstance(e, CudaBuildError) and "inline unsigned int cdiv" in str(e)
+    kernel_line = line_of(TRICKY, "if (p >= 0")
+    nvcc_log = f'cuda_src({kernel_line}): error: identifier "pp" is undefined\n'
+    e = gpu_build._failure("device", nvcc_log, tricky, TRICKY, TRICKY_CPP)
+    assert isinstance(e, CudaBuildError) and 'identifier "pp" is undefined' in str(e)
+    assert isinstance(gpu_build._failure("device", err(host_line), tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
+    e = gpu_build._failure("binding", err(2, "cpp_src"), tricky, TRICKY, TRICKY_CPP)
+    assert isinstance(e, CudaBuildError) and "torch::Tensor square_fill(torch::Tensor x);" in str(e)

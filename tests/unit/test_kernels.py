@@ -1,0 +1,242 @@
+"""The kernels of gpu_course/kernels (what notebooks teach and bench/ times), on the CPU: Triton through
+its interpreter, CUDA C through the emulation, each against torch at small odd sizes with poisoned
+outputs; and the rule that each kernel is defined once (not again in a notebook or a bench script).
+
+Grids stay small: the Triton interpreter costs a few ms per program; each CUDA C build takes a few
+seconds in the emulation, once per module.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import utils
+from gpu_course import kernels
+from gpu_course.kernels import elementwise, matmul_ladder, triton_matmul, triton_mean, triton_softmax
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL_MODULES = sorted((ROOT / "gpu_course" / "kernels").glob("*.py"))
+
+
+# ------------------------------------------------------------------------------------------ Triton
+SMALL_MEAN = dict(BLOCK=128, TILES=2, num_warps=4)  # 256 floats per program: a few dozen programs
+
+
+@pytest.mark.parametrize("n", [1, 1000, 5003])
+def test_means_match_float64(n):
+    x = torch.rand(n)
+    ref = x.double().mean()
+    utils.check(triton_mean.mean_serial(x, alloc=utils.poisoned), ref, atol=0, rtol=1e-5, name="serial")
+    utils.check(triton_mean.mean_two_pass(x, SMALL_MEAN, alloc=utils.poisoned), ref, atol=0, rtol=1e-5,
+                name="two-pass")
+    utils.check(triton_mean.mean_atomic(x, SMALL_MEAN), ref, atol=0, rtol=1e-5, name="atomic")
+
+
+@pytest.mark.parametrize("n, chunk", [(1, 16), (1000, 64), (5003, 256)])
+def test_mean_scalar_loop_matches_float64(n, chunk):
+    x = torch.rand(n)  # chunks that do not divide n: the last program's loop is short
+    utils.check(triton_mean.mean_scalar_loop(x, chunk, alloc=utils.poisoned), x.double().mean(), atol=0,
+                rtol=1e-5, name="scalar loop")
+
+
+def test_mean_scalar_loop_refuses_too_many_partial_sums():
+    with pytest.raises(ValueError, match="partial sums do not fit"):  # refused before any launch
+        triton_mean.mean_scalar_loop(torch.empty(65537), chunk=1)
+
+
+def test_mean_two_pass_default_config_and_refusal():
+    x = torch.rand(3001)
+    utils.check(triton_mean.mean_two_pass(x), x.double().mean(), atol=0, rtol=1e-5)
+    assert triton_mean.mean_config() == triton_mean.MEAN_CPU
+    with pytest.raises(ValueError, match="partial sums do not fit"):  # refused before any launch
+        triton_mean.mean_two_pass(torch.empty(65537), dict(BLOCK=1, TILES=1, num_warps=1))
+
+
+@pytest.mark.parametrize("w", [1, 100, 777])
+def test_softmax_matches_torch(w):
+    x = torch.randn(7, w) * 10  # 7 rows: not a multiple of ROWS
+    ref = torch.softmax(x.double(), dim=1)
+    utils.check(triton_softmax.softmax(x, alloc=utils.poisoned), ref, atol=1e-6, rtol=1e-5, name=f"w={w}")
+    cfg = dict(triton_softmax.softmax_config(w), ROWS=2)  # a config a sweep would pass
+    utils.check(triton_softmax.softmax(x, cfg, alloc=utils.poisoned), ref, atol=1e-6, rtol=1e-5)
+
+
+def test_softmax_strided_view_and_refusal():
+    view = torch.randn(5, 300)[:, 10:233]
+    utils.check(triton_softmax.softmax(view, alloc=utils.poisoned), torch.softmax(view.double(), dim=1),
+                atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="online softmax"):
+        triton_softmax.softmax(torch.empty(1, triton_softmax.MAX_W + 1))
+
+
+H, K, W = 45, 40, 37  # 2 x 2 tiles of 32 x 32, two steps along k, none of them full
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.float16, 1e-2)])
+def test_triton_matmul_plain_and_fused(dtype, tol):
+    a, b = torch.randn(H, K, dtype=dtype), torch.randn(K, W, dtype=dtype)
+    bias = torch.randn(W, dtype=dtype)
+    ref = a.double() @ b.double()
+    utils.check(triton_matmul.matmul(a, b, alloc=utils.poisoned), ref, atol=tol, rtol=tol, name="plain")
+    utils.check(triton_matmul.matmul(a, b, bias, alloc=utils.poisoned), ref + bias.double(), atol=tol, rtol=tol,
+                name="bias")
+    utils.check(triton_matmul.matmul(a, b, bias, activation="gelu", alloc=utils.poisoned),
+                F.gelu(ref + bias.double()), atol=tol, rtol=tol, name="bias + gelu")
+    utils.check(triton_matmul.matmul(a, b, activation="gelu", alloc=utils.poisoned), F.gelu(ref),
+                atol=tol, rtol=tol, name="gelu")
+
+
+@pytest.mark.parametrize("group", [1, 2, 8])
+def test_triton_matmul_fixed_config_and_views(group):
+    cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=group, num_warps=4, num_stages=1)
+    a, bt = torch.randn(H, K), torch.randn(W, K)
+    utils.check(triton_matmul.matmul(a, bt.t(), cfg=cfg, alloc=utils.poisoned), a.double() @ bt.t().double(),
+                atol=1e-4, rtol=1e-4, name=f"GROUP_M={group}, b a transposed view")
+
+
+def test_triton_matmul_refuses_bad_input():
+    a = torch.randn(4, 3)
+    with pytest.raises(AssertionError, match="do not match"):
+        triton_matmul.matmul(a, torch.randn(4, 3))
+    with pytest.raises(AssertionError, match="bias must have shape"):
+        triton_matmul.matmul(a, torch.randn(3, 5), torch.randn(4))
+    with pytest.raises(AssertionError, match="activation must be one of"):
+        triton_matmul.matmul(a, torch.randn(3, 5), activation="relu")
+    assert triton_matmul.matmul_tuned.configs == triton_matmul.matmul_configs()  # one list, from one place
+
+
+# ------------------------------------------------------------------------------------------- CUDA C
+@pytest.fixture(scope="module")
+def ladder():
+    return matmul_ladder.build()
+
+
+def test_every_rung_and_tile_shape_matches_torch(ladder):
+    h, k, w = 70, 50, 90  # no dimension a multiple of 4, of 16 or of any tile
+    m, n = torch.randn(h, k), torch.randn(k, w)
+    ref = m.double() @ n.double()
+    for rung, name in matmul_ladder.RUNGS.items():
+        utils.check(ladder.matmul_rung(m, n, utils.poisoned(h, w), rung), ref, **utils.dot_tol(k), name=name)
+        for cfg, shape in enumerate(matmul_ladder.RUNG_CONFIGS[rung]):
+            utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), rung, cfg), ref, **utils.dot_tol(k),
+                        name=f"{name}, {shape}")
+        with pytest.raises(RuntimeError, match=f"rung {rung} has tile shapes"):  # RUNG_CONFIGS matches the .cu
+            ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), rung, len(matmul_ladder.RUNG_CONFIGS[rung]))
+    for tw in (8, 16, 32):
+        utils.check(ladder.matmul_tiled(m, n, utils.poisoned(h, w), tw), ref, **utils.dot_tol(k), name=f"tw={tw}")
+
+
+def test_float4_rungs_with_aligned_rows(ladder):
+    h, k, w = 36, 68, 92  # k and w multiples of 4 (the float4 path) but of no tile
+    m, n = torch.randn(h, k), torch.randn(k, w)
+    for rung in (6, 7):
+        utils.check(ladder.matmul_rung(m, n, utils.poisoned(h, w), rung), m.double() @ n.double(),
+                    **utils.dot_tol(k), name=f"rung {rung}")
+
+
+def test_ladder_refuses_bad_input(ladder):
+    m, n = torch.randn(8, 5), torch.randn(5, 6)
+    with pytest.raises(RuntimeError, match="rung must be 1..7, got 8"):
+        ladder.matmul_rung(m, n, torch.empty(8, 6), 8)
+    with pytest.raises(RuntimeError, match="do not fit"):
+        ladder.matmul_rung(m, torch.randn(4, 6), torch.empty(8, 6), 2)
+    with pytest.raises(RuntimeError, match="tw must be 8, 16 or 32"):
+        ladder.matmul_tiled(m, n, torch.empty(8, 6), 12)
+
+
+def test_rung_files_and_names_agree():
+    numbered = sorted(p.name for p in (kernels.CUDA_DIR / "matmul").glob("[0-9][0-9]_*.cu"))
+    assert [int(name[:2]) for name in numbered] == sorted(matmul_ladder.RUNGS) == sorted(matmul_ladder.RUNG_CONFIGS)
+    assert all(matmul_ladder.RUNGS[r].startswith(f"rung {r} ") for r in matmul_ladder.RUNGS)
+    for rung in matmul_ladder.RUNGS:
+        assert f"// rung {rung}:" in matmul_ladder.rung_source(rung).splitlines()[0]
+    with pytest.raises(ValueError, match="no rung 9"):
+        matmul_ladder.rung_file(9)
+    assert "matmul_tiled" in matmul_ladder.source(rungs=[3]) and "matmul_rung" not in matmul_ladder.source([3])
+
+
+@pytest.fixture(scope="module")
+def elementwise_mod():
+    return elementwise.build()
+
+
+def test_elementwise_steps_match_torch(elementwise_mod):
+    refs = {"square": torch.square, "gelu": lambda t: F.gelu(t.double(), approximate="tanh")}
+    for n in (1, 3, 4, 257, 4099):
+        x = torch.randn(n)
+        for op, ref in refs.items():
+            for step, extra in (("naive", ()), ("vec", ()), *(("fast", (3, 64, u)) for u in (1, 2, 4, 8))):
+                out = utils.poisoned(n)
+                getattr(elementwise_mod, f"{op}_{step}")(x, out, *extra)
+                utils.check(out, ref(x), atol=1e-6, rtol=1e-5, name=f"{op}_{step}{extra} at n={n}")
+
+
+def test_elementwise_refuses_bad_input(elementwise_mod):
+    x = torch.randn(1001)
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        elementwise_mod.gelu_vec(x[1:], utils.poisoned(1000))
+    with pytest.raises(RuntimeError, match="unroll must be 1, 2, 4 or 8"):
+        elementwise_mod.square_fast(x, utils.poisoned(1001), 2, 64, 3)
+    with pytest.raises(ValueError, match="no step 'v9'"):
+        elementwise.source("v9")
+    assert elementwise.functions() == [f"{op}_{s}" for s in elementwise.STEPS for op in ("square", "gelu")]
+
+
+def test_cuda_source_reads_every_named_file():
+    named = [matmul_ladder.rung_file(r) for r in matmul_ladder.RUNGS] + [matmul_ladder.DISPATCHER]
+    named += list(elementwise.STEPS.values())
+    for name in named:
+        assert (kernels.CUDA_DIR / name).is_file(), name
+        assert kernels.cuda_source(name) == (kernels.CUDA_DIR / name).read_text()
+    assert sorted(named) == sorted(str(p.relative_to(kernels.CUDA_DIR)) for p in kernels.CUDA_DIR.rglob("*.cu"))
+    with pytest.raises(FileNotFoundError, match="there are: elementwise/01_naive.cu"):
+        kernels.cuda_source("matmul/99_missing.cu")
+
+
+def test_dot_tol():
+    assert utils.dot_tol(1000) == dict(atol=1e-6 * 1000 + 1e-5, rtol=1e-5)
+    with pytest.raises(utils.CheckFailed):  # an error of order 1 in one element fails
+        utils.check(torch.ones(3) + torch.tensor([0, 0, 1.0]), torch.ones(3), **utils.dot_tol(4096))
+    with pytest.raises(ValueError, match="at least 1"):
+        utils.dot_tol(0)
+
+
+# ------------------------------------------------------------------------------ defined only once
+def _notebook_code() -> dict:
+    """{notebook file name: the text of its code cells}."""
+    return {p.name: "\n".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"]
+                              if c["cell_type"] == "code")
+            for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+
+
+def _bench_code() -> dict:
+    return {f"bench/{p.name}": p.read_text() for p in sorted((ROOT / "bench").glob("*.py"))}
+
+
+def test_module_kernels_are_not_defined_again_in_notebooks_or_bench():
+    triton_kernels = set()
+    for path in KERNEL_MODULES:
+        triton_kernels |= set(re.findall(r"@triton\.jit\s*\ndef (\w+)\(", path.read_text()))
+    cuda_kernels = set()
+    for path in kernels.CUDA_DIR.rglob("*.cu"):
+        cuda_kernels |= set(re.findall(r"__global__\s+void\s+(?:__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s*)?(\w+)\s*\(",
+                                       path.read_text()))
+    assert {"matmul_kernel", "softmax_rows_kernel", "partial_sums_kernel"} <= triton_kernels
+    assert {"mm_rows_k", "matmul_tiled_k", "mm_pipe_k", "gelu_fast_k"} <= cuda_kernels
+    again = []
+    for where, code in {**_notebook_code(), **_bench_code()}.items():
+        again += [f"{where}: @triton.jit {k}" for k in triton_kernels
+                  if re.search(rf"@triton\.jit\s*\ndef {k}\(", code)]
+        again += [f"{where}: __global__ {k}" for k in cuda_kernels
+                  if re.search(rf"__global__\s+void\s+(?:__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s*)?{k}\s*\(", code)]
+    assert not again, "defined in gpu_course/kernels and again here: " + ", ".join(sorted(again))
+
+
+def test_bench_scripts_import_kernels_instead_of_reading_notebooks():
+    for where, code in _bench_code().items():
+        assert ".ipynb" not in code and "exec(" not in code, f"{where} reads or runs notebook code"

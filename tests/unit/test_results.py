@@ -1,0 +1,105 @@
+"""Unit tests of gpu_course/device_ceilings.py and results.py (CPU; the GPU branches run in tests/gpu and the notebooks)."""
+import csv
+import json
+
+import pytest
+
+import utils
+from gpu_course import device_ceilings as ceilings_mod, results as results_mod
+from gpu_course.results import _slug
+
+
+def test_throughput_against_measured_ceiling():
+    ceil = utils.ceilings()
+    assert ceil["copy"] > 0 and ceil["fp32"] > 0
+    r = utils.throughput(2.0, nbytes=4 * 10**6)  # 4 MB in 2 ms = 2 GB/s
+    assert r.unit == "GB/s" and r.value == pytest.approx(2.0)
+    assert r.pct == pytest.approx(100 * 2.0 / ceil["copy"])
+    if utils.ON_GPU:
+        assert "% of this GPU's measured copy" in str(r)
+    else:  # a CPU's caches make a % of its copy ceiling meaningless: none is printed
+        assert str(r) == "2 GB/s (CPU: a % of a ceiling is reported on a GPU only)"
+    f = utils.throughput(1.0, flops=2 * 10**9)
+    assert f.unit == "TFLOP/s" and f.value == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="exactly one"):
+        utils.throughput(1.0)
+    with pytest.raises(ValueError, match="positive"):
+        utils.throughput(0.0, nbytes=1)
+    if not utils.ON_GPU:
+        with pytest.raises(ValueError, match="no measured ceiling 'bf16'"):
+            utils.throughput(1.0, flops=1, kind="bf16")
+
+def _fake_gpu_timing(ms):
+    return utils.Timing([ms, ms, ms], "CUDA events", "Test GPU 9000", True)
+
+def test_gpu_string_of_throughput(monkeypatch):
+    monkeypatch.setattr(ceilings_mod, "ON_GPU", True)
+    r = utils.Throughput(1500.0, "GB/s", 3000.0, "copy")
+    assert str(r) == ("1,500 GB/s = 50 % of this GPU's measured copy bandwidth (bytes read + "
+                      "written) (3,000 GB/s)")
+
+
+def test_results_are_saved_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.delenv("COURSE_SAVE_RESULTS", raising=False)
+    row = utils.save_result("01", "square", "n=1e8", _fake_gpu_timing(2.0))
+    assert row["ms"] == "2" and not list(tmp_path.iterdir())  # a learner's run writes nothing
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    utils.save_result("01", "square", "n=1e8", _fake_gpu_timing(2.0))
+    assert [p.name for p in tmp_path.iterdir()] == ["test-gpu-9000.csv"]
+
+
+def test_record_and_results_table(tmp_path, monkeypatch):
+    monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    cpu = utils.Timing([1.0], "wall clock", "CPU (x)", False)
+    assert utils.save_result("01", "square", "n=10", cpu) is None  # the CPU records nothing
+    assert not list(tmp_path.iterdir())
+    r = utils.Throughput(1500.0, "GB/s", 3000.0, "copy")
+    utils.save_result("01", "square", "n=1e8", _fake_gpu_timing(2.0), r, baseline=_fake_gpu_timing(1.9))
+    utils.save_result("01", "square", "n=1e8", _fake_gpu_timing(1.0), r, baseline=_fake_gpu_timing(1.9))
+    utils.save_result("04", "matmul", "4096³", _fake_gpu_timing(5.0))
+    path = tmp_path / "test-gpu-9000.csv"
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 3 and rows[0]["pct_of_ceiling"] == "50.0" and rows[0]["vs_baseline"] == "0.950"
+    latest = utils.stored_results("Test GPU 9000")
+    assert [(x["kernel"], x["ms"]) for x in latest] == [("square", "1"), ("matmul", "5")]
+    assert utils.stored_results(notebook="04")[0]["kernel"] == "matmul"
+    table = utils.results_markdown(latest)
+    assert "| 01 | square | n=1e8 | Test GPU 9000 | 1.000 ms | 1,500 GB/s | 50 % copy | 1.90× torch |" in table
+    assert table.count("\n") == 3
+    assert "a \\| b" in utils.results_markdown([{**latest[0], "kernel": "a | b"}])
+
+def test_gpu_ceilings_are_cached_per_device(tmp_path, monkeypatch):
+    monkeypatch.setattr(ceilings_mod, "CEILINGS_FILE", tmp_path / "ceilings.json")
+    monkeypatch.setattr(ceilings_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(ceilings_mod, "ON_GPU", True)
+    monkeypatch.setattr(ceilings_mod, "device_name", lambda: "Test GPU 9000")
+    monkeypatch.setattr(ceilings_mod, "_ceilings_cache", {})
+    calls = []
+    monkeypatch.setattr(ceilings_mod, "_measure_ceilings",
+                        lambda: calls.append(1) or {"copy": 3000.04, "fp32": 40.00001})
+    assert utils.ceilings() == {"copy": 3000.0, "fp32": 40.0}
+    stored = json.loads((tmp_path / "ceilings.json").read_text())
+    assert stored["Test GPU 9000"]["ceilings"]["copy"] == 3000.0
+    monkeypatch.setattr(ceilings_mod, "_ceilings_cache", {})
+    assert utils.ceilings()["fp32"] == 40.0 and len(calls) == 1  # read back, not re-measured
+    utils.ceilings(refresh=True)
+    assert len(calls) == 2
+
+def test_slug_and_results_file():
+    assert _slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert utils.results_file("NVIDIA H100 80GB HBM3").name == "nvidia-h100-80gb-hbm3.csv"
+
+def test_report_prints_and_records(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    monkeypatch.setattr(ceilings_mod, "ceilings", lambda: {"copy": 3000.0, "fp32": 50.0})
+    t = _fake_gpu_timing(1.0)
+    line = utils.report("03", "square_k", "n=1e8", t, baseline=_fake_gpu_timing(0.9),
+                        nbytes=2_400_000_000)
+    assert line == "square_k: 1.000 ms, 2,400 GB/s = 80 % of copy ceiling, 0.90× torch"
+    assert capsys.readouterr().out == line + "\n"
+    assert utils.stored_results("Test GPU 9000")[0]["vs_baseline"] == "0.900"
+    cpu = utils.Timing([2.0], "wall clock", "CPU", False)
+    assert utils.report("03", "k", "n", cpu).endswith("(CPU: not a GPU figure)")
