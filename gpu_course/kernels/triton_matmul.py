@@ -118,3 +118,24 @@ def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.emp
     else:
         matmul_kernel[(cdiv(h, cfg["BLOCK_M"]) * cdiv(w, cfg["BLOCK_N"]),)](*args, **switches, **cfg)
     return out
+
+
+def tensor_core_instruction(a, b, tf32=False):
+    """The tensor-core instruction (PTX opcode, e.g. ``wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32``)
+    in the kernel that :func:`matmul` runs for ``a @ b``: the autotuned configuration for these operands is
+    compiled again, and its PTX searched. GPU only: the interpreter compiles nothing."""
+    if a.device.type != "cuda":
+        raise RuntimeError("tensor_core_instruction needs a GPU: in cpu mode Triton interprets and compiles no PTX")
+    matmul(a, b, tf32=tf32)  # makes sure the autotuner has chosen for this shape, layout and precision
+    cfg = matmul_tuned.best_config
+    h, w, k = check_shapes(a, b)
+    out = torch.empty(h, w, dtype=a.dtype, device=a.device)
+    compiled = matmul_kernel[(cdiv(h, cfg.kwargs["BLOCK_M"]) * cdiv(w, cfg.kwargs["BLOCK_N"]),)](
+        a, b, out, out, h, w, k, *a.stride(), *b.stride(), *out.stride(),
+        DOT_PRECISION=dot_precision(a.dtype, tf32), HAS_BIAS=False, ACTIVATION="",
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.kwargs)
+    for line in compiled.asm["ptx"].splitlines():
+        op = line.strip().split(" ")[0]
+        if op.startswith(("wgmma.mma_async", "mma.sync")):
+            return op
+    return "none (no tensor-core instruction in the PTX)"

@@ -91,6 +91,13 @@ def test_triton_matmul_plain_and_fused(dtype, tol):
                 atol=tol, rtol=tol, name="gelu")
 
 
+def test_tensor_core_instruction_refuses_the_cpu():
+    if utils.ON_GPU:
+        pytest.skip("cpu mode only: on a GPU tests/gpu/test_triton_matmul_gpu.py runs it")
+    with pytest.raises(RuntimeError, match="needs a GPU"):
+        triton_matmul.tensor_core_instruction(torch.randn(32, 32), torch.randn(32, 32))
+
+
 @pytest.mark.parametrize("group", [1, 2, 8])
 def test_triton_matmul_fixed_config_and_views(group):
     cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=group, num_warps=4, num_stages=1)

@@ -1,0 +1,20 @@
+"""The Triton matmul on a real GPU: Hopper tensor cores for TF32 in both layouts of b, and a
+k-major b tuned apart from a row-major one. Skipped on the CPU."""
+import pytest
+import torch
+
+import utils
+from gpu_course.kernels.triton_matmul import matmul, tensor_core_instruction
+
+pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
+
+
+@pytest.mark.parametrize("k_major", [False, True])
+def test_tf32_uses_tensor_cores_in_both_layouts(k_major):
+    a, b = torch.randn(512, 384, device="cuda"), torch.randn(384, 640, device="cuda")
+    if k_major:
+        b = b.t().contiguous().t()
+    utils.check(matmul(a, b, tf32=True, alloc=utils.poisoned), a.double() @ b.double(), atol=0.1, rtol=1e-2)
+    op = tensor_core_instruction(a, b, tf32=True)
+    wanted = "wgmma" if torch.cuda.get_device_capability() >= (9, 0) else "mma"
+    assert op.startswith(wanted) and "tf32" in op, op
