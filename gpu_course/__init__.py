@@ -9,6 +9,7 @@
 * ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median
 * ``device_ceilings``: the device's measured ceilings and the ``throughput`` a timing achieves
 * ``results``: ``report`` and ``save_result``: results/<device>.csv, the README's table
+* ``roofline``: recorded matmul results placed under the measured roofs of their precision
 * ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU
 * ``display``: ``show_img``, ``capture_printf``, ``show_source``, ``say``
 * ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
@@ -38,6 +39,7 @@ from .launches import LaunchLog, launches
 from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, device_name, gpu_properties,
                    synchronize, versions)
 from .paths import RESULTS_DIR, ROOT
+from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
 from .timing import Timing, bench, flush_l2, fmt_ms, fmt_num, spin_gpu
@@ -58,6 +60,7 @@ __all__ = [
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "throughput",
+    "reference_ceilings", "plot_roofline",
     "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",
     "stored_results", "results_markdown", "results_file", "ROOT", "RESULTS_DIR",
     # claims: the prose's statements about measurements, checked on a GPU
