@@ -1,13 +1,15 @@
 """The fp32 matmul ladder of notebook 04, against cuBLAS fp32 (TF32 off), in one run.
 
-    python bench/matmul_ladder.py            # check every rung at odd sizes, time at 4096³ and 5120×256×5120
-    python bench/matmul_ladder.py --sweep    # also time every rung's other tile shapes (matmul_rung_cfg)
+    python bench/matmul_ladder.py             # check every rung at odd sizes, time at 4096³ and 5120×256×5120
+    python bench/matmul_ladder.py --sweep     # also time every rung's other tile shapes (matmul_rung_cfg)
+    python bench/matmul_ladder.py --sweep 9   # ... only rung 9's: every tile shape the autotuner tries
 
 Builds gpu_course/kernels/cuda/matmul/ (one file per rung, and the dispatcher) once, the same source notebook 04
-builds. On the CPU it runs the checks through the emulation on small sizes and times nothing (emulation
-times say nothing about a GPU).
+builds. Rung 9 is timed in the shape that matmul_ladder.autotune_rung9 finds fastest at each size (it times every
+rung-9 shape on the same operands, so its sweep costs nothing more). On the CPU it runs the checks through the
+emulation on small sizes and times nothing (emulation times say nothing about a GPU).
 """
-import sys
+import argparse
 import time
 
 import torch
@@ -22,46 +24,68 @@ def build():
     return mod
 
 
-def variants(mod, m, n, o, sweep):
-    """(name, callable) for every rung in its default shape, and with --sweep its other shapes."""
-    todo = [(name, lambda r=r: mod.matmul_rung(m, n, o, r)) for r, name in matmul_ladder.RUNGS.items()]
-    if sweep:
-        todo += [(f"rung {r} {shape}", lambda r=r, c=c: mod.matmul_rung_cfg(m, n, o, r, c))
-                 for r, shapes in matmul_ladder.RUNG_CONFIGS.items() for c, shape in enumerate(shapes) if c]
-    return todo
+def shapes(sweep):
+    """(rung, cfg, shape name) of the other tile shapes to time: every rung's (sweep == 0) or one rung's
+    (rung 9's cfg 0 too: the autotuner's table starts there)."""
+    return [(r, c, shape) for r, names in matmul_ladder.RUNG_CONFIGS.items() for c, shape in enumerate(names)
+            if (c or r == 9) and sweep is not None and sweep in (0, r)]
 
 
-def main(sweep=False):
+def check_all(mod):
+    """Every rung in every compiled tile shape against float64, at sizes no tile divides."""
+    for h, k, w in utils.by_mode(gpu=[(1000, 777, 555), (1000, 776, 556)], cpu=[(100, 70, 90), (100, 68, 92)]):
+        m, n = torch.randn(h, k, device=utils.DEVICE), torch.randn(k, w, device=utils.DEVICE)
+        ref = m.double() @ n.double()
+        for r, name in matmul_ladder.RUNGS.items():
+            utils.check(mod.matmul_rung(m, n, utils.poisoned(h, w), r), ref, **utils.dot_tol(k), name=name)
+        for r, c, shape in shapes(0):
+            utils.check(mod.matmul_rung_cfg(m, n, utils.poisoned(h, w), r, c), ref, **utils.dot_tol(k),
+                        name=f"rung {r} {shape}")
+    print("all rungs and tile shapes checked at odd sizes")
+
+
+def main(sweep=None):
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         mod = build()
-        for h, k, w in utils.by_mode(gpu=[(1000, 777, 555), (1000, 776, 556)], cpu=[(100, 70, 90), (100, 68, 92)]):
-            m, n = torch.randn(h, k, device=utils.DEVICE), torch.randn(k, w, device=utils.DEVICE)
-            ref = m @ n
-            o = utils.poisoned(h, w)
-            for name, fn in variants(mod, m, n, o, sweep=True):
-                utils.check(fn(), ref, **utils.dot_tol(k), name=name)
-                utils.poison_(o)
-        print("all rungs and tile shapes checked at odd sizes")
+        check_all(mod)
         if not utils.ON_GPU:
             print("cpu mode: nothing timed (emulation timings say nothing about a GPU)")
             return
         print(utils.device_name())
-        print(f"{'size':>14s} {'kernel':34s} {'ms':>9s} {'TFLOP/s':>8s} {'x cuBLAS':>9s}")
+        print(f"{'size':>14s} {'kernel':44s} {'ms':>9s} {'TFLOP/s':>8s} {'x cuBLAS':>9s}")
         for h, w, k in [(4096, 4096, 4096), (5120, 5120, 256)]:
             m, n = torch.randn(h, k, device=utils.DEVICE), torch.randn(k, w, device=utils.DEVICE)
             o = torch.empty(h, w, device=utils.DEVICE)
             fl = 2 * h * w * k  # a multiply and an add per term of every dot product
             size = f"{h}x{k}x{w}"
-            tc = utils.bench(torch.matmul, m, n, out=o)
-            print(f"{size:>14s} {'cuBLAS fp32':34s} {tc.median:9.3f} {fl / tc.median / 1e9:8.1f} {1.0:9.2f}")
-            for name, fn in variants(mod, m, n, o, sweep):
-                t = utils.bench(fn)
-                print(f"{size:>14s} {name:34s} {t.median:9.3f} {fl / t.median / 1e9:8.1f} {tc.median / t.median:9.2f}")
+
+            def row(name, ms, base):
+                print(f"{size:>14s} {name:44s} {ms:9.3f} {fl / ms / 1e9:8.1f} {base / ms:9.2f}")
+
+            t_cublas = utils.bench(torch.matmul, m, n, out=o).median
+            row("cuBLAS fp32", t_cublas, t_cublas)
+            tuned = matmul_ladder.autotune_rung9(m, n, o, mod=mod)   # checks and times every rung-9 shape
+            for r, name in matmul_ladder.RUNGS.items():
+                if r == 9:
+                    t = tuned.table[tuned.best][2]
+                    name = f"{name} = cfg {tuned.best}"
+                else:
+                    t = utils.bench(mod.matmul_rung, m, n, o, r)
+                row(name, t.median, t_cublas)
+            for r, c, shape in shapes(sweep):
+                t = tuned.table[c][2] if r == 9 else utils.bench(mod.matmul_rung_cfg, m, n, o, r, c)
+                row(f"rung {r} cfg {c} {shape}", t.median, t_cublas)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
 
 
 if __name__ == "__main__":
-    main(sweep="--sweep" in sys.argv)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sweep", nargs="?", type=int, const=0, default=None, metavar="RUNG",
+                   help="also time the other tile shapes of every rung, or of RUNG only")
+    args = p.parse_args()
+    if args.sweep not in (None, 0, *matmul_ladder.RUNGS):
+        p.error(f"--sweep: no rung {args.sweep}; the ladder has rungs {sorted(matmul_ladder.RUNGS)}")
+    main(sweep=args.sweep)

@@ -1,11 +1,14 @@
 """Notebook 04's fp32 matmul ladder in CUDA C: one idea per rung, one file per rung
-(``cuda/matmul/01_naive.cu`` ... ``07_conflict_free_prefetch.cu``, as in siboehm's SGEMM worklog),
+(``cuda/matmul/01_naive.cu`` ... ``09_autotuned.cu``, as in siboehm's SGEMM worklog),
 and one dispatcher, ``cuda/matmul/matmul_rung.cu``, that Python calls:
 
-* ``matmul_rung(m, n, out, rung)``: rung 1..7 in the shape the notebook teaches;
+* ``matmul_rung(m, n, out, rung)``: rung 1..9 in the shape the notebook teaches;
 * ``matmul_rung_cfg(m, n, out, rung, cfg)``: one of the rung's compiled tile shapes
   (:data:`RUNG_CONFIGS`; cfg 0 is the default);
 * ``matmul_tiled(m, n, out, tw)``: rung 3's templated shared-memory kernel for tw = 8, 16 or 32.
+
+Rung 9 is rung 8's kernel in the tile shapes of :data:`RUNG9_SHAPES`; :func:`autotune_rung9` times
+them all on given operands and remembers the fastest per size.
 
 ``out`` (h x w) = ``m`` (h x k) @ ``n`` (k x w), row-major fp32, any sizes. Notebook 04 prints each
 rung's file (:func:`rung_source`) and builds :func:`source` together with its own kernels; notebook 05
@@ -15,22 +18,61 @@ builds rung 3 alone; ``bench/matmul_ladder.py`` builds it all (:func:`build`).
 'rung 7 conflict-free + prefetch'
 >>> rung_file(3)
 'matmul/03_smem_tiles.cu'
+>>> RUNG_CONFIGS[9][0]
+'128x128x16 w64x64 4x2*4x4 128t'
 """
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
+from ..checking import check, dot_tol, poisoned
 from ..cuda import cuda_begin, get_sig, load_cuda
+from ..mode import ON_GPU
+from ..timing import Timing, bench as _bench, fmt_ms
 from . import CUDA_DIR, cuda_source
 
 # The name each rung is reported under (notebook 04 records its results with these).
 RUNGS = {1: "rung 1 naive, x->row", 2: "rung 2 coalesced", 3: "rung 3 smem tiles 32x32",
          4: "rung 4 1D blocktiling", 5: "rung 5 2D blocktiling", 6: "rung 6 float4 loads",
-         7: "rung 7 conflict-free + prefetch"}
+         7: "rung 7 conflict-free + prefetch", 8: "rung 8 warptiling", 9: "rung 9 autotuned warptiling"}
+
+
+class WarpTile(NamedTuple):
+    """The template arguments of rung 8's ``mm_warp_k`` (08_warptiling.cu), in its order."""
+    BM: int      # block tile: BM rows x BN columns of out, BK columns of m (rows of n) per phase
+    BN: int
+    BK: int
+    WM: int      # warp tile: WM x WN of out per warp
+    WN: int
+    WNITER: int  # sub-tiles across a warp tile (WMITER down it follows from the rest)
+    TM: int      # patch per lane and sub-tile: TM x TN outputs
+    TN: int
+    NT: int      # threads per block (NT / 32 warp tiles)
+
+    @property
+    def WMITER(self) -> int:
+        return self.WM * self.WN // (32 * self.TM * self.TN * self.WNITER)
+
+    @property
+    def name(self) -> str:
+        """Block tile, warp tile, WMITER x WNITER patches of TM x TN per thread, threads per block."""
+        return (f"{self.BM}x{self.BN}x{self.BK} w{self.WM}x{self.WN} {self.WMITER}x{self.WNITER}*{self.TM}x{self.TN} "
+                f"{self.NT}t")
+
+
+# Rung 9's instantiations, by cfg index: the cases of 09_autotuned.cu in order (a unit test compares
+# them). cfg 0 is rung 8's shape (08_warptiling.cu says why it is the default).
+RUNG9_SHAPES = [WarpTile(128, 128, 16, 64, 64, 2, 4, 4, 128), WarpTile(128, 128, 8, 64, 64, 2, 4, 4, 128),
+                WarpTile(128, 128, 16, 64, 64, 4, 8, 4, 128), WarpTile(128, 256, 16, 64, 64, 2, 4, 4, 256),
+                WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), WarpTile(64, 128, 16, 32, 64, 2, 4, 4, 128),
+                WarpTile(128, 64, 16, 64, 32, 1, 4, 4, 128), WarpTile(64, 64, 16, 32, 32, 1, 4, 4, 128)]
 
 # Each rung's compiled tile shapes, by cfg index (matmul_rung_cfg); index 0 is the one RUNGS names.
 RUNG_CONFIGS = {1: ["16x16 threads"], 2: ["16x16 threads"], 3: ["TW=32", "TW=16", "TW=8"],
                 4: ["64x64x8 TM=8"], 5: ["128x128x8 8x8"],
                 6: ["128x128x8 8x8", "128x128x16 8x8", "64x128x8 8x8", "128x64x8 8x8", "64x64x16 4x4"],
-                7: ["128x128x8 8x8"]}
+                7: ["128x128x8 8x8"], 8: [RUNG9_SHAPES[0].name], 9: [s.name for s in RUNG9_SHAPES]}
 
 DISPATCHER = "matmul/matmul_rung.cu"
 FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg"]
@@ -61,3 +103,61 @@ def build(**load_cuda_kwargs):
     """Build (or load from the cache) the whole ladder: a module with :data:`FUNCS`."""
     src = source()
     return load_cuda(src, "\n".join(get_sig(f, src) for f in FUNCS), FUNCS, **load_cuda_kwargs)
+
+
+class Tuned(NamedTuple):
+    """What :func:`autotune_rung9` found for one size: the fastest cfg and every cfg's row."""
+    size: tuple        # (h, w, k)
+    best: int          # the cfg to pass to matmul_rung_cfg(m, n, out, 9, cfg)
+    table: list        # one (cfg, name, Timing) per shape of RUNG9_SHAPES, in cfg order
+
+    def __str__(self):
+        h, w, k = self.size
+        lines = [f"rung 9 at h={h}, w={w}, k={k}: every tile shape checked against float64, then timed"]
+        for cfg, name, t in self.table:
+            tflops = f"{2 * h * w * k / t.median / 1e9:8.1f} TFLOP/s" if t.on_gpu else ""
+            lines.append(f"{'*' if cfg == self.best else ' '} cfg {cfg:2d} {name:38s} {fmt_ms(t.median):>10s} {tflops}")
+        lines.append(f"best: cfg {self.best} ({self.table[self.best][1]})")
+        if not self.table[self.best][2].on_gpu:
+            lines.append(f"cpu mode: cfg {self.best} took {self.table[self.best][2]}; the emulation picked it, "
+                         f"a GPU may not")
+        return "\n".join(lines)
+
+
+_TUNED: dict = {}  # (h, w, k) -> Tuned, for this process
+
+
+def autotune_rung9(m, n, out=None, *, mod=None, bench=_bench, retune: bool = False) -> Tuned:
+    """Time every tile shape of rung 9 on ``m`` (h x k) @ ``n`` (k x w) and return the fastest cfg
+    and the table (a :class:`Tuned`; ``print`` it). Each shape is first checked against the product
+    in float64 (tolerance :func:`dot_tol`, poisoned output), so a wrong kernel cannot win. The choice
+    is cached per (h, w, k) for this process: a second call returns it without timing
+    (``retune=True`` times again).
+
+    ``mod`` is a module built from :func:`source` (default: :func:`build`); ``out`` (h x w) is
+    written by the timed runs (default: a new tensor); ``bench(fn, *args)`` returns a
+    :class:`Timing` (default ``utils.bench``; on the CPU one run each, since emulation times say
+    nothing about a GPU: the cpu-mode table says so).
+    """
+    h, k = m.shape
+    w = n.shape[1]
+    if n.shape[0] != k:
+        raise ValueError(f"autotune_rung9: m (h x k) and n (k x w) do not fit: {tuple(m.shape)} and {tuple(n.shape)}")
+    if (h, w, k) in _TUNED and not retune:
+        return _TUNED[h, w, k]
+    mod = build() if mod is None else mod
+    out = poisoned(h, w, device=m.device) if out is None else out
+    if not ON_GPU and bench is _bench:
+        bench = functools.partial(_bench, warmup=0, reps=1)
+    ref = m.double() @ n.double()
+    table = []
+    for cfg, shape in enumerate(RUNG9_SHAPES):
+        check(mod.matmul_rung_cfg(m, n, poisoned(h, w, device=m.device), 9, cfg), ref, **dot_tol(k),
+              name=f"rung 9 cfg {cfg} ({shape.name})")
+        t = bench(mod.matmul_rung_cfg, m, n, out, 9, cfg)
+        if not isinstance(t, Timing):
+            raise TypeError(f"autotune_rung9: bench must return a Timing, got {type(t).__name__}")
+        table.append((cfg, shape.name, t))
+    best = min(table, key=lambda row: row[2].median)[0]
+    _TUNED[h, w, k] = Tuned((h, w, k), best, table)
+    return _TUNED[h, w, k]

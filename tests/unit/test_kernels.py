@@ -146,10 +146,101 @@ def test_float4_rungs_with_aligned_rows(ladder):
                     **utils.dot_tol(k), name=f"rung {rung}")
 
 
+def _misaligned(*size):
+    """A contiguous tensor whose data starts 4 bytes past a 16-byte boundary (no float4 access)."""
+    t = torch.randn(torch.Size(size).numel() + 1)[1:].view(*size)
+    assert t.is_contiguous() and t.data_ptr() % 16 != 0
+    return t
+
+
+@pytest.mark.parametrize("h, k, w", [(100, 70, 90), (257, 131, 67), (36, 68, 92), (129, 260, 132)])
+def test_warptiling_rungs_match_float64(ladder, h, k, w):
+    """Rung 8 and every tile shape of rung 9, on sizes that are no multiple of a tile (the scalar
+    fallback, partial tiles, k not a multiple of BK) and with k and w multiples of 4 (the float4 path)."""
+    m, n = torch.randn(h, k), torch.randn(k, w)
+    ref = m.double() @ n.double()
+    utils.check(ladder.matmul_rung(m, n, utils.poisoned(h, w), 8), ref, **utils.dot_tol(k), name="rung 8")
+    for cfg, shape in enumerate(matmul_ladder.RUNG_CONFIGS[9]):
+        utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), 9, cfg), ref, **utils.dot_tol(k),
+                    name=f"rung 9 cfg {cfg} ({shape}) at {h}x{k}x{w}")
+
+
+def test_warptiling_rungs_without_float4(ladder):
+    """Rows a multiple of 4 floats long but bases not 16-byte aligned: the kernels must not use float4."""
+    h, k, w = 66, 68, 72
+    m, n = _misaligned(h, k), _misaligned(k, w)
+    ref = m.double() @ n.double()
+    for cfg in range(len(matmul_ladder.RUNG_CONFIGS[9])):
+        utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), 9, cfg), ref, **utils.dot_tol(k),
+                    name=f"rung 9 cfg {cfg}, misaligned m and n")
+        out = _misaligned(h, w)
+        utils.poison_(out)
+        utils.check(ladder.matmul_rung_cfg(m.contiguous().clone(), n.clone(), out, 9, cfg), ref,
+                    **utils.dot_tol(k), name=f"rung 9 cfg {cfg}, misaligned out")
+
+
+def test_rung9_shapes_are_the_instantiations():
+    """RUNG9_SHAPES (Python's names) lists 09_autotuned.cu's cases in order, and rung 8 is cfg 0."""
+    text = matmul_ladder.rung_source(9)
+    found = [tuple(int(x) for x in args.split(","))
+             for args in re.findall(r"mm_warp_k<([\d,\s]+)>", text)]
+    assert found == [tuple(s) for s in matmul_ladder.RUNG9_SHAPES]
+    assert f"RUNG9_CFGS = {len(found)};" in text
+    rung8 = re.search(r"case 8: mm_warp_k<([\d,\s]+)>", kernels.cuda_source(matmul_ladder.DISPATCHER)).group(1)
+    assert tuple(int(x) for x in rung8.split(",")) == tuple(matmul_ladder.RUNG9_SHAPES[0])
+    assert matmul_ladder.RUNG_CONFIGS[8] == [matmul_ladder.RUNG9_SHAPES[0].name]
+    for s in matmul_ladder.RUNG9_SHAPES:  # the kernel's static_asserts, in Python: one warp tile per warp ...
+        assert (s.BM // s.WM) * (s.BN // s.WN) * 32 == s.NT
+        assert (s.WM // s.WMITER // s.TM) * (s.WN // s.WNITER // s.TN) == 32   # ... 32 lanes per sub-tile
+
+
+class _FakeLadder:
+    """A stand-in for the built ladder: rung 9 cfg `wrong` adds 1 to every output."""
+    def __init__(self, wrong=None):
+        self.wrong = wrong
+
+    def matmul_rung_cfg(self, m, n, out, rung, cfg):
+        assert rung == 9
+        out.copy_(m @ n + (1.0 if cfg == self.wrong else 0.0))
+        return out
+
+
+def _fake_bench(fast_cfg):
+    def bench(fn, *args):
+        fn(*args)
+        return utils.Timing([0.5 if args[-1] == fast_cfg else 1.0], "fake", "test", on_gpu=False)
+    return bench
+
+
+def test_autotune_rung9_picks_the_fastest_and_caches_it():
+    m, n = torch.randn(13, 7), torch.randn(7, 11)
+    tuned = matmul_ladder.autotune_rung9(m, n, mod=_FakeLadder(), bench=_fake_bench(5))
+    assert tuned.best == 5 and tuned.size == (13, 11, 7)
+    assert [row[0] for row in tuned.table] == list(range(len(matmul_ladder.RUNG9_SHAPES)))
+    assert matmul_ladder.autotune_rung9(m, n, mod=None, bench=None) is tuned       # cached: nothing runs
+    again = matmul_ladder.autotune_rung9(m, n, mod=_FakeLadder(), bench=_fake_bench(2), retune=True)
+    assert again.best == 2
+    text = str(again)
+    assert "* cfg  2" in text and "best: cfg 2" in text and "says nothing about a GPU" in text
+    with pytest.raises(utils.CheckFailed, match="rung 9 cfg 3"):                       # a wrong kernel never wins
+        matmul_ladder.autotune_rung9(torch.randn(5, 3), torch.randn(3, 4), mod=_FakeLadder(wrong=3),
+                                     bench=_fake_bench(3))
+    with pytest.raises(ValueError, match="do not fit"):
+        matmul_ladder.autotune_rung9(m, torch.randn(6, 11), mod=_FakeLadder())
+
+
+def test_autotune_rung9_runs_the_emulated_kernels(ladder):
+    m, n = torch.randn(40, 24), torch.randn(24, 36)
+    tuned = matmul_ladder.autotune_rung9(m, n, mod=ladder)
+    assert 0 <= tuned.best < len(matmul_ladder.RUNG9_SHAPES)
+    assert all(t.n == 1 for _, _, t in tuned.table)          # cpu mode: one run each, times mean nothing
+    assert "cpu mode" in str(tuned)
+
+
 def test_ladder_refuses_bad_input(ladder):
     m, n = torch.randn(8, 5), torch.randn(5, 6)
-    with pytest.raises(RuntimeError, match="rung must be 1..7, got 8"):
-        ladder.matmul_rung(m, n, torch.empty(8, 6), 8)
+    with pytest.raises(RuntimeError, match="rung must be 1..9, got 10"):
+        ladder.matmul_rung(m, n, torch.empty(8, 6), 10)
     with pytest.raises(RuntimeError, match="do not fit"):
         ladder.matmul_rung(m, torch.randn(4, 6), torch.empty(8, 6), 2)
     with pytest.raises(RuntimeError, match="tw must be 8, 16 or 32"):
@@ -162,8 +253,8 @@ def test_rung_files_and_names_agree():
     assert all(matmul_ladder.RUNGS[r].startswith(f"rung {r} ") for r in matmul_ladder.RUNGS)
     for rung in matmul_ladder.RUNGS:
         assert f"// rung {rung}:" in matmul_ladder.rung_source(rung).splitlines()[0]
-    with pytest.raises(ValueError, match="no rung 9"):
-        matmul_ladder.rung_file(9)
+    with pytest.raises(ValueError, match="no rung 10"):
+        matmul_ladder.rung_file(10)
     assert "matmul_tiled" in matmul_ladder.source(rungs=[3]) and "matmul_rung" not in matmul_ladder.source([3])
 
 

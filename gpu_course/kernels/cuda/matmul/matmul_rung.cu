@@ -1,5 +1,5 @@
 // The ladder's dispatcher (notebook 04, bench/matmul_ladder.py); the rungs' kernels come first, one file
-// each (01_naive.cu ... 07_conflict_free_prefetch.cu). matmul_rung(m, n, out, rung) runs a rung in the
+// each (01_naive.cu ... 09_autotuned.cu). matmul_rung(m, n, out, rung) runs a rung in the
 // shape notebook 04 teaches; matmul_rung_cfg(m, n, out, rung, cfg) runs one of the rung's other compiled
 // tile shapes (cfg 0 is that default; gpu_course/kernels/matmul_ladder.py's RUNG_CONFIGS names them).
 // A new rung is a numbered file with its kernels, a case below and a name in matmul_ladder.RUNGS.
@@ -14,18 +14,18 @@ static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch
 
 static bool aligned16(const torch::Tensor& t) { return ((uintptr_t)t.data_ptr<float>()) % 16 == 0; }
 
-static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1};   // compiled tile shapes of rungs 1..7
+static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1, 1, RUNG9_CFGS};   // compiled tile shapes of rungs 1..9
 
 torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung, int64_t cfg) {
     mm_check(m, n, out);
-    TORCH_CHECK(rung >= 1 && rung <= 7, "matmul_rung: rung must be 1..7, got ", rung);
+    TORCH_CHECK(rung >= 1 && rung <= 9, "matmul_rung: rung must be 1..9, got ", rung);
     TORCH_CHECK(cfg >= 0 && cfg < RUNG_CFGS[rung], "matmul_rung_cfg: rung ", rung, " has tile shapes 0..",
                 RUNG_CFGS[rung] - 1, ", got cfg ", cfg);
     int h = m.size(0), k = m.size(1), w = n.size(1);
     const float* mp = m.data_ptr<float>();
     const float* np_ = n.data_ptr<float>();
     float* op = out.data_ptr<float>();
-    // float4 paths (rungs 6, 7): rows a multiple of 4 floats long and 16-byte aligned bases
+    // float4 paths (rungs 6-9): rows a multiple of 4 floats long and 16-byte aligned bases
     bool vm = k % 4 == 0 && aligned16(m), vn = w % 4 == 0 && aligned16(n) && aligned16(out);
     switch (rung) {
         case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
@@ -42,7 +42,10 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
                 default: mm_vec_k<64, 64, 16, 4, 4><<<dim3(cdiv(w, 64), cdiv(h, 64)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
             }
             break;
-        default: mm_pipe_k<128, 128, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+        case 7: mm_pipe_k<128, 128, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+        case 8: mm_warp_k<128, 128, 16, 64, 64, 2, 4, 4, 128><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128>>>(
+                    mp, np_, op, h, w, k, vm, vn); break;
+        default: mm_warp_tuned(cfg, mp, np_, op, h, w, k, vm, vn); break;   // rung 9: cfg picks the shape
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
