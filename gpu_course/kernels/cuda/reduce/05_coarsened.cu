@@ -1,7 +1,7 @@
-// rung 5: thread coarsening. Rungs 2-4 spend most of their threads' time on the tree and on
-// starting blocks. Here a grid sized to the machine (`blocks` from the host) walks x with a
-// grid-stride loop: each thread first adds many elements in a register, then the block runs
-// rung 4's tree once on RB partial sums.
+// rung 5: thread coarsening. In rungs 2-4 a thread loads one element, then waits through eight
+// levels of tree in a block that lives for one short pass. Here a grid sized to the machine (`blocks`
+// from the host) walks x with a grid-stride loop: each thread first adds many elements in a
+// register, then the block runs rung 4's tree once on RB partial sums.
 __global__ void sum_coarsened_k(const float* __restrict__ x, float* __restrict__ out, int n) {
     __shared__ float sh[RB];
     int t = threadIdx.x;
