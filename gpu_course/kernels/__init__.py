@@ -6,6 +6,8 @@ source (``utils.show_source`` for Triton, ``cuda_source`` for CUDA C) and ``benc
 * ``triton_matmul``: notebook 07's grouped, autotuned matmul with an optional bias + GeLU epilogue
 * ``matmul_ladder``: notebook 04's fp32 CUDA C ladder, one file per rung in ``cuda/matmul/``
 * ``elementwise``: notebook 03's CUDA C square and GeLU, one file per step in ``cuda/elementwise/``
+* ``reductions``: notebook 09's CUDA C sums (a ladder, ``cuda/reduce/``), scans, histograms and image
+  kernels, one file per step
 
 The Triton modules import triton; import them after ``utils`` (or ``gpu_course``), which sets the
 interpreter switch first. This module itself imports neither.

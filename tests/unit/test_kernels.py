@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import utils
 from gpu_course import kernels
-from gpu_course.kernels import elementwise, matmul_ladder, triton_matmul, triton_mean, triton_softmax
+from gpu_course.kernels import elementwise, matmul_ladder, reductions, triton_matmul, triton_mean, triton_softmax
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_MODULES = sorted((ROOT / "gpu_course" / "kernels").glob("*.py"))
@@ -287,13 +287,113 @@ def test_elementwise_refuses_bad_input(elementwise_mod):
 
 def test_cuda_source_reads_every_named_file():
     named = [matmul_ladder.rung_file(r) for r in matmul_ladder.RUNGS] + [matmul_ladder.DISPATCHER]
-    named += list(elementwise.STEPS.values())
+    named += list(elementwise.STEPS.values()) + reductions.files()
     for name in named:
         assert (kernels.CUDA_DIR / name).is_file(), name
         assert kernels.cuda_source(name) == (kernels.CUDA_DIR / name).read_text()
     assert sorted(named) == sorted(str(p.relative_to(kernels.CUDA_DIR)) for p in kernels.CUDA_DIR.rglob("*.cu"))
     with pytest.raises(FileNotFoundError, match="there are: elementwise/01_naive.cu"):
         kernels.cuda_source("matmul/99_missing.cu")
+
+
+# ------------------------------------------------------------- notebook 09: sums, scans, histograms, images
+@pytest.fixture(scope="module")
+def reduce_mod():
+    return reductions.build()
+
+
+def test_every_sum_rung_matches_float64(reduce_mod):
+    for n in (0, 1, 3, 1000, 4099, 70_001):  # 70,001: several grid-stride passes of 3 blocks, a float4 tail
+        x = torch.randn(n)
+        for rung, name in reductions.RUNGS.items():
+            out = utils.poisoned(1)
+            reduce_mod.sum_rung(x, out, rung, 3)
+            utils.check(out, x.double().sum().reshape(1), atol=1e-6 * max(n, 1), rtol=1e-6, name=f"{name}, n={n}")
+
+
+def test_last_block_rung_resets_its_counter_and_repeats_its_bits(reduce_mod):
+    x = torch.randn(50_001)
+    bits = set()
+    for blocks in (3, 1, 7, 3, 3):  # a counter left non-zero would leave out unwritten (NaN) next time
+        out = utils.poisoned(1)
+        reduce_mod.sum_rung(x, out, 8, blocks)
+        utils.check(out, x.double().sum().reshape(1), atol=0.05, rtol=1e-6, name=f"rung 8, {blocks} blocks")
+        if blocks == 3:
+            bits.add(out.numpy().tobytes())
+    assert len(bits) == 1
+
+
+def test_scans_match_float64(reduce_mod):
+    def check(fn, n):
+        x = torch.randn(n)
+        out = utils.poisoned(n)
+        fn(x, out)
+        ref = torch.cumsum(x.double(), 0)
+        utils.check(out, ref, atol=1e-5 * ref.abs().max().item() + 1e-5, rtol=1e-5, name=f"{fn.__name__}, n={n}")
+    for n in (1, 2, 31, 33, 1000, 1024):
+        check(reduce_mod.scan_kogge_stone, n)
+    for n in (1, 2, 63, 65, 1025, 2048):
+        check(reduce_mod.scan_brent_kung, n)
+    for n in (1, 3, 4095, 4096, 4097, 3 * 4096 + 5, 70_001):  # tiles of 4096: partial first, last and tail float4
+        check(reduce_mod.scan_three_pass, n)
+        check(reduce_mod.scan_lookback, n)
+
+
+def test_histograms_count_like_histc(reduce_mod):
+    for n in (1, 7, 1000, 70_001):
+        x = torch.rand(n) * 1.2 - 0.1  # some values outside [0, 1]: not counted
+        x[0] = 1.0                     # the upper end: in the last bin
+        for bins in (1, 256, 1000):
+            for privatized in (False, True):
+                counts = utils.poisoned(bins, dtype=torch.int32)
+                reduce_mod.histogram(x, counts, 0.0, 1.0, privatized, 3)
+                utils.check(counts, torch.histc(x, bins=bins, min=0, max=1), atol=0, rtol=0,
+                            name=f"{bins} bins, privatized={privatized}, n={n}")
+
+
+def test_image_kernels_match_torch(reduce_mod):
+    rgb = torch.randint(0, 256, (37, 45, 3), dtype=torch.uint8)  # no side a multiple of 16
+    grey = torch.full((37, 45), 255, dtype=torch.uint8)
+    reduce_mod.rgb_to_grey(rgb, grey)
+    ref = (0.2989 * rgb[..., 0] + 0.5870 * rgb[..., 1] + 0.1140 * rgb[..., 2]).floor()
+    utils.check(grey.float(), ref, atol=1, rtol=0, name="rgb_to_grey")
+    for radius in (0, 1, 4):
+        out = torch.full_like(grey, 255)
+        reduce_mod.blur(grey, out, radius)
+        ref = F.avg_pool2d(grey.float()[None, None], 2 * radius + 1, stride=1, padding=radius,
+                           count_include_pad=False)[0, 0].floor()
+        utils.check(out.float(), ref, atol=1, rtol=0, name=f"blur radius {radius}")
+
+
+def test_reductions_refuse_bad_input(reduce_mod):
+    x = torch.randn(1001)
+    with pytest.raises(RuntimeError, match="rung must be 1..8, got 9"):
+        reduce_mod.sum_rung(x, torch.empty(1), 9, 3)
+    with pytest.raises(RuntimeError, match="out must have exactly one element"):
+        reduce_mod.sum_rung(x, torch.empty(2), 4, 3)
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        reduce_mod.sum_rung(x[1:], torch.empty(1), 7, 3)
+    with pytest.raises(RuntimeError, match="at most 1024 elements"):
+        reduce_mod.scan_kogge_stone(torch.randn(1025), torch.empty(1025))
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        reduce_mod.scan_lookback(x[1:], torch.empty(1000))
+    with pytest.raises(RuntimeError, match="need lo < hi"):
+        reduce_mod.histogram(x, torch.empty(8, dtype=torch.int32), 1.0, 1.0, True, 3)
+    with pytest.raises(RuntimeError, match="counts must be int32"):
+        reduce_mod.histogram(x, torch.empty(8), 0.0, 1.0, True, 3)
+    with pytest.raises(RuntimeError, match="h x w x 3 uint8"):
+        reduce_mod.rgb_to_grey(torch.zeros(4, 4, 4, dtype=torch.uint8), torch.zeros(4, 4, dtype=torch.uint8))
+
+
+def test_reduction_rung_files_and_names_agree():
+    numbered = sorted(p.name for p in (kernels.CUDA_DIR / "reduce").glob("[0-9][0-9]_*.cu"))
+    assert [int(name[:2]) for name in numbered] == sorted(reductions.RUNGS)
+    for rung, name in reductions.RUNGS.items():
+        assert name.startswith(f"rung {rung} ")
+        assert reductions.rung_source(rung).startswith(f"// rung {rung}")
+    with pytest.raises(ValueError, match="no rung 9"):
+        reductions.rung_file(9)
+    assert reductions.cpp_source().count(";") == len(reductions.FUNCS)
 
 
 def test_dot_tol():

@@ -1,0 +1,14 @@
+// rung 4: sequential addressing: at step s (RB/2, RB/4, ... 1) the first s threads add the element
+// s places to their right. The active threads are contiguous (a warp is all busy or all idle until
+// s < 32) and read consecutive words (no bank conflicts).
+__global__ void sum_sequential_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    __shared__ float sh[RB];
+    int t = threadIdx.x, i = blockIdx.x * RB + t;
+    sh[t] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int s = RB / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    if (t == 0) atomicAdd(out, sh[0]);
+}

@@ -1,0 +1,76 @@
+"""Notebook 09's CUDA C: the sum ladder, the scans, the histograms and the image kernels, one file
+per step under ``cuda/reduce/``, ``cuda/scan/``, ``cuda/histogram/`` and ``cuda/image/``; a later
+file may use what an earlier one defines (``block_sum`` of rung 6, ``sum4`` and ``thread_sum4`` of
+rung 7), so :func:`source` joins them in order.
+
+Host functions (every output is a tensor the caller passes, so checks can hand in poisoned ones):
+
+* ``sum_rung(x, out, rung, blocks)``: the sum of fp32 ``x`` into the one-element ``out`` with rung
+  1..8 (:data:`RUNGS`); ``blocks`` is the grid of the grid-stride rungs 5-8;
+* ``scan_kogge_stone(x, out)`` (n <= 1024), ``scan_brent_kung(x, out)`` (n <= 2048): one block;
+  ``scan_three_pass(x, out)``, ``scan_lookback(x, out)``: any n, inclusive, fp32;
+* ``histogram(x, counts, lo, hi, privatized, blocks)``: int32 ``counts`` with torch.histc's bins;
+* ``rgb_to_grey(rgb, grey)`` (h x w x 3 uint8 -> h x w uint8), ``blur(grey, out, radius)``.
+
+>>> RUNGS[6]
+'rung 6 warp shuffles'
+>>> rung_file(8)
+'reduce/08_last_block.cu'
+>>> FUNCS[:2]
+['sum_rung', 'scan_kogge_stone']
+"""
+from __future__ import annotations
+
+from ..cuda import cuda_begin, get_sig, load_cuda
+from . import CUDA_DIR, cuda_source
+
+# The name each rung of the sum is reported under (notebook 09 records its results with these).
+RUNGS = {1: "rung 1 atomicAdd per element", 2: "rung 2 tree, divergent warps",
+         3: "rung 3 tree, bank conflicts", 4: "rung 4 sequential addressing",
+         5: "rung 5 thread coarsening", 6: "rung 6 warp shuffles",
+         7: "rung 7 float4, one atomic per block", 8: "rung 8 last block, deterministic"}
+
+SCANS = {"kogge_stone": "scan/01_kogge_stone.cu", "brent_kung": "scan/02_brent_kung.cu",
+         "tiles": "scan/03_tiles.cu", "three_pass": "scan/04_three_pass.cu",
+         "lookback": "scan/05_lookback.cu"}
+HISTOGRAMS = {"global": "histogram/01_global.cu", "privatized": "histogram/02_privatized.cu"}
+IMAGES = {"rgb_to_grey": "image/rgb_to_grey.cu", "blur": "image/blur.cu"}
+DISPATCHER = "reduce/sum_rung.cu"
+
+FUNCS = ["sum_rung", "scan_kogge_stone", "scan_brent_kung", "scan_three_pass", "scan_lookback",
+         "histogram", "rgb_to_grey", "blur"]
+
+
+def rung_file(rung: int) -> str:
+    """The file (under ``gpu_course/kernels/cuda/``) that holds rung ``rung``'s kernel."""
+    found = sorted(CUDA_DIR.glob(f"reduce/{rung:02d}_*.cu")) if isinstance(rung, int) else []
+    if rung not in RUNGS or len(found) != 1:
+        raise ValueError(f"rung_file: no rung {rung!r}; the sum ladder has rungs {sorted(RUNGS)}")
+    return str(found[0].relative_to(CUDA_DIR))
+
+
+def rung_source(rung: int) -> str:
+    """The CUDA C of one rung of the sum, as notebook 09 prints it."""
+    return cuda_source(rung_file(rung)).rstrip()
+
+
+def files() -> list:
+    """Every file of the notebook's build, in the order :func:`source` joins them."""
+    return ([rung_file(r) for r in sorted(RUNGS)] + [DISPATCHER] + list(SCANS.values())
+            + list(HISTOGRAMS.values()) + list(IMAGES.values()))
+
+
+def source() -> str:
+    """All of it, ready for ``load_cuda``: ``cuda_begin`` and every file in order."""
+    return cuda_begin + cuda_source(*files())
+
+
+def cpp_source(funcs=None) -> str:
+    """The declarations of ``funcs`` (default :data:`FUNCS`) for ``load_cuda``'s ``cpp_src``."""
+    src = source()
+    return "\n".join(get_sig(f, src) for f in (FUNCS if funcs is None else funcs))
+
+
+def build(**load_cuda_kwargs):
+    """Build (or load from the cache) every kernel of notebook 09: a module with :data:`FUNCS`."""
+    return load_cuda(source(), cpp_source(), FUNCS, **load_cuda_kwargs)
