@@ -4,19 +4,28 @@
     python3 course.py lab      # set up, then open JupyterLab on notebooks/
     python3 course.py test     # set up, then run the unit tests and every notebook (pytest --nbval)
 
-Other commands:
+Other commands (NB: a notebook, by path, file name or number: 03, 03_first_cuda_kernels):
     setup              only install
     reset [NB ...]     put back the stored (GPU) outputs of notebooks you ran (all by default)
+    lecture [NB]       JupyterLab on a scratch copy of the notebooks, outside the repository: the
+                       stored GPU outputs to present, cells to run live, the repository untouched
+    slides NB ...      a reveal.js slide deck of each notebook, with its stored outputs, written to
+                       build/slides/ (open the .slides.html file in a browser); options that
+                       follow go to jupyter nbconvert
     execute NB ...     run notebooks in place in this Python and stamp the device and date into
                        their metadata: how GPU outputs are stored (results/ is written then only)
     results            rebuild the README's results table from results/*.csv
     setup-cells        write the Colab badge and setup cell into every notebook (--check: only check)
     colab              what the notebooks' first cell runs in Colab
 
+Options after lab or lecture go to JupyterLab, for example on a remote GPU machine:
+    python3 course.py lab --port=8888 --no-browser
+and on your own machine: ssh -N -L 8888:127.0.0.1:8888 user@gpu-host, then open the printed URL.
+
 Where it installs: into the active virtual environment or conda environment if there is one,
 otherwise into .venv/ here (created on first use). A torch that is already importable there is
 kept; otherwise a machine without an NVIDIA GPU gets the CPU build of torch (not the several-GB CUDA
-build). The course itself is installed in editable mode, which is how `import utils` works in
+build). The course itself is installed in editable mode, which is how "import utils" works in
 every notebook.
 """
 from __future__ import annotations
@@ -34,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 VENV = ROOT / ".venv"
+JUPYTER_CONFIG = ROOT / "jupyter_config"  # the course's Jupyter settings (quiet log, no news pop-up)
+SLIDES_DIR = ROOT / "build" / "slides"    # git-ignored
 
 # The one place that names the published repository: the Colab badges and setup cells are made
 # from it by `python3 course.py setup-cells`.
@@ -154,13 +165,76 @@ def cmd_setup(args) -> int:
     return 0
 
 
+def lab_env(env=None) -> dict:
+    """The environment JupyterLab runs in: the course's Jupyter settings (jupyter_config/) come
+    first on JUPYTER_CONFIG_PATH, so they apply without touching the user's ~/.jupyter."""
+    env = dict(os.environ if env is None else env)
+    paths = [str(JUPYTER_CONFIG)] + [p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)
+                                     if p and p != str(JUPYTER_CONFIG)]
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    return env
+
+
+def given(args: list, *options) -> bool:
+    """Do Jupyter's command-line ``args`` set one of ``options`` (``--x`` or ``--x=...``)?"""
+    return any(a.split("=")[0] in options for a in args)
+
+
+def browser_args(args: list, find_browser=None) -> list:
+    """``["--no-browser"]`` when no web browser can be started here (a remote or headless machine)
+    and the options do not say what to do: Jupyter would only warn that it found none."""
+    if given(args, "--no-browser", "--browser", "--ServerApp.open_browser", "--ServerApp.browser"):
+        return []
+    if find_browser is None:
+        import webbrowser
+        find_browser = webbrowser.get
+    try:
+        find_browser()
+        return []
+    except Exception:  # webbrowser.Error: none registered
+        return ["--no-browser"]
+
+
+def run_lab(py: Path, root_dir: Path, args: list, open_nb: str | None = None,
+            env: dict | None = None) -> int:
+    """JupyterLab on ``root_dir`` (at the notebook ``open_nb``, a name in it, if given) with the
+    course's settings; extra ``args`` are JupyterLab's options (``--port``, ``--ip``, ...)."""
+    # Containers and cloud machines often run as root, which Jupyter refuses without this flag.
+    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    no_browser = browser_args(args)
+    if no_browser:
+        say("no web browser found here: open the URL printed below in yours "
+            "(on a remote machine, forward the port first: see the README)")
+    # the URL printed and opened leads to the notebook
+    start = [f"--LabApp.default_url=/lab/tree/{open_nb}"] if open_nb else []
+    # a folder of the user's own wins (Jupyter takes one root_dir only)
+    folder = [] if given(args, "--ServerApp.root_dir", "--notebook-dir", "--ServerApp.notebook_dir") \
+        else [f"--ServerApp.root_dir={root_dir}"]
+    return run_server([str(py), "-m", "jupyter", "lab", *folder, *root, *no_browser, *start,
+                       *args], env=lab_env(env))
+
+
+def run_server(cmd: list, **kw) -> int:
+    """Run a server until it stops. A SIGTERM to course.py is passed on, so stopping course.py
+    stops the server (no orphan keeps the port); Ctrl-C reaches the server directly (it asks to
+    confirm), so course.py just keeps waiting for it."""
+    import signal
+    proc = subprocess.Popen(cmd, **kw)
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def cmd_lab(args) -> int:
     py = setup()
     say("starting JupyterLab on notebooks/ (Ctrl-C to stop)")
-    # Containers and cloud machines often run as root, which Jupyter refuses without this flag.
-    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    return subprocess.call([str(py), "-m", "jupyter", "lab", f"--ServerApp.root_dir={NOTEBOOKS}",
-                            *root, *args])
+    return run_lab(py, NOTEBOOKS, args)
 
 
 def cmd_test(args) -> int:
@@ -321,8 +395,7 @@ def cmd_execute(args) -> int:
     device, torch_version = subprocess.run([sys.executable, "-c", probe], capture_output=True,
                                            text=True, check=True).stdout.split("\n")[:2]
     failed = 0
-    for name in args:
-        path = Path(name).resolve()
+    for path in find_notebooks("execute", args):
         nb = nbformat.read(path, as_version=4)
         say(f"executing {path.name} on {device} ...")
         if device != "CPU":
@@ -341,15 +414,39 @@ def cmd_execute(args) -> int:
     return 1 if failed else 0
 
 
+class NotebookNotFound(Exception):
+    pass
+
+
+def find_notebook(name: str, notebooks: Path | None = None) -> Path:
+    """A notebook of the course from what a user types: a path, a file name, a stem or its number
+    (``03``, ``03_first_cuda_kernels``, ``notebooks/03_first_cuda_kernels.ipynb``)."""
+    notebooks = notebooks or NOTEBOOKS
+    path = Path(name)
+    if path.suffix == ".ipynb" and path.is_file():
+        return path.resolve()
+    stem = path.name[:-len(".ipynb")] if path.name.endswith(".ipynb") else path.name
+    known = sorted(notebooks.glob("*.ipynb"))
+    hits = [p for p in known if p.stem == stem] or \
+           [p for p in known if stem and p.stem.split("_")[0] == stem]
+    if len(hits) != 1:
+        names = ", ".join(p.stem for p in known)
+        raise NotebookNotFound(f"no such notebook: {name} (the notebooks: {names})")
+    return hits[0]
+
+
+def find_notebooks(cmd: str, args: list) -> list:
+    """Resolve the notebook arguments of ``cmd`` (main() reports a bad one, with status 2)."""
+    try:
+        return [find_notebook(a) for a in args]
+    except NotebookNotFound as e:
+        raise NotebookNotFound(f"course.py {cmd}: {e}") from None
+
+
 def cmd_reset(args) -> int:
     """Put back the stored outputs of notebooks (all of them by default) from git: running a
     notebook replaces the GPU outputs its prose discusses with this machine's."""
-    paths = [Path(a) for a in args] or sorted(NOTEBOOKS.glob("*.ipynb"))
-    missing = [str(p) for p in paths if not p.exists() and not (NOTEBOOKS / p.name).exists()]
-    if missing:
-        print(f"course.py reset: no such notebook: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    paths = [p if p.exists() else NOTEBOOKS / p.name for p in paths]
+    paths = find_notebooks("reset", args) or sorted(NOTEBOOKS.glob("*.ipynb"))
     r = subprocess.run(["git", "checkout", "--", *map(str, paths)], cwd=ROOT, capture_output=True,
                        text=True)
     if r.returncode != 0:
@@ -360,8 +457,134 @@ def cmd_reset(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------
+# For the instructor: slides and lecture mode
+# ------------------------------------------------------------------------------------------------
+def _heading_level(line: str) -> int:
+    """1, 2 or 3 for a Markdown heading line ``#``, ``##`` or ``###``; 0 otherwise."""
+    hashes = len(line) - len(line.lstrip("#"))
+    return hashes if 1 <= hashes <= 3 and line[hashes:hashes + 1] == " " else 0
+
+
+def slide_type(cell) -> str:
+    """The reveal.js role of a cell when the notebook says none (``metadata.slideshow``): a ``#``
+    or ``##`` heading starts a slide, ``###`` a sub-slide (below it), the Colab setup cell is left
+    out, everything else continues the current slide."""
+    if cell.get("id") == "course-setup" or _src(cell).startswith(SETUP_MARK):
+        return "skip"
+    if cell["cell_type"] == "markdown":
+        first = next((line for line in _src(cell).splitlines() if line.strip()), "")
+        level = _heading_level(first)
+        if level:
+            return "slide" if level <= 2 else "subslide"
+    return "-"
+
+
+def split_at_headings(cell) -> list:
+    """A Markdown cell cut before each heading that is not its first line (outside code fences),
+    so that a heading below some closing text still starts its own slide."""
+    lines, parts, fence = _src(cell).splitlines(keepends=True), [[]], False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        if not fence and _heading_level(line) and any(l.strip() for l in parts[-1]):
+            parts.append([])
+        parts[-1].append(line)
+    cells = []
+    for k, part in enumerate(parts):
+        new = {**cell, "source": "".join(part).rstrip("\n"), "metadata": dict(cell["metadata"])}
+        if k:
+            new["id"] = f"{cell.get('id', 'cell')}-{k}"[-64:]
+        cells.append(new)
+    return cells
+
+
+def with_slide_types(nb: dict) -> dict:
+    """A copy of ``nb`` with a slide type on every cell (Markdown cells cut at headings first).
+    A cell's own ``slideshow`` metadata wins and keeps the cell whole, so an instructor can
+    override any cell. The first cell (badge and title) opens the first slide."""
+    nb = json.loads(json.dumps(nb))
+    cells = []
+    for i, cell in enumerate(nb["cells"]):
+        meta = cell.setdefault("metadata", {})
+        if "slide_type" in meta.get("slideshow", {}):
+            cells.append(cell)
+            continue
+        for part in split_at_headings(cell) if i and cell["cell_type"] == "markdown" else [cell]:
+            kind = "slide" if i == 0 else slide_type(part)
+            part["metadata"] = {**part["metadata"],
+                                "slideshow": {**meta.get("slideshow", {}), "slide_type": kind}}
+            cells.append(part)
+    nb["cells"] = cells
+    return nb
+
+
+def build_slides(path: Path, out_dir: Path, py: Path, nbconvert_args=()) -> Path:
+    """Write ``out_dir/<stem>.slides.html``, a reveal.js deck of the notebook's stored outputs
+    (nothing is executed), made by nbconvert from a copy with slide types; ``nbconvert_args``
+    are passed on (``--SlidesExporter.reveal_url_prefix=...``, say)."""
+    import tempfile
+    nb = with_slide_types(json.loads(path.read_text()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        r = subprocess.run([str(py), "-m", "jupyter", "nbconvert", "--to", "slides",
+                            "--SlidesExporter.reveal_scroll=True", "--output-dir", str(out_dir),
+                            *nbconvert_args, str(copy)], capture_output=True, text=True,
+                           timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"[course] nbconvert could not make slides of {path.name}:\n{r.stderr}")
+    return out_dir / f"{path.stem}.slides.html"
+
+
+def cmd_slides(args) -> int:
+    names = [a for a in args if not a.startswith("-")]
+    if not names:
+        print("course.py slides: name the notebooks, for example: python3 course.py slides 03",
+              file=sys.stderr)
+        return 2
+    paths = find_notebooks("slides", names)
+    py = setup()
+    for path in paths:
+        deck = build_slides(path, SLIDES_DIR, py, [a for a in args if a.startswith("-")])
+        say(f"slides: {deck}")
+    return 0
+
+
+LECTURE_ENV = "COURSE_LECTURE_DIR"  # set for the kernels of `lecture`; read by utils.banner()
+
+
+def lecture_dir() -> Path:
+    """Where `lecture` keeps its scratch copy: outside the repository, in the user's cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu-course" / "lecture"
+
+
+def make_lecture_copy(dest: Path, notebooks: Path | None = None) -> list:
+    """Copy every notebook, with its stored outputs, into ``dest`` (replacing earlier copies, so
+    each lecture starts from the stored outputs again); return the copies."""
+    dest.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(p, dest / p.name))
+            for p in sorted((notebooks or NOTEBOOKS).glob("*.ipynb"))]
+
+
+def cmd_lecture(args) -> int:
+    """JupyterLab on a scratch copy of the notebooks: the stored GPU outputs are shown as they are
+    and only the copy changes when cells run, so the repository's notebooks stay as stored."""
+    nb_args, lab_args = (args[:1], args[1:]) if args and not args[0].startswith("-") else ([], args)
+    paths = find_notebooks("lecture", nb_args)
+    py = setup()
+    dest = lecture_dir()
+    make_lecture_copy(dest)
+    say(f"lecture: a fresh copy of the notebooks with their stored outputs is in {dest}; "
+        "running cells changes only that copy (Ctrl-C to stop)")
+    return run_lab(py, dest, lab_args, open_nb=paths[0].name if paths else None,
+                   env={**os.environ, LECTURE_ENV: str(dest)})
+
+
 COMMANDS = {"lab": cmd_lab, "test": cmd_test, "setup": cmd_setup, "reset": cmd_reset,
-            "execute": cmd_execute, "results": cmd_results, "setup-cells": cmd_setup_cells,
+            "lecture": cmd_lecture, "slides": cmd_slides, "execute": cmd_execute, "results": cmd_results, "setup-cells": cmd_setup_cells,
             "colab": cmd_colab}
 
 
@@ -372,9 +595,13 @@ def main(argv: list) -> int:
     if not argv or argv[0] not in COMMANDS:
         what = f"unknown command {argv[0]!r}" if argv else "no command given"
         print(f"course.py: {what}. Commands: {', '.join(COMMANDS)}. "
-              f"`python3 course.py --help` says what each does.", file=sys.stderr)
+              f"python3 course.py --help says what each does.", file=sys.stderr)
         return 2
-    return COMMANDS[argv[0]](argv[1:])
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except NotebookNotFound as e:
+        print(e, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -88,15 +88,51 @@ def device_name() -> str:
 
 
 def banner() -> str:
-    """One line saying where this notebook runs and what that means for its numbers."""
+    """Where this notebook runs and what that means for its numbers, then (see
+    :func:`stored_outputs_note`) what running it does to the outputs it is stored with."""
     if ON_GPU:
         p = torch.cuda.get_device_properties(0)
-        return (f"Mode gpu: {p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
+        line = (f"Mode gpu: {p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
                 f"{p.total_memory / 2**30:.0f} GiB), torch {torch.__version__}. "
                 f"Kernels and timings are real.")
-    return ("Mode cpu: no GPU in use. CUDA C runs in the course's CPU emulation, Numba in its "
-            "CUDA simulator, Triton in its interpreter; results are checked as on a GPU, but "
-            f"timings here say nothing about a GPU. (Set {MODE_ENV}=gpu|cpu to force a mode.)")
+    else:
+        line = ("Mode cpu: no GPU in use. CUDA C runs in the course's CPU emulation, Numba in its "
+                "CUDA simulator, Triton in its interpreter; results are checked as on a GPU, but "
+                f"timings here say nothing about a GPU. (Set {MODE_ENV}=gpu|cpu to force a mode.)")
+    note = stored_outputs_note()
+    return f"{line}\n{note}" if note else line
+
+
+LECTURE_ENV = "COURSE_LECTURE_DIR"  # set by `python3 course.py lecture` for its kernels
+
+
+def stored_outputs_note(env=None, colab: bool | None = None) -> str:
+    """What running this notebook does to the GPU outputs it is stored with, and how to get them
+    back; ``""`` while ``python3 course.py execute`` stores new ones. The notebook's name comes
+    from JupyterLab (``JPY_SESSION_NAME``) where it tells.
+
+    >>> note = stored_outputs_note({"JPY_SESSION_NAME": "/x/03_first_cuda_kernels.ipynb"}, colab=False)
+    >>> "run python3 course.py reset 03_first_cuda_kernels" in note
+    True
+    >>> stored_outputs_note({"COURSE_SAVE_RESULTS": "1"})
+    ''
+    """
+    env = os.environ if env is None else env
+    if env.get("COURSE_SAVE_RESULTS") == "1":  # `execute`: these outputs become the stored ones
+        return ""
+    stored = ("This notebook is stored with the outputs of a run on an H100, which its text "
+              "discusses; running a cell replaces its stored output with this machine's.")
+    if env.get(LECTURE_ENV):
+        return (f"Lecture copy: this notebook is a scratch copy in {env[LECTURE_ENV]}, not the "
+                "repository's; it shows the H100 outputs as stored, and running cells changes "
+                "only the copy (python3 course.py lecture makes a fresh one).")
+    if colab if colab is not None else "google.colab" in sys.modules:
+        return (f"{stored} To see them again, open the notebook afresh from GitHub (its Open in "
+                "Colab badge) without saving this copy.")
+    name = Path(env.get("JPY_SESSION_NAME") or "NB.ipynb").name
+    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else "NB"
+    return (f"{stored} To get them back, close the notebook and run python3 course.py reset "
+            f"{stem} (this also undoes your edits to it).")
 
 
 def versions() -> dict:

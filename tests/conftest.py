@@ -4,6 +4,7 @@ tests/unit       the course package and course.py, on the CPU (CI)
 tests/gpu        what only a GPU can show (skipped without one)
 tests/notebooks  the nbval plumbing; its fixtures/ are inputs (one fails on purpose), not notebooks
                  to collect here. The course's notebooks are collected from notebooks/.
+tests/browser    JupyterLab in headless Chromium (skipped without Playwright and a Chromium)
 """
 import os
 import subprocess

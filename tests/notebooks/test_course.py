@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -180,6 +181,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _port_closes(port: int, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return True
+        time.sleep(0.5)
+    return False
+
+
 def test_lab_command_serves_the_notebooks(tmp_path):
     """`course.py lab` starts JupyterLab, which lists the notebooks over HTTP."""
     port, token = _free_port(), "course-test"
@@ -187,7 +198,8 @@ def test_lab_command_serves_the_notebooks(tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / "course.py"), "lab", "--no-browser",
                              f"--port={port}", f"--IdentityProvider.token={token}",
                              "--ServerApp.ip=127.0.0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
     try:
         deadline, listing = time.time() + 120, None
         while time.time() < deadline and proc.poll() is None:
@@ -203,13 +215,29 @@ def test_lab_command_serves_the_notebooks(tmp_path):
         assert {p.name for p in notebooks()} <= names
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}",
                                     timeout=10) as resp:
-            assert resp.status == 200 and b"JupyterLab" in resp.read()
+            assert resp.status == 200
+            page = resp.read().decode()
+        assert "JupyterLab" in page
+        # the course's settings (jupyter_config/) apply: no news pop-up
+        assert '"disabledExtensions": ["@jupyterlab/apputils-extension:announcements"]' in page
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        stopped = _port_closes(port, timeout=30)
+        try:  # a safety net: nothing of this test outlives it, whatever happened above
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert stopped, "JupyterLab kept running after course.py was terminated"
+    log = proc.stdout.read().decode()
+    # a quiet start: no list of extensions or language servers, no "No web browser found"
+    for noise in ("extension was successfully", "Skipped non-installed", "No web browser found",
+                  "Serving notebooks from"):
+        assert noise not in log, log
+    assert len(log.splitlines()) <= 6, log
 
 
 def test_execute_drops_a_notebooks_old_rows_for_its_device(tmp_path):

@@ -1,0 +1,210 @@
+"""course.py as a user meets it: help, bad commands, notebook names, reset, the course's Jupyter
+settings, lecture mode and slides (the deck of notebook 00 is built here, as in CI)."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+import course  # noqa: E402
+
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, str(ROOT / "course.py"), *args], capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+# ------------------------------------------------------------------------------ help, errors
+def test_help_is_plain_text_and_names_every_command():
+    r = cli("--help")
+    assert r.returncode == 0 and r.stderr == ""
+    assert "`" not in r.stdout and "``" not in r.stdout  # no reST / Markdown markup
+    for name in course.COMMANDS:
+        assert re.search(rf"^\s+(python3 course\.py )?{re.escape(name)}\b", r.stdout, re.M), name
+
+
+def test_unknown_command_says_so_on_stderr_with_status_2():
+    r = cli("frobnicate")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("course.py: unknown command 'frobnicate'. Commands: lab, test")
+    assert "--help" in r.stderr and len(r.stderr.splitlines()) == 1  # not the whole docstring
+    r = cli()
+    assert r.returncode == 2 and "no command given" in r.stderr and r.stdout == ""
+
+
+def test_find_notebook_by_number_stem_name_or_path():
+    nb03 = ROOT / "notebooks" / "03_first_cuda_kernels.ipynb"
+    for name in ("03", "03_first_cuda_kernels", "03_first_cuda_kernels.ipynb", str(nb03),
+                 "notebooks/03_first_cuda_kernels.ipynb"):
+        assert course.find_notebook(name) == nb03, name
+    for bad in ("99", "0", "", "first_cuda"):
+        with pytest.raises(course.NotebookNotFound, match="no such notebook"):
+            course.find_notebook(bad)
+
+
+@pytest.mark.parametrize("cmd", ["reset", "slides", "lecture"])
+def test_a_bad_notebook_name_is_status_2_with_the_list(cmd, capsys):
+    assert course.main([cmd, "99_nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"course.py {cmd}: no such notebook: 99_nope") and "00_setup" in err
+
+
+def test_reset_takes_a_notebook_number(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    nb = repo / "notebooks" / "07_x.ipynb"
+    nb.write_text('{"stored": "H100 outputs"}\n')
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(cmd, cwd=repo, check=True)
+    nb.write_text('{"stored": "CPU outputs"}\n')
+    monkeypatch.setattr(course, "ROOT", repo)
+    monkeypatch.setattr(course, "NOTEBOOKS", repo / "notebooks")
+    assert course.main(["reset", "07"]) == 0
+    assert "H100" in nb.read_text()
+
+
+# ----------------------------------------------------------------- the course's Jupyter settings
+def test_lab_env_puts_the_course_settings_first_and_keeps_the_others():
+    env = course.lab_env({"JUPYTER_CONFIG_PATH": os.pathsep.join(["/a", "/b"]), "X": "1"})
+    assert env["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(course.JUPYTER_CONFIG), "/a", "/b"]
+    assert env["X"] == "1"
+    assert course.lab_env({})["JUPYTER_CONFIG_PATH"] == str(course.JUPYTER_CONFIG)
+    twice = course.lab_env(course.lab_env({}))
+    assert twice["JUPYTER_CONFIG_PATH"] == str(course.JUPYTER_CONFIG)
+
+
+def test_jupyter_settings_quiet_the_log_and_drop_the_news_popup():
+    server = json.loads((course.JUPYTER_CONFIG / "jupyter_server_config.json").read_text())
+    assert server["ServerApp"]["log_level"] == server["LabApp"]["log_level"] == "WARN"
+    page = json.loads((course.JUPYTER_CONFIG / "labconfig" / "page_config.json").read_text())
+    assert page["disabledExtensions"] == {"@jupyterlab/apputils-extension:announcements": True}
+
+
+def test_no_browser_only_when_none_is_found_and_the_user_did_not_say():
+    def none():
+        raise RuntimeError("could not locate runnable browser")
+
+    assert course.browser_args([], find_browser=none) == ["--no-browser"]
+    assert course.browser_args([], find_browser=lambda: object()) == []
+    for given in (["--no-browser"], ["--browser=firefox"], ["--ServerApp.open_browser=True"]):
+        assert course.browser_args(given, find_browser=none) == []
+
+
+# ------------------------------------------------------------------------------------ lecture
+def test_lecture_copy_is_fresh_each_time_and_leaves_the_repository_alone(tmp_path):
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    (src / "00_a.ipynb").write_text("stored")
+    dest = tmp_path / "lecture"
+    copies = course.make_lecture_copy(dest, src)
+    assert [p.name for p in copies] == ["00_a.ipynb"]
+    (dest / "00_a.ipynb").write_text("ran on a laptop")
+    course.make_lecture_copy(dest, src)
+    assert (dest / "00_a.ipynb").read_text() == "stored"
+    assert (src / "00_a.ipynb").read_text() == "stored"
+
+
+def test_lecture_opens_lab_on_the_copy_outside_the_repository(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(course, "setup", lambda: Path(sys.executable))
+    seen = {}
+    monkeypatch.setattr(course, "run_lab", lambda py, root, args, open_nb=None, env=None:
+                        seen.update(root=root, args=args, open_nb=open_nb, env=env) or 0)
+    assert course.main(["lecture", "03", "--port=9999", "--no-browser"]) == 0
+    dest = tmp_path / "gpu-course" / "lecture"
+    assert seen["root"] == dest and ROOT not in dest.parents
+    assert seen["open_nb"] == "03_first_cuda_kernels.ipynb" and (dest / seen["open_nb"]).exists()
+    assert seen["args"] == ["--port=9999", "--no-browser"]
+    assert seen["env"][course.LECTURE_ENV] == str(dest)
+    assert {p.name for p in dest.glob("*.ipynb")} == {p.name for p in
+                                                     (ROOT / "notebooks").glob("*.ipynb")}
+    assert course.main(["lecture", "--port=9999"]) == 0 and seen["open_nb"] is None
+
+
+def test_the_banner_says_what_running_does_to_the_stored_outputs():
+    import utils
+    from gpu_course import mode
+    assert mode.LECTURE_ENV == course.LECTURE_ENV
+    note = mode.stored_outputs_note({"JPY_SESSION_NAME": "/x/06_triton_basics.ipynb"}, colab=False)
+    assert "H100" in note and "python3 course.py reset 06_triton_basics" in note
+    assert "reset NB" in mode.stored_outputs_note({}, colab=False)
+    assert "Open in Colab" in mode.stored_outputs_note({}, colab=True)
+    lecture = mode.stored_outputs_note({course.LECTURE_ENV: "/tmp/lec"}, colab=False)
+    assert lecture.startswith("Lecture copy") and "/tmp/lec" in lecture
+    assert mode.stored_outputs_note({"COURSE_SAVE_RESULTS": "1"}) == ""  # `execute` stores outputs
+    assert utils.banner().startswith(f"Mode {utils.MODE}:")
+
+
+# ------------------------------------------------------------------------------------- slides
+def md(text, **meta):
+    return {"cell_type": "markdown", "id": f"m{abs(hash(text)) % 10**8}", "metadata": meta,
+            "source": text}
+
+
+def test_slide_types_from_headings_with_the_cells_own_metadata_winning():
+    code = {"cell_type": "code", "id": "c1", "metadata": {}, "outputs": [], "source": "x = 1",
+            "execution_count": None}
+    setup = {**code, "id": "course-setup", "source": course.SETUP_CELL}
+    nb = {"cells": [md("[![badge](x)]\n\n# 42 · Title"), setup,
+                    md("## 1. Section\ntext"), code,
+                    md("closing words\n\n### 1a. Sub\n```\n# not a heading\n```\n## 2. Next"),
+                    md("## Kept whole\n## even so", slideshow={"slide_type": "fragment"}),
+                    md("plain")],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    out = course.with_slide_types(nb)
+    kinds = [(c["metadata"]["slideshow"]["slide_type"], course._src(c).split("\n")[0])
+             for c in out["cells"]]
+    assert kinds == [("slide", "[![badge](x)]"), ("skip", course.SETUP_CELL.split("\n")[0]),
+                     ("slide", "## 1. Section"), ("-", "x = 1"), ("-", "closing words"),
+                     ("subslide", "### 1a. Sub"), ("slide", "## 2. Next"),
+                     ("fragment", "## Kept whole"), ("-", "plain")]
+    ids = [c["id"] for c in out["cells"]]
+    assert len(set(ids)) == len(ids)
+    assert "slideshow" not in nb["cells"][2]["metadata"]  # the input is not changed
+
+
+def test_slides_of_notebook_00_build_with_reveal_sections_and_stored_outputs(tmp_path):
+    src = ROOT / "notebooks" / "00_setup.ipynb"
+    before = src.read_bytes()
+    html = course.build_slides(src, tmp_path, Path(sys.executable)).read_text()
+    assert src.read_bytes() == before
+    assert "reveal.js" in html and html.count("<section") >= 8
+    assert "## 1. The execution mode" not in html and ">1. The execution mode<" in html
+    nb = json.loads(before)
+    stored = next(o["text"] for c in nb["cells"] if c["cell_type"] == "code"
+                  for o in c["outputs"] if o.get("output_type") == "stream")
+    first = "".join(stored).splitlines()[0]
+    assert first.split("(")[0] in html  # a stored output, not a re-run
+    assert course.SETUP_MARK not in html  # the Colab setup cell is left out
+
+
+# ------------------------------------------------------------------------------------- README
+def test_readme_clone_command_names_the_repository_of_course_py():
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    assert f"git clone {course.REPO_URL}.git" in quick
+    assert f"cd {course.REPO_SLUG.split('/')[1]}" in quick
+
+
+def test_readme_troubleshooting_names_the_build_caches_where_the_code_puts_them(monkeypatch):
+    from gpu_course.cuda import gpu_build
+    from gpu_course.cuda.emulation import toolchain
+    for var in ("CUDA_EMU_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Troubleshooting", 1)[1].split("\n## ", 1)[0]
+    home = Path.home()
+    emu = "~/" + str(toolchain.cache_dir().relative_to(home)) + "/"
+    assert emu in section and "$CUDA_EMU_CACHE" in section
+    if "COURSE_CUDA_CACHE" not in os.environ:
+        assert "~/" + str(gpu_build.CACHE.relative_to(home)) + "/" in section
+    assert "$COURSE_CUDA_CACHE" in section
+    assert "~/" + str(course.lecture_dir().relative_to(home)) in readme
+    for topic in ("port is in use", "rm -rf ~/.cache/gpu-course", "Mode cpu", "old NVIDIA driver"):
+        assert topic in section, topic
