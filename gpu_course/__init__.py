@@ -31,9 +31,9 @@ from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
 from .cuda import (CudaBuildError, CudaEmulationError, cuda_begin, get_sig, kernel_launches,
                    last_build_log, load_cuda)
 from .display import capture_printf, say, show_img, show_source, source_of
-from .exercises import (calls, exercise, formula_exercise, grid_is, hint, judge_kernel,
-                        kernel_exercise, launches_at_most, only_reads, threads_per_block,
-                        uses_shared_memory)
+from .exercises import (calls, differs_from, exercise, formula_exercise, grid_is, hint,
+                        judge_kernel, kernel_exercise, launches_at_most, only_reads, slow_work,
+                        threads_per_block, uses_shared_memory, watch_calls)
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
 from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, device_name, gpu_properties,
@@ -56,7 +56,8 @@ __all__ = [
     "check", "Checked", "CheckFailed", "poisoned", "poison_", "dot_tol", "exercise",
     # exercises that prove the method: the learner's kernel ran and wrote the result
     "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "uses_shared_memory",
-    "threads_per_block", "grid_is", "calls", "launches_at_most", "only_reads",
+    "threads_per_block", "grid_is", "calls", "launches_at_most", "only_reads", "differs_from",
+    "watch_calls", "slow_work",
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "throughput",

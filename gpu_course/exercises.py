@@ -21,6 +21,8 @@ import ast
 import inspect
 import sys
 import textwrap
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from .launches import Launch, LaunchLog, dims3, launches
 
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
-           "launches_at_most", "only_reads"]
+           "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call"]
 
 _HINTS: dict[str, str] = {}
 
@@ -42,26 +44,34 @@ def exercise(title: str, answer, check, hint: str = "") -> None:
 
     ``check`` says no by returning False or raising (its message is shown); a check that returns
     None counts as passed, so assert-style checks work. An ``answer`` of ``None`` means
-    "not attempted yet". Never raises itself, so a notebook with open exercises still runs top to
-    bottom. ``hint`` is printed beside a missing or wrong answer (and :func:`hint` shows it).
+    "not attempted yet". A function defined inside the cell that runs the check is refused (the
+    answer goes in its own cell above). Never raises itself, so a notebook with open exercises
+    still runs top to bottom. ``hint`` is registered for :func:`hint`, never printed here.
 
     >>> exercise("blocks for 1000 items", 4, lambda a: a == cdiv(1000, 256))
     ✅ blocks for 1000 items: correct
+    >>> exercise("blocks for 1000 items", 3, lambda a: a == cdiv(1000, 256), hint="round up")
+    ❌ blocks for 1000 items: not yet (utils.hint('blocks for 1000 items') prints a hint)
     """
-    if hint:
-        _HINTS[title] = hint
+    note = _hint_note(title, hint)
     if answer is None:
-        print(f"⬜ {title}: not answered yet" + (f" (hint: {hint})" if hint else ""))
+        print(f"⬜ {title}: not answered yet{note}")
+        return
+    if callable(answer) and any(s.holds(answer) for s in _check_scopes()):
+        print(f"❌ {title}: not yet: {_name_of(answer)} is defined inside the check cell: define it "
+              f"in your own cell above the check and hand that in")
         return
     try:
         ok = check(answer)
         why = ""
+    except AssertionError as e:  # an assert of the check: its message says what is wrong
+        ok, why = False, (str(e).strip().splitlines() or [""])[0] or _first_line(e)
     except Exception as e:  # the learner's answer may fail in any way: report, do not raise
         ok, why = False, _first_line(e)
     if ok is None or ok:
         print(f"✅ {title}: correct")
     else:
-        print(f"❌ {title}: not yet" + (f" ({why})" if why else "") + (f"; hint: {hint}" if hint else ""))
+        print(f"❌ {title}: not yet" + (f": {why}" if why else "") + note)
 
 
 def hint(title: str) -> None:
@@ -636,6 +646,46 @@ def only_reads(*inputs: torch.Tensor):
     return holds
 
 
+def differs_from(*refs):
+    """Evidence: the learner's kernel is not one of ``refs``, the notebook's own kernels that the
+    exercise starts from or that already solve it (Triton or Numba kernel objects; for CUDA C, a
+    source string whose ``__global__`` kernels all count): not the same object, and not the same
+    code under another name (the same AST of the body for Python kernels, the same tokens of the
+    body for CUDA C)."""
+    def holds(a: Attempt):
+        if a.kind == "cuda":
+            mine = [t.text for t in a.cuda_body()]
+            for ref in refs:
+                if not isinstance(ref, str):
+                    raise _SetupError("differs_from takes CUDA C sources (strings) for a CUDA C "
+                                      "exercise")
+                for name, body in _cuda_kernels(ref).items():
+                    if [t.text for t in body] == mine:
+                        return (f"{a.name} is the notebook's {name} under another name: the "
+                                f"exercise asks you to change it")
+            return None
+        for fn in a.functions():
+            for ref in refs:
+                if isinstance(ref, str):
+                    raise _SetupError("differs_from takes kernel objects for a Triton or Numba "
+                                      "exercise")
+                other = _py_function(ref)
+                if fn is other or _body_dump(a.tree(fn)) == _body_dump(_function_tree(other)):
+                    return (f"{_name_of(fn)} is the notebook's {_name_of(other)}"
+                            + ("" if fn is other else " under another name")
+                            + ": the exercise asks you to change it")
+        return None
+    return holds
+
+
+def _body_dump(tree: ast.FunctionDef) -> str:
+    """The body of a function (without its docstring) as an AST dump: equal for the same code."""
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
 def _show(d3: tuple) -> tuple:
     d = tuple(d3)
     while len(d) > 1 and d[-1] == 1:
@@ -647,14 +697,18 @@ def _show(d3: tuple) -> tuple:
 # Numbers worked out by hand, asked as formulas
 
 def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
-                     hint: str | None = None) -> None:
+                     hint: str | None = None, labels=None, refuse=()) -> None:
     """Check a number the learner works out, asked as a function of the question's parameters:
     ``answer(*case)`` must equal ``expected(*case)`` for every ``case`` (within ``rtol``). A number
     copied from a stored output cannot pass: it is not a function, and a function returning it
-    fails the other cases. ``cases`` needs at least two with different expected values.
+    fails the other cases. ``cases`` needs at least two with different expected values. The
+    answers may be any values ``==`` compares (numbers, tuples, sets).
 
     Refused: not a function, the ``expected`` function itself, a function defined inside the
-    check cell. ``hint`` is registered for :func:`hint`, never printed here. Never raises.
+    check cell, and a function that calls ``expected`` or one of ``refuse`` (the notebook's own
+    function that computes the answer: the exercise is to work it out) while it runs. ``labels`` (one string
+    per case) name the cases in the messages instead of the arguments' ``repr``, for arguments
+    such as functions. ``hint`` is registered for :func:`hint`, never printed here. Never raises.
 
     >>> blocks = lambda n: cdiv(n, 256)   # the learner's cell
     >>> formula_exercise("blocks of 256 for n items", blocks, lambda n: -(-n // 256),
@@ -662,6 +716,9 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
     ✅ blocks of 256 for n items: correct
     >>> formula_exercise("blocks of 256 for n items", 3907, lambda n: -(-n // 256), [(1000,), (256,)])
     ❌ blocks of 256 for n items: not yet: give a function of the question's parameters ...
+    >>> formula_exercise("blocks of 256 for n items", blocks, lambda n: -(-n // 256),
+    ...                  [(1000,), (256,)], refuse=[cdiv])
+    ❌ blocks of 256 for n items: not yet: for 1000 it calls cdiv, which computes the answer: work it out yourself
     """
     note = _hint_note(title, hint)
     if answer is None:
@@ -672,33 +729,169 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         expect = [expected(*c) for c in cases]
         if len(cases) < 2 or len({repr(e) for e in expect}) < 2:
             raise ValueError("formula_exercise needs at least two cases with different answers")
+        if labels is not None and len(labels) != len(cases):
+            raise ValueError(f"{len(labels)} labels for {len(cases)} cases")
     except Exception as e:  # noqa: BLE001
         print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
         return
+    names = list(labels) if labels is not None else [_args(c) for c in cases]
+    refused = {getattr(_py_function(f), "__code__", None): _name_of(f) for f in (expected, *refuse)}
+    refused.pop(None, None)
     if not callable(answer):
-        why = ("give a function of the question's parameters (e.g. lambda n: ...), not a number: "
-               "the check tries it on other sizes")
+        what = "number" if isinstance(answer, (int, float)) else type(answer).__name__
+        why = (f"give a function of the question's parameters (e.g. lambda n: ...), not a {what}: "
+               f"the check tries it on other cases")
     elif answer is expected:
         why = "that is the function the check compares with: write your own"
+    elif any(answer is f for f in refuse):
+        why = f"that is {_name_of(answer)}, which computes the answer: work it out yourself"
     elif any(s.holds(answer) for s in scopes):
         why = "that function is defined inside the check cell: define it in your own cell above"
     else:
         why = None
-        for c, e in zip(cases, expect):
+        for c, e, name in zip(cases, expect, names):
             try:
-                got = answer(*c)
+                got, called = _call_watching(answer, c, refused)
             except Exception as err:  # noqa: BLE001
-                why = f"for {_args(c)} it raised {_first_line(err)}"
+                why = f"for {name} it raised {_first_line(err)}"
+                break
+            if called:
+                why = f"for {name} it calls {called}, which computes the answer: work it out yourself"
                 break
             try:
-                good = got == e if not rtol else abs(got - e) <= rtol * abs(e)
-            except TypeError:
+                good = bool(got == e) if not rtol else bool(abs(got - e) <= rtol * abs(e))
+            except Exception:  # noqa: BLE001  e.g. a tensor, or a type that does not compare
                 good = False
             if not good:
-                why = f"for {_args(c)} it gives {got!r}, expected {e!r}"
+                why = f"for {name} it gives {got!r}, expected {e!r}"
                 break
     print(f"✅ {title}: correct" if why is None else f"❌ {title}: not yet: {why}")
 
 
+def _call_watching(fn, args, refused: dict):
+    """``fn(*args)``, and the name of the first function of ``refused`` ({code: name}) it called
+    (directly or not), or None."""
+    if not refused:
+        return fn(*args), None
+    seen = []
+
+    def profiler(frame, event, arg):
+        if event == "call" and frame.f_code in refused and not seen:
+            seen.append(refused[frame.f_code])
+    old = sys.getprofile()
+    sys.setprofile(profiler)
+    try:
+        got = fn(*args)
+    finally:
+        sys.setprofile(old)
+    return got, (seen[0] if seen else None)
+
+
 def _args(case) -> str:
     return ", ".join(repr(v) for v in case)
+
+
+# ----------------------------------------------------------------------------------------------
+# Checks of code that is not a kernel: what it called, and work that only a synchronize waits for
+
+@dataclass
+class Call:
+    """One recorded call: its arguments and what it returned (or raised)."""
+    args: tuple
+    kwargs: dict
+    result: object = None
+    error: BaseException | None = None
+
+
+def _rebind(original, replacement, extra=()) -> list:
+    """Bind ``replacement`` wherever a module (or a dict in ``extra``, such as a function's
+    globals) holds ``original``; return what :func:`_unbind` needs to put it back."""
+    done, spaces = [], [getattr(m, "__dict__", None) for m in list(sys.modules.values())]
+    for d in spaces + list(extra):
+        if not isinstance(d, dict):
+            continue
+        for name, value in list(d.items()):
+            if value is original:
+                d[name] = replacement
+                done.append((d, name))
+    return done
+
+
+def _unbind(done: list, original, replacement) -> None:
+    for d, name in done:
+        if d.get(name) is replacement:
+            d[name] = original
+
+
+@contextmanager
+def watch_calls(fn, *, within=()):
+    """Record every call of ``fn`` (``utils.bench``, say) made while the block runs, however the
+    code reached it: every module attribute bound to ``fn`` (``utils.bench``, or ``bench`` after
+    ``from utils import bench`` in a notebook) calls a recorder while the block is open; pass
+    ``within=[f]`` to cover a function ``f`` whose globals are not a module's. Yields the list
+    of :class:`Call`, in order. (Code that kept ``fn`` in a closure or a default argument is not
+    seen.)
+
+    >>> import gpu_course.launch as launch
+    >>> with watch_calls(launch.cdiv) as seen:
+    ...     _ = launch.cdiv(10, 4)
+    >>> [(c.args, c.result) for c in seen]
+    [((10, 4), 3)]
+    """
+    seen: list[Call] = []
+
+    def recorder(*args, **kwargs):
+        call = Call(args, kwargs)
+        seen.append(call)
+        try:
+            call.result = fn(*args, **kwargs)
+        except BaseException as e:
+            call.error = e
+            raise
+        return call.result
+    recorder.__wrapped__ = fn
+    done = _rebind(fn, recorder, [getattr(f, "__globals__", None) for f in within])
+    try:
+        yield seen
+    finally:
+        _unbind(done, fn, recorder)
+
+
+@contextmanager
+def slow_work(ms: float = 50.0, *, within=()):
+    """For checks of a timer: yields ``launch``, a function that behaves like launching ``ms`` ms
+    of GPU work: it returns at once, and the work is over only when a synchronize has waited for
+    it. On a GPU the work is real (a spin kernel, :func:`~gpu_course.timing.spin_gpu`), so
+    ``utils.synchronize()``, ``torch.cuda.synchronize()`` or anything else that waits for the GPU
+    waits for it. In cpu mode it is simulated: while the block is open, ``utils.synchronize``
+    (however it was imported, see :func:`watch_calls` for ``within``) and
+    ``torch.cuda.synchronize`` sleep until the work would be over.
+
+    >>> import time
+    >>> from gpu_course import mode
+    >>> with slow_work(20) as launch:
+    ...     t0 = time.perf_counter(); launch(); mode.synchronize()
+    ...     waited = (time.perf_counter() - t0) * 1e3
+    >>> waited >= 15
+    True
+    """
+    from . import mode
+    from .timing import spin_gpu
+
+    if mode.ON_GPU:
+        yield lambda: spin_gpu(ms)
+        return
+    until = [0.0]
+
+    def launch():
+        until[0] = time.perf_counter() + ms / 1e3
+
+    def wait(*_, **__):
+        time.sleep(max(0.0, until[0] - time.perf_counter()))
+    extra = [getattr(f, "__globals__", None) for f in within]
+    done = [(_rebind(f, wait, extra), f) for f in (mode.synchronize, torch.cuda.synchronize)]
+    try:
+        yield launch
+    finally:
+        for d, f in done:
+            _unbind(d, f, wait)

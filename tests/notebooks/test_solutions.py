@@ -8,8 +8,10 @@ the notebook itself (in this machine's mode: cpu in CI).
 * ``CHECKS = {"<answer cell id>": "<check cell id>"}`` (optional): the cell that checks the answer,
   by default the next code cell after the answer cell.
 
-The notebook runs top to bottom with every solution in place: each check cell must print ✅ and
-no ❌, and no cell may print ⬜ (an exercise without a solution). Then, in the same kernel, each
+First, in the notebook as stored: each check cell's output is the unmodified starter's (⬜, no
+✅ or ❌), and every cell whose stored output has a ⬜ is the check of some solution (no exercise
+without a reference solution). Then the notebook runs top to bottom with every solution in place:
+each check cell must print ✅ and no ❌, and no cell may print ⬜. Then, in the same kernel, each
 cheat runs in place of its answer and the check cell runs again: it must print ❌ (the solution
 is run again afterwards, so the next cheat starts from a solved notebook).
 """
@@ -68,6 +70,7 @@ def check_cell_ids(nb, answers) -> dict:
 def test_solutions_pass_and_cheats_are_refused(path):
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
     sol = load(path)
     solutions, cheats = sol.SOLUTIONS, getattr(sol, "CHEATS", {})
@@ -76,12 +79,21 @@ def test_solutions_pass_and_cheats_are_refused(path):
     checks = check_cell_ids(nb, solutions) | getattr(sol, "CHECKS", {})
     assert set(cheats) <= set(solutions), f"cheats for exercises without a solution: {set(cheats) - set(solutions)}"
     by_id = {c.get("id"): (i, c) for i, c in enumerate(nb.cells)}
+    problems = []
+    for answer, check in checks.items():
+        stored = printed(by_id[check][1])
+        if "⬜" not in stored or "✅" in stored or "❌" in stored:
+            problems.append(f"the stored output of {check} (the check of {answer}) is not the starter's ⬜: "
+                            f"{stored!r}")
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "⬜" in printed(cell) and cell.get("id") not in checks.values():
+            problems.append(f"cell {cell.get('id')} checks an exercise that has no solution in {path.name}")
+    assert not problems, "\n".join(problems)
     for answer, code in solutions.items():
         by_id[answer][1].source = code
 
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
-    problems = []
     with client.setup_kernel():
         for i, cell in enumerate(nb.cells):
             client.execute_cell(cell, i)
@@ -97,7 +109,12 @@ def test_solutions_pass_and_cheats_are_refused(path):
             i_check, check_cell = by_id[checks[answer]]
             for what, code in tries.items():
                 cheat = nbformat.v4.new_code_cell(code)
-                client.execute_cell(cheat, i_answer)
+                try:
+                    client.execute_cell(cheat, i_answer)
+                except CellExecutionError as e:
+                    problems.append(f"{answer}: the cheat '{what}' itself raised: {str(e).strip().splitlines()[-1]}")
+                    client.execute_cell(nbformat.v4.new_code_cell(answer_cell.source), i_answer)
+                    continue
                 probe = nbformat.v4.new_code_cell(check_cell.source)
                 client.execute_cell(probe, i_check)
                 text = printed(probe)

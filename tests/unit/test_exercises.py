@@ -4,7 +4,9 @@ checks, and every way around them is refused. The kernels the tests use as "the 
 defined at module level (a learner's cell); those defined inside a test function play a function
 defined inside the check cell."""
 import importlib.util
+import sys
 import textwrap
+import time
 
 import gpu_course.exercises as ex
 
@@ -38,9 +40,9 @@ def test_exercise(capsys):
         assert a > 10, "must be above 10"
     utils.exercise("e4", 3, strict)
     utils.exercise("e5", 30, strict)
-    assert lines(capsys) == ["⬜ e1: not answered yet (hint: use cdiv)", "✅ e2: correct",
-                             "❌ e3: not yet; hint: round up",
-                             "❌ e4: not yet (AssertionError: must be above 10)", "✅ e5: correct"]
+    assert lines(capsys) == ["⬜ e1: not answered yet (utils.hint('e1') prints a hint)", "✅ e2: correct",
+                             "❌ e3: not yet (utils.hint('e3') prints a hint)",
+                             "❌ e4: not yet: must be above 10", "✅ e5: correct"]
 
 
 def test_hints_are_opt_in(capsys):
@@ -96,6 +98,146 @@ def test_formula_exercise(capsys):
     assert "defined inside the check cell" in out[5]
     assert "set up wrongly" in out[6]
     assert out[7] == "⬜ blocks: not answered yet (utils.hint('blocks') prints a hint)"
+
+
+def occupancy_of_the_notebook(regs, threads):  # a function the notebook defines and shows
+    return 65536 // (utils.cdiv(regs * 32, 256) * 256 * utils.cdiv(threads, 32))
+
+
+def blocks_by_search(regs, threads):  # the learner's answer leans on the notebook's function
+    return occupancy_of_the_notebook(regs, threads)
+
+
+def blocks_worked_out(regs, threads):
+    return 65536 // (-(-regs * 32 // 256) * 256 * -(-threads // 32))
+
+
+def blocks_via_expected(n, threads):  # calls the check's own reference
+    return blocks_expected(n, threads)
+
+
+def test_formula_exercise_refuses_calls_of_the_reference_and_of_refused_functions(capsys):
+    cases = [(130, 256), (64, 256), (32, 1024)]
+    utils.formula_exercise("blocks", blocks_worked_out, occupancy_of_the_notebook, cases,
+                           refuse=[occupancy_of_the_notebook])
+    utils.formula_exercise("blocks", blocks_by_search, occupancy_of_the_notebook, cases)
+    utils.formula_exercise("blocks", blocks_by_search, lambda r, t: occupancy_of_the_notebook(r, t), cases,
+                           refuse=[occupancy_of_the_notebook])
+    utils.formula_exercise("blocks", occupancy_of_the_notebook, lambda r, t: 0 if r > 100 else 1, cases,
+                           refuse=[occupancy_of_the_notebook])
+    utils.formula_exercise("blocks", blocks_via_expected, blocks_expected, [(1000, 256), (256, 256)])
+    ok, via_expected, via_refused, is_refused, via_expected2 = lines(capsys)
+    assert ok == "✅ blocks: correct"
+    assert via_expected == via_refused == ("❌ blocks: not yet: for 130, 256 it calls occupancy_of_the_notebook, "
+                                           "which computes the answer: work it out yourself")
+    assert is_refused.endswith("that is occupancy_of_the_notebook, which computes the answer: work it out yourself")
+    assert via_expected2.endswith("for 1000, 256 it calls blocks_expected, which computes the answer: work it "
+                                  "out yourself")
+
+
+def fp32_bytes(t):  # the learner assumed fp32
+    return t.numel() * 4
+
+
+def the_tensor(t):  # returns a tensor, which has no single truth value
+    return t
+
+
+def test_formula_exercise_labels_and_answers_that_are_not_numbers(capsys):
+    cases = [(torch.ones(3),), (torch.ones(2, 2, dtype=torch.float64),)]
+    nbytes = lambda t: t.numel() * t.element_size()  # noqa: E731
+    utils.formula_exercise("bytes", fp32_bytes, nbytes, cases, labels=["3 fp32", "2x2 fp64"])
+    utils.formula_exercise("bytes", {12, 32}, nbytes, cases)
+    utils.formula_exercise("bytes", the_tensor, nbytes, cases)
+    utils.formula_exercise("bytes", fp32_bytes, nbytes, cases, labels=["one label"])
+    labelled, a_set, tensor, setup = lines(capsys)
+    assert labelled == "❌ bytes: not yet: for 2x2 fp64 it gives 16, expected 32"
+    assert "not a set: the check tries it on other cases" in a_set
+    assert tensor.startswith("❌ bytes: not yet: for tensor([1., 1., 1.]) it gives tensor(")
+    assert "set up wrongly (ValueError: 1 labels for 2 cases)" in setup
+
+
+def test_exercise_refuses_an_answer_defined_in_the_check_cell(capsys):
+    ns = {"__name__": "__main__", "utils": utils}
+
+    def cell(n, code):
+        exec(compile(textwrap.dedent(code), f"/tmp/ipykernel_4243/{n}.py", "exec"), ns)
+    learner = """
+        def my_timer(fn):
+            return 1.0
+        """
+    check = """
+        utils.exercise("timer", my_timer, lambda t: t(None) == 1.0)
+        """
+    cell(1, learner)
+    cell(2, check)
+    cell(3, learner + check)
+    ok, refused = lines(capsys)
+    assert ok == "✅ timer: correct"
+    assert refused == ("❌ timer: not yet: my_timer is defined inside the check cell: define it in your own "
+                       "cell above the check and hand that in")
+
+
+# ----------------------------------------------------------------------------------------------
+# watch_calls and slow_work: checks of code that times (notebooks 01 and 04)
+
+def test_watch_calls_sees_a_function_under_any_name_and_puts_it_back():
+    import types
+    learner = types.ModuleType("learner_cell")  # a notebook that did `from utils import bench`
+    learner.bench = utils.bench
+    sys.modules["learner_cell"] = learner
+    try:
+        with utils.watch_calls(utils.bench) as seen:
+            t1 = learner.bench(torch.ones, 10, reps=3)
+            t2 = utils.bench(torch.zeros, 5, reps=3)
+        assert [(c.args, c.kwargs, c.result) for c in seen] == [((torch.ones, 10), {"reps": 3}, t1),
+                                                                 ((torch.zeros, 5), {"reps": 3}, t2)]
+        assert learner.bench is utils.bench is ex.__dict__.get("bench", utils.bench)
+        with pytest.raises(TypeError):
+            with utils.watch_calls(utils.bench) as seen:
+                utils.bench(None)
+        assert isinstance(seen[0].error, TypeError) and utils.bench.__name__ == "bench"
+    finally:
+        del sys.modules["learner_cell"]
+
+
+def timer_with_utils(fn):
+    utils.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    utils.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def timer_without_sync(fn):
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def test_slow_work_is_waited_for_by_synchronize_however_it_was_imported():
+    from gpu_course.mode import synchronize as imported_sync  # `from utils import synchronize`
+    ns = {"synchronize": imported_sync, "time": time}
+    exec(textwrap.dedent("""
+        def timer_with_imported_name(fn):
+            synchronize()
+            t0 = time.perf_counter()
+            fn()
+            synchronize()
+            return (time.perf_counter() - t0) * 1e3
+        """), ns)
+    timer_with_imported_name = ns["timer_with_imported_name"]
+    for timer, waits in ((timer_with_utils, True), (timer_with_imported_name, True), (timer_without_sync, False)):
+        with utils.slow_work(40, within=[timer]) as launch:
+            ms = timer(launch)
+        assert (ms >= 36) == waits, (timer.__name__, ms)
+    with utils.slow_work(30) as launch:
+        t0 = time.perf_counter()
+        launch()
+        torch.cuda.synchronize()  # in cpu mode too, while the block is open
+        assert time.perf_counter() - t0 >= 0.027
+    assert utils.synchronize is imported_sync and ns["synchronize"] is imported_sync
+    assert torch.cuda.synchronize.__module__ == "torch.cuda"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -474,6 +616,35 @@ def test_numba_cheats_are_refused(capsys, course_kernels):
                            "exercise asks for (16, 8)")
 
 
+@cuda.jit
+def my_matmul_numba(m, n, out):  # the notebook's matmul_k_numba, renamed: the same body
+    r, c = cuda.grid(2)[1], cuda.grid(2)[0]
+    if r < out.shape[0] and c < out.shape[1]:
+        # not cuda.shared.array: the comment and the string below are not code
+        p = numba.float32(0.0)
+        for i in range(m.shape[1]):
+            p += m[r, i] * n[i, c]
+        out[r, c] = p
+        "cuda.shared.array((16, 16), numba.float32)"
+
+
+def test_differs_from_refuses_the_notebooks_own_kernel_under_any_name(capsys):
+    def check(answer, *refs):
+        utils.kernel_exercise("matmul", answer, kind="numba", run=run_rect,
+                              reference=lambda: MA.double() @ MB.double(), atol=1e-4, rtol=1e-4,
+                              evidence=[utils.differs_from(*refs)])
+    check(matmul_k_numba, matmul_k_numba)
+    check(my_matmul_numba, matmul_k_numba)
+    check(matmul_rect_numba, matmul_k_numba)
+    check(matmul_rect_numba, "__global__ void k() {}")
+    same, renamed, own, setup = lines(capsys)
+    assert same.endswith("matmul_k_numba is the notebook's matmul_k_numba: the exercise asks you to change it")
+    assert renamed.endswith("my_matmul_numba is the notebook's matmul_k_numba under another name: the exercise "
+                            "asks you to change it")
+    assert own.startswith("✅ matmul: correct")
+    assert "set up wrongly (differs_from takes kernel objects for a Triton or Numba exercise)" in setup
+
+
 # ----------------------------------------------------------------------------------------------
 # CUDA C: a ReLU kernel through load_cuda (notebook 03, exercise 1)
 
@@ -524,7 +695,8 @@ def check_relu(src, build=lambda s: FakeReluModule(), run=run_relu, **kw):
 
 def test_cuda_relu_with_counters_passes_and_cheats_are_refused(capsys):
     check_relu(RELU_SRC)
-    check_relu(SHARED_SRC, evidence=[utils.uses_shared_memory(), utils.calls("fmaxf")])
+    check_relu(SHARED_SRC, evidence=[utils.uses_shared_memory(), utils.calls("fmaxf"),
+                                     utils.differs_from(RELU_SRC)])
     check_relu(RELU_SRC, evidence=[utils.uses_shared_memory()])  # no __shared__ in relu_k
     check_relu(RELU_SRC.replace("int i", "// __shared__ float t[256];\n    int i"),
                evidence=[utils.uses_shared_memory()])  # only in a comment
@@ -546,6 +718,18 @@ def test_cuda_relu_with_counters_passes_and_cheats_are_refused(capsys):
     assert "cannot tell whether relu_k ran: the module has no launch counters" in uncounted
     assert "hand in your CUDA C source as a string" in not_src
     assert build.startswith("❌ a ReLU kernel: not yet: your source does not build:")
+
+
+def test_cuda_differs_from_the_notebooks_kernel(capsys):
+    notebook_src = RELU_SRC.replace("relu_k", "notebook_relu_k")  # the notebook's kernel, another name
+    check_relu(RELU_SRC, evidence=[utils.differs_from(notebook_src)])
+    check_relu(RELU_SRC, evidence=[utils.differs_from(SHARED_SRC)])
+    check_relu(RELU_SRC, evidence=[utils.differs_from(add_relu_kernel)])
+    copied, own, setup = lines(capsys)
+    assert copied.endswith("relu_k is the notebook's notebook_relu_k under another name: the exercise asks you "
+                           "to change it")
+    assert own.startswith("✅")
+    assert "set up wrongly (differs_from takes CUDA C sources (strings) for a CUDA C exercise)" in setup
 
 
 def test_cuda_kernel_of_the_course_package_is_refused(capsys, tmp_path, monkeypatch):

@@ -1,0 +1,101 @@
+"""Reference solutions of notebook 03's exercises, and answers its checks must refuse.
+
+Every CUDA C source here is built by the check (in CI through the CPU emulation, a few seconds each):
+the cheats that need a build are kept to the few that show a lesson (the guard, the scalars, fusion).
+"""
+
+_HOST = r"""
+void {f}(torch::Tensor x, torch::Tensor out) {{
+    CHECK_INPUT(x); CHECK_INPUT(out);
+    TORCH_CHECK(x.numel() == out.numel(), "out must have as many elements as x");
+    int n = x.numel();
+    {f}_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}}
+"""
+
+RELU = r'''relu_src = utils.cuda_begin + r"""
+__global__ void relu_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
+""" + r"""''' + _HOST.format(f="relu") + '"""\n'
+
+SILU = r'''silu_src = utils.cuda_begin + r"""
+__global__ void silu_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+""" + r"""''' + _HOST.format(f="silu") + '"""\n'
+
+AXPB = r'''axpb_src = utils.cuda_begin + r"""
+__global__ void axpb_k(const float* __restrict__ x, float* __restrict__ out, int n, float a, float b) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + b;
+}
+
+void axpb(torch::Tensor x, torch::Tensor out, double a, double b) {
+    CHECK_INPUT(x); CHECK_INPUT(out);
+    TORCH_CHECK(x.numel() == out.numel(), "out must have as many elements as x");
+    int n = x.numel();
+    axpb_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n, (float)a, (float)b);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+'''
+
+SOLUTIONS = {
+    "ex03-1-answer": RELU,
+    "ex03-2-answer": SILU,
+    "ex03-3-answer": AXPB,
+    "ex03-4-answer": "bytes_unfused = lambda n: 3 * (4 * n + 4 * n)   # three ops, each reads and writes n floats",
+    "ex03-5-answer": "grid_for = lambda h, w, tile: utils.dim3(utils.cdiv(w, tile), utils.cdiv(h, tile))",
+}
+
+CHEATS = {
+    "ex03-1-answer": {
+        "a torch function": "relu_src = torch.relu",
+        "the course's square kernel under the exercise's name": (
+            'relu_src = utils.cuda_begin + r"""\n'
+            "__global__ void relu_k(const float* __restrict__ x, float* __restrict__ out, int n) {\n"
+            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (i < n) out[i] = square_f(x[i]);\n"
+            '}\n"""'),
+        "a kernel under another name": "relu_src = " + RELU.split("=", 1)[1].replace("relu_k", "my_relu_k"),
+        "no guard: the last block writes past the end": RELU.replace("if (i < n) out[i]", "out[i]"),
+    },
+    "ex03-2-answer": {
+        "a torch one-liner": "silu_src = lambda x: torch.nn.functional.silu(x)",
+    },
+    "ex03-3-answer": {
+        "a and b typed in (the old check's 2.5 and -1)": AXPB.replace("(float)a, (float)b", "2.5f, -1.0f"),
+        "two kernels: scale, then shift": r'''axpb_src = utils.cuda_begin + r"""
+__global__ void axpb_k(const float* __restrict__ x, float* __restrict__ out, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i];
+}
+__global__ void shift_k(float* __restrict__ out, int n, float b) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] += b;
+}
+
+void axpb(torch::Tensor x, torch::Tensor out, double a, double b) {
+    CHECK_INPUT(x); CHECK_INPUT(out);
+    int n = x.numel();
+    axpb_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n, (float)a);
+    shift_k<<<cdiv(n, 256), 256>>>(out.data_ptr<float>(), n, (float)b);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+''',
+    },
+    "ex03-4-answer": {
+        "the number for n = 7, copied": "bytes_unfused = 168",
+        "counted as one fused pass": "bytes_unfused = lambda n: 2 * 4 * n",
+    },
+    "ex03-5-answer": {
+        "the grid for 1080 x 1920, copied": "grid_for = utils.dim3(120, 68)",
+        "rows and columns swapped": "grid_for = lambda h, w, tile: utils.dim3(utils.cdiv(h, tile), utils.cdiv(w, tile))",
+        "rounded down": "grid_for = lambda h, w, tile: utils.dim3(w // tile, h // tile)",
+    },
+}

@@ -1,0 +1,137 @@
+"""Reference solutions of notebook 04's exercises, and answers its checks must refuse.
+
+Exercise 3 builds CUDA C (in CI through the CPU emulation, a few seconds a build): the solution and the
+two cheats that need a build to be refused (no shared memory; matmul_dyn_k fed a transposed copy).
+"""
+
+MATMUL_BT = r'''matmul_bt_src = utils.cuda_begin + r"""
+constexpr int TW = 16;
+
+__global__ void matmul_bt_k(const float* __restrict__ m, const float* __restrict__ nt,
+                            float* __restrict__ out, int h, int w, int k) {
+    __shared__ float ms[TW][TW];
+    __shared__ float nts[TW][TW + 1];   // nts[j][i] = n[ph + i][c0 + j] = nt[c0 + j][ph + i]; +1: no bank conflicts
+    int tr = threadIdx.y, tc = threadIdx.x;
+    int r = blockIdx.y * TW + tr, c0 = blockIdx.x * TW, c = c0 + tc;
+    float p = 0.0f;
+    for (int ph = 0; ph < k; ph += TW) {
+        ms[tr][tc] = (r < h && ph + tc < k) ? m[r * k + ph + tc] : 0.0f;
+        // neighbouring threads (tc) read neighbouring floats of one row of nt: coalesced
+        nts[tr][tc] = (c0 + tr < w && ph + tc < k) ? nt[(c0 + tr) * k + ph + tc] : 0.0f;
+        __syncthreads();
+        for (int i = 0; i < TW; ++i) p += ms[tr][i] * nts[tc][i];
+        __syncthreads();
+    }
+    if (r < h && c < w) out[r * w + c] = p;
+}
+
+torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {
+    CHECK_INPUT(m); CHECK_INPUT(nt); CHECK_INPUT(out);
+    int h = m.size(0), k = m.size(1), w = nt.size(0);
+    TORCH_CHECK(nt.size(1) == k, "matmul_bt: m is ", h, "x", k, " but nt has ", nt.size(1), " columns");
+    matmul_bt_k<<<dim3(cdiv(w, TW), cdiv(h, TW)), dim3(TW, TW)>>>(
+        m.data_ptr<float>(), nt.data_ptr<float>(), out.data_ptr<float>(), h, w, k);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+'''
+
+NAIVE_BT = r'''matmul_bt_src = utils.cuda_begin + r"""
+__global__ void matmul_bt_k(const float* __restrict__ m, const float* __restrict__ nt,
+                            float* __restrict__ out, int h, int w, int k) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < h && c < w) {
+        float p = 0.0f;
+        for (int i = 0; i < k; ++i) p += m[r * k + i] * nt[c * k + i];
+        out[r * w + c] = p;
+    }
+}
+
+torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {
+    int h = m.size(0), k = m.size(1), w = nt.size(0);
+    matmul_bt_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16)>>>(
+        m.data_ptr<float>(), nt.data_ptr<float>(), out.data_ptr<float>(), h, w, k);
+    return out;
+}
+"""
+'''
+
+# matmul_static_k of section 4, renamed, fed a transposed copy of nt made by torch
+STATIC_ON_A_COPY = '''matmul_bt_src = utils.cuda_begin + static_src[:static_src.index("torch::Tensor matmul_static(")].replace(
+    "matmul_static_k", "matmul_bt_k") + r"""
+torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {
+    auto n = nt.t().contiguous();
+    int h = m.size(0), k = m.size(1), w = n.size(1);
+    matmul_bt_k<<<dim3(cdiv(w, TW), cdiv(h, TW)), dim3(TW, TW)>>>(
+        m.data_ptr<float>(), n.data_ptr<float>(), out.data_ptr<float>(), h, w, k);
+    return out;
+}
+"""
+'''
+
+# matmul_dyn_k of section 4 (not a course file), renamed, fed a transposed copy of nt
+DYN_ON_A_COPY = '''matmul_bt_src = utils.cuda_begin + dyn_src[:dyn_src.index("torch::Tensor matmul_dyn(")].replace(
+    "matmul_dyn_k", "matmul_bt_k") + r"""
+torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {
+    auto n = nt.t().contiguous();
+    int h = m.size(0), k = m.size(1), w = n.size(1), tw = 16;
+    matmul_bt_k<<<dim3(cdiv(w, tw), cdiv(h, tw)), dim3(tw, tw), 2 * tw * tw * sizeof(float)>>>(
+        m.data_ptr<float>(), n.data_ptr<float>(), out.data_ptr<float>(), h, w, k, tw);
+    return out;
+}
+"""
+'''
+
+SOLUTIONS = {
+    "ex04-1-answer": "global_loads = lambda h, w, k, bm, bn: (h // bm) * (w // bn) * k * (bm + bn)   # blocks x (BM + BN) floats per k",
+    "ex04-2-answer": '''
+def max_registers(blocks, threads):
+    warps = blocks * utils.cdiv(threads, 32)      # warps that must be resident
+    per_warp = 65536 // warps // 256 * 256        # registers each warp may hold, in whole units of 256
+    return per_warp // 32
+''',
+    "ex04-3-answer": MATMUL_BT,
+    "ex04-4-answer": '''
+def fastest_tile_width(a, b, o):
+    medians = {tw: utils.bench(mod.matmul_tiled, a, b, o, tw).median for tw in (8, 16, 32)}
+    return min(medians, key=medians.get)
+''',
+}
+
+CHEATS = {
+    "ex04-1-answer": {
+        "a number from the table of section 6": "global_loads = 0.0312",
+        "per multiply-add, not in all": "global_loads = lambda h, w, k, bm, bn: (bm + bn) / (bm * bn)",
+        "the naive kernel's count": "global_loads = lambda h, w, k, bm, bn: 2 * h * w * k",
+    },
+    "ex04-2-answer": {
+        "the 128 of rung 7's __launch_bounds__(256, 2)": "max_registers = 128",
+        "a search with the notebook's occupancy()": (
+            "max_registers = lambda blocks, threads: max(r for r in range(1, 256) "
+            "if occupancy(r, 0, threads)[0] >= blocks)"),
+        "the allocation unit ignored": "max_registers = lambda blocks, threads: 65536 // (blocks * threads)",
+    },
+    "ex04-3-answer": {
+        "torch": "matmul_bt_src = lambda m, nt, out: torch.matmul(m, nt.T, out=out)",
+        "the course's tiled kernel (rung 3) under the exercise's name": (
+            "matmul_bt_src = utils.cuda_begin + matmul_ladder.rung_source(3).replace('matmul_tiled_k', 'matmul_bt_k')"),
+        "no shared memory": NAIVE_BT,
+        "matmul_static_k on a transposed copy of nt": STATIC_ON_A_COPY,
+        "matmul_dyn_k on a transposed copy of nt": DYN_ON_A_COPY,
+    },
+    "ex04-4-answer": {
+        "the width read off the stored lecture-5 timings": "fastest_tile_width = 32",
+        "an answer without measuring": "fastest_tile_width = lambda a, b, o: 32",
+        "two widths timed": '''
+def fastest_tile_width(a, b, o):
+    medians = {tw: utils.bench(mod.matmul_tiled, a, b, o, tw).median for tw in (16, 32)}
+    return min(medians, key=medians.get)
+''',
+        "the slowest returned": '''
+def fastest_tile_width(a, b, o):
+    medians = {tw: utils.bench(mod.matmul_tiled, a, b, o, tw).median for tw in (8, 16, 32)}
+    return max(medians, key=medians.get)
+''',
+    },
+}
