@@ -31,8 +31,8 @@ from .cuda import (CudaBuildError, CudaEmulationError, cuda_begin, get_sig, kern
                    last_build_log, load_cuda)
 from .display import capture_printf, say, show_img, show_source, source_of
 from .exercises import (calls, exercise, formula_exercise, grid_is, hint, judge_kernel,
-                        kernel_exercise, launches_at_most, only_reads, threads_per_block,
-                        uses_shared_memory)
+                        kernel_exercise, launches_at_most, only_reads, shared_tiles,
+                        threads_per_block, uses_shared_memory)
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
 from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, device_name, gpu_properties,
@@ -54,7 +54,7 @@ __all__ = [
     "check", "Checked", "CheckFailed", "poisoned", "poison_", "dot_tol", "exercise",
     # exercises that prove the method: the learner's kernel ran and wrote the result
     "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "uses_shared_memory",
-    "threads_per_block", "grid_is", "calls", "launches_at_most", "only_reads",
+    "threads_per_block", "grid_is", "calls", "launches_at_most", "only_reads", "shared_tiles",
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "throughput",

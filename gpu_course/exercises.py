@@ -5,8 +5,8 @@ runs top to bottom.
 * :func:`kernel_exercise`: a kernel, checked for the method, not only the numbers: the learner's
   kernel of the asked kind ran (recorded by :mod:`.launches`), the result is memory it wrote,
   the result matches a reference, and optional evidence of the technique holds
-  (:func:`uses_shared_memory`, :func:`threads_per_block`, :func:`grid_is`, :func:`calls`,
-  :func:`launches_at_most`, :func:`only_reads`).
+  (:func:`uses_shared_memory`, :func:`shared_tiles`, :func:`threads_per_block`,
+  :func:`grid_is`, :func:`calls`, :func:`launches_at_most`, :func:`only_reads`).
 * :func:`formula_exercise`: a number the learner works out, asked as a function of the
   question's parameters and tried on several of them, so a number copied from a stored output
   cannot pass.
@@ -32,7 +32,7 @@ from .launches import Launch, LaunchLog, dims3, launches
 
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
-           "launches_at_most", "only_reads"]
+           "launches_at_most", "only_reads", "shared_tiles"]
 
 _HINTS: dict[str, str] = {}
 
@@ -636,6 +636,85 @@ def only_reads(*inputs: torch.Tensor):
     return holds
 
 
+def shared_tiles(*shapes):
+    """Evidence: the Numba kernel stages a tile of each of ``shapes`` in shared memory: a
+    ``cuda.shared.array(shape, ...)`` of that shape (numbers, or module-level constants such as
+    ``(TH, TW)``) assigned to a name that the kernel both writes (``ms[i, j] = ...``) and reads.
+    A shared array declared and never used, or of another shape, does not count.
+
+    >>> ev = shared_tiles((8, 16), (16, 16))   # the m tile and the n tile of a rectangular tiling
+    """
+    from collections import Counter
+    want = Counter(_as_shape(s) for s in shapes)
+
+    def holds(a: Attempt):
+        if a.kind != "numba":
+            raise _SetupError("shared_tiles applies to Numba kernels (CUDA C: uses_shared_memory; "
+                              "Triton places shared memory itself)")
+        have = Counter()
+        for fn in a.functions():
+            have.update(_staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
+        missing = want - have
+        if missing:
+            shape = next(iter(missing))
+            return (f"{a.name} stages no {_show_shape(shape)} tile in shared memory (a "
+                    f"cuda.shared.array of that shape that the kernel writes and reads): the "
+                    f"exercise asks for tiles of {', '.join(_show_shape(s) for s in want)}")
+        return None
+    return holds
+
+
+def _as_shape(s) -> tuple:
+    return tuple(int(v) for v in s) if isinstance(s, (tuple, list)) else (int(s),)
+
+
+def _show_shape(shape: tuple) -> str:
+    return " × ".join(str(v) for v in shape)
+
+
+def _constant(node, names: dict):
+    """The value of a shape expression made of ints, module-level int constants, tuples and
+    + - * //, or None."""
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        v = names.get(node.id)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        vals = [_constant(e, names) for e in node.elts]
+        return None if any(v is None for v in vals) else tuple(vals)
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        lo, hi = _constant(node.left, names), _constant(node.right, names)
+        if isinstance(lo, int) and isinstance(hi, int):
+            return ops[type(node.op)](lo, hi)
+    return None
+
+
+def _staged_shared_shapes(tree, names: dict) -> list:
+    """Shapes of the shared arrays of a Numba kernel's AST that are both written and read."""
+    arrays = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and (_dotted(node.value.func) == "shared.array"
+                     or _dotted(node.value.func).endswith(".shared.array"))):
+            call = node.value
+            arg = call.args[0] if call.args else next(
+                (k.value for k in call.keywords if k.arg == "shape"), None)
+            shape = _constant(arg, names) if arg is not None else None
+            for t in node.targets:
+                if isinstance(t, ast.Name) and shape is not None:
+                    arrays[t.id] = _as_shape(shape)
+    used = {"load": set(), "store": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            used["store" if isinstance(node.ctx, ast.Store) else "load"].add(node.value.id)
+    return [shape for name, shape in arrays.items()
+            if name in used["load"] and name in used["store"]]
+
+
 def _show(d3: tuple) -> tuple:
     d = tuple(d3)
     while len(d) > 1 and d[-1] == 1:
@@ -647,14 +726,17 @@ def _show(d3: tuple) -> tuple:
 # Numbers worked out by hand, asked as formulas
 
 def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
-                     hint: str | None = None) -> None:
+                     hint: str | None = None, not_using: tuple = ()) -> None:
     """Check a number the learner works out, asked as a function of the question's parameters:
     ``answer(*case)`` must equal ``expected(*case)`` for every ``case`` (within ``rtol``). A number
     copied from a stored output cannot pass: it is not a function, and a function returning it
     fails the other cases. ``cases`` needs at least two with different expected values.
 
     Refused: not a function, the ``expected`` function itself, a function defined inside the
-    check cell. ``hint`` is registered for :func:`hint`, never printed here. Never raises.
+    check cell, and a function whose code uses one of the names ``not_using`` (say the notebook's
+    own function that computes the answer, or ``"compile"`` where the answer is to be predicted,
+    not measured), also through the learner's own functions it calls. ``hint`` is registered for
+    :func:`hint`, never printed here. Never raises.
 
     >>> blocks = lambda n: cdiv(n, 256)   # the learner's cell
     >>> formula_exercise("blocks of 256 for n items", blocks, lambda n: -(-n // 256),
@@ -682,6 +764,10 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         why = "that is the function the check compares with: write your own"
     elif any(s.holds(answer) for s in scopes):
         why = "that function is defined inside the check cell: define it in your own cell above"
+    elif not_using and _names_used(answer) & set(not_using):
+        used = sorted(_names_used(answer) & set(not_using))
+        why = (f"your function uses {', '.join(used)}, which computes the answer for you: work the "
+               f"rule out and write it down")
     else:
         why = None
         for c, e in zip(cases, expect):
@@ -698,6 +784,49 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
                 why = f"for {_args(c)} it gives {got!r}, expected {e!r}"
                 break
     print(f"✅ {title}: correct" if why is None else f"❌ {title}: not yet: {why}")
+
+
+def _names_used(fn, depth: int = 3) -> set:
+    """The global and attribute names the code of ``fn`` refers to: its nested functions and
+    lambdas, the functions it closes over, and the functions of the learner's it calls (looked
+    up in its globals, ``depth`` levels deep; library functions are not followed)."""
+    import types
+    names, seen = set(), set()
+
+    def code_names(code):
+        if code in seen:
+            return
+        seen.add(code)
+        names.update(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                code_names(c)
+
+    def follow(f, d):
+        f = getattr(f, "func", f)  # functools.partial
+        code = getattr(f, "__code__", None)
+        if code is None or code in seen:
+            return
+        before = set(names)
+        code_names(code)
+        if d <= 0:
+            return
+        called = [getattr(f, "__globals__", {}).get(n) for n in names - before]
+        called += [c.cell_contents for c in (getattr(f, "__closure__", None) or ())
+                   if _cell_filled(c)]
+        for g in called:
+            if isinstance(g, types.FunctionType) and _top(g.__module__) not in _LIBRARIES + _COURSE:
+                follow(g, d - 1)
+    follow(fn, depth)
+    return names
+
+
+def _cell_filled(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
 
 
 def _args(case) -> str:
