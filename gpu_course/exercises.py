@@ -766,8 +766,8 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         why = "that function is defined inside the check cell: define it in your own cell above"
     elif not_using and _names_used(answer) & set(not_using):
         used = sorted(_names_used(answer) & set(not_using))
-        why = (f"your function uses {', '.join(used)}, which computes the answer for you: work the "
-               f"rule out and write it down")
+        why = (f"your function uses {' and '.join(used)} to get the answer: work the rule out and "
+               f"write it down")
     else:
         why = None
         for c, e in zip(cases, expect):

@@ -177,7 +177,7 @@ def test_not_using_refuses_the_notebooks_function_also_indirectly(capsys):
     mine, search, indirect, partial, lam, allowed, compiled = capsys.readouterr().out.splitlines()
     assert mine == "✅ program of a tile: correct"
     for line in (search, indirect, partial, lam):
-        assert line == ("❌ program of a tile: not yet: your function uses tile_of, which computes "
-                        "the answer for you: work the rule out and write it down"), line
+        assert line == ("❌ program of a tile: not yet: your function uses tile_of to get the answer: "
+                        "work the rule out and write it down"), line
     assert allowed == "✅ program of a tile: correct"  # without not_using, as before
     assert compiled.startswith("❌ compilations: not yet: your function uses compile")
