@@ -552,6 +552,85 @@ def uses_shared_memory():
     return holds
 
 
+def shared_tiles(*shapes):
+    """Evidence: the Numba kernel stages a tile of each of ``shapes`` in shared memory: a
+    ``cuda.shared.array(shape, ...)`` of that shape (numbers, or module-level constants such as
+    ``(TH, TW)``) assigned to a name that the kernel both writes (``ms[i, j] = ...``) and reads.
+    A shared array declared and never used, or of another shape, does not count.
+
+    >>> ev = shared_tiles((8, 16), (16, 16))   # the m tile and the n tile of a rectangular tiling
+    """
+    from collections import Counter
+    want = Counter(_as_shape(s) for s in shapes)
+
+    def holds(a: Attempt):
+        if a.kind != "numba":
+            raise _SetupError("shared_tiles applies to Numba kernels (CUDA C: uses_shared_memory; "
+                              "Triton places shared memory itself)")
+        have = Counter()
+        for fn in a.functions():
+            have.update(_staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
+        missing = want - have
+        if missing:
+            shape = next(iter(missing))
+            return (f"{a.name} stages no {_show_shape(shape)} tile in shared memory (a "
+                    f"cuda.shared.array of that shape that the kernel writes and reads): the "
+                    f"exercise asks for tiles of {', '.join(_show_shape(s) for s in want)}")
+        return None
+    return holds
+
+
+def _as_shape(s) -> tuple:
+    return tuple(int(v) for v in s) if isinstance(s, (tuple, list)) else (int(s),)
+
+
+def _show_shape(shape: tuple) -> str:
+    return " × ".join(str(v) for v in shape)
+
+
+def _constant(node, names: dict):
+    """The value of a shape expression made of ints, module-level int constants, tuples and
+    + - * //, or None."""
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        v = names.get(node.id)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        vals = [_constant(e, names) for e in node.elts]
+        return None if any(v is None for v in vals) else tuple(vals)
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        lo, hi = _constant(node.left, names), _constant(node.right, names)
+        if isinstance(lo, int) and isinstance(hi, int):
+            return ops[type(node.op)](lo, hi)
+    return None
+
+
+def _staged_shared_shapes(tree, names: dict) -> list:
+    """Shapes of the shared arrays of a Numba kernel's AST that are both written and read."""
+    arrays = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and (_dotted(node.value.func) == "shared.array"
+                     or _dotted(node.value.func).endswith(".shared.array"))):
+            call = node.value
+            arg = call.args[0] if call.args else next(
+                (k.value for k in call.keywords if k.arg == "shape"), None)
+            shape = _constant(arg, names) if arg is not None else None
+            for t in node.targets:
+                if isinstance(t, ast.Name) and shape is not None:
+                    arrays[t.id] = _as_shape(shape)
+    used = {"load": set(), "store": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            used["store" if isinstance(node.ctx, ast.Store) else "load"].add(node.value.id)
+    return [shape for name, shape in arrays.items()
+            if name in used["load"] and name in used["store"]]
+
+
 def threads_per_block(*dims):
     """Evidence: every launch of the learner's Numba kernel used blocks of ``dims`` threads."""
     want = dims3(dims if len(dims) > 1 else dims[0])
@@ -636,85 +715,6 @@ def only_reads(*inputs: torch.Tensor):
     return holds
 
 
-def shared_tiles(*shapes):
-    """Evidence: the Numba kernel stages a tile of each of ``shapes`` in shared memory: a
-    ``cuda.shared.array(shape, ...)`` of that shape (numbers, or module-level constants such as
-    ``(TH, TW)``) assigned to a name that the kernel both writes (``ms[i, j] = ...``) and reads.
-    A shared array declared and never used, or of another shape, does not count.
-
-    >>> ev = shared_tiles((8, 16), (16, 16))   # the m tile and the n tile of a rectangular tiling
-    """
-    from collections import Counter
-    want = Counter(_as_shape(s) for s in shapes)
-
-    def holds(a: Attempt):
-        if a.kind != "numba":
-            raise _SetupError("shared_tiles applies to Numba kernels (CUDA C: uses_shared_memory; "
-                              "Triton places shared memory itself)")
-        have = Counter()
-        for fn in a.functions():
-            have.update(_staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
-        missing = want - have
-        if missing:
-            shape = next(iter(missing))
-            return (f"{a.name} stages no {_show_shape(shape)} tile in shared memory (a "
-                    f"cuda.shared.array of that shape that the kernel writes and reads): the "
-                    f"exercise asks for tiles of {', '.join(_show_shape(s) for s in want)}")
-        return None
-    return holds
-
-
-def _as_shape(s) -> tuple:
-    return tuple(int(v) for v in s) if isinstance(s, (tuple, list)) else (int(s),)
-
-
-def _show_shape(shape: tuple) -> str:
-    return " × ".join(str(v) for v in shape)
-
-
-def _constant(node, names: dict):
-    """The value of a shape expression made of ints, module-level int constants, tuples and
-    + - * //, or None."""
-    import operator
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.FloorDiv: operator.floordiv}
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.Name):
-        v = names.get(node.id)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-    if isinstance(node, (ast.Tuple, ast.List)):
-        vals = [_constant(e, names) for e in node.elts]
-        return None if any(v is None for v in vals) else tuple(vals)
-    if isinstance(node, ast.BinOp) and type(node.op) in ops:
-        lo, hi = _constant(node.left, names), _constant(node.right, names)
-        if isinstance(lo, int) and isinstance(hi, int):
-            return ops[type(node.op)](lo, hi)
-    return None
-
-
-def _staged_shared_shapes(tree, names: dict) -> list:
-    """Shapes of the shared arrays of a Numba kernel's AST that are both written and read."""
-    arrays = {}
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and (_dotted(node.value.func) == "shared.array"
-                     or _dotted(node.value.func).endswith(".shared.array"))):
-            call = node.value
-            arg = call.args[0] if call.args else next(
-                (k.value for k in call.keywords if k.arg == "shape"), None)
-            shape = _constant(arg, names) if arg is not None else None
-            for t in node.targets:
-                if isinstance(t, ast.Name) and shape is not None:
-                    arrays[t.id] = _as_shape(shape)
-    used = {"load": set(), "store": set()}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            used["store" if isinstance(node.ctx, ast.Store) else "load"].add(node.value.id)
-    return [shape for name, shape in arrays.items()
-            if name in used["load"] and name in used["store"]]
-
-
 def _show(d3: tuple) -> tuple:
     d = tuple(d3)
     while len(d) > 1 and d[-1] == 1:
@@ -726,17 +726,18 @@ def _show(d3: tuple) -> tuple:
 # Numbers worked out by hand, asked as formulas
 
 def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
-                     hint: str | None = None, not_using: tuple = ()) -> None:
+                     hint: str | None = None, labels=None, refuse=()) -> None:
     """Check a number the learner works out, asked as a function of the question's parameters:
     ``answer(*case)`` must equal ``expected(*case)`` for every ``case`` (within ``rtol``). A number
     copied from a stored output cannot pass: it is not a function, and a function returning it
-    fails the other cases. ``cases`` needs at least two with different expected values.
+    fails the other cases. ``cases`` needs at least two with different expected values. The
+    answers may be any values ``==`` compares (numbers, tuples, sets).
 
     Refused: not a function, the ``expected`` function itself, a function defined inside the
-    check cell, and a function whose code uses one of the names ``not_using`` (say the notebook's
-    own function that computes the answer, or ``"compile"`` where the answer is to be predicted,
-    not measured), also through the learner's own functions it calls. ``hint`` is registered for
-    :func:`hint`, never printed here. Never raises.
+    check cell, and a function that calls ``expected`` or one of ``refuse`` (the notebook's own
+    function that computes the answer: the exercise is to work it out) while it runs. ``labels`` (one string
+    per case) name the cases in the messages instead of the arguments' ``repr``, for arguments
+    such as functions. ``hint`` is registered for :func:`hint`, never printed here. Never raises.
 
     >>> blocks = lambda n: cdiv(n, 256)   # the learner's cell
     >>> formula_exercise("blocks of 256 for n items", blocks, lambda n: -(-n // 256),
@@ -744,6 +745,9 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
     ✅ blocks of 256 for n items: correct
     >>> formula_exercise("blocks of 256 for n items", 3907, lambda n: -(-n // 256), [(1000,), (256,)])
     ❌ blocks of 256 for n items: not yet: give a function of the question's parameters ...
+    >>> formula_exercise("blocks of 256 for n items", blocks, lambda n: -(-n // 256),
+    ...                  [(1000,), (256,)], refuse=[cdiv])
+    ❌ blocks of 256 for n items: not yet: for 1000 it calls cdiv, which computes the answer: work it out yourself
     """
     note = _hint_note(title, hint)
     if answer is None:
@@ -754,79 +758,62 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         expect = [expected(*c) for c in cases]
         if len(cases) < 2 or len({repr(e) for e in expect}) < 2:
             raise ValueError("formula_exercise needs at least two cases with different answers")
+        if labels is not None and len(labels) != len(cases):
+            raise ValueError(f"{len(labels)} labels for {len(cases)} cases")
     except Exception as e:  # noqa: BLE001
         print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
         return
+    names = list(labels) if labels is not None else [_args(c) for c in cases]
+    refused = {getattr(_py_function(f), "__code__", None): _name_of(f) for f in (expected, *refuse)}
+    refused.pop(None, None)
     if not callable(answer):
-        why = ("give a function of the question's parameters (e.g. lambda n: ...), not a number: "
-               "the check tries it on other sizes")
+        what = "number" if isinstance(answer, (int, float)) else type(answer).__name__
+        why = (f"give a function of the question's parameters (e.g. lambda n: ...), not a {what}: "
+               f"the check tries it on other cases")
     elif answer is expected:
         why = "that is the function the check compares with: write your own"
+    elif any(answer is f for f in refuse):
+        why = f"that is {_name_of(answer)}, which computes the answer: work it out yourself"
     elif any(s.holds(answer) for s in scopes):
         why = "that function is defined inside the check cell: define it in your own cell above"
-    elif not_using and _names_used(answer) & set(not_using):
-        used = sorted(_names_used(answer) & set(not_using))
-        why = (f"your function uses {' and '.join(used)} to get the answer: work the rule out and "
-               f"write it down")
     else:
         why = None
-        for c, e in zip(cases, expect):
+        for c, e, name in zip(cases, expect, names):
             try:
-                got = answer(*c)
+                got, called = _call_watching(answer, c, refused)
             except Exception as err:  # noqa: BLE001
-                why = f"for {_args(c)} it raised {_first_line(err)}"
+                why = f"for {name} it raised {_first_line(err)}"
+                break
+            if called:
+                why = f"for {name} it calls {called}, which computes the answer: work it out yourself"
                 break
             try:
-                good = got == e if not rtol else abs(got - e) <= rtol * abs(e)
-            except TypeError:
+                good = bool(got == e) if not rtol else bool(abs(got - e) <= rtol * abs(e))
+            except Exception:  # noqa: BLE001  e.g. a tensor, or a type that does not compare
                 good = False
             if not good:
-                why = f"for {_args(c)} it gives {got!r}, expected {e!r}"
+                why = f"for {name} it gives {got!r}, expected {e!r}"
                 break
     print(f"✅ {title}: correct" if why is None else f"❌ {title}: not yet: {why}")
 
 
-def _names_used(fn, depth: int = 3) -> set:
-    """The global and attribute names the code of ``fn`` refers to: its nested functions and
-    lambdas, the functions it closes over, and the functions of the learner's it calls (looked
-    up in its globals, ``depth`` levels deep; library functions are not followed)."""
-    import types
-    names, seen = set(), set()
+def _call_watching(fn, args, refused: dict):
+    """``fn(*args)``, and the name of the first function of ``refused`` ({code: name}) it called
+    (directly or not), or None."""
+    if not refused:
+        return fn(*args), None
+    seen = []
 
-    def code_names(code):
-        if code in seen:
-            return
-        seen.add(code)
-        names.update(code.co_names)
-        for c in code.co_consts:
-            if isinstance(c, types.CodeType):
-                code_names(c)
-
-    def follow(f, d):
-        f = getattr(f, "func", f)  # functools.partial
-        code = getattr(f, "__code__", None)
-        if code is None or code in seen:
-            return
-        before = set(names)
-        code_names(code)
-        if d <= 0:
-            return
-        called = [getattr(f, "__globals__", {}).get(n) for n in names - before]
-        called += [c.cell_contents for c in (getattr(f, "__closure__", None) or ())
-                   if _cell_filled(c)]
-        for g in called:
-            if isinstance(g, types.FunctionType) and _top(g.__module__) not in _LIBRARIES + _COURSE:
-                follow(g, d - 1)
-    follow(fn, depth)
-    return names
-
-
-def _cell_filled(cell) -> bool:
+    def profiler(frame, event, arg):
+        if event == "call" and frame.f_code in refused and not seen:
+            seen.append(refused[frame.f_code])
+    old = sys.getprofile()
+    sys.setprofile(profiler)
     try:
-        cell.cell_contents
-        return True
-    except ValueError:
-        return False
+        got = fn(*args)
+    finally:
+        sys.setprofile(old)
+    return got, (seen[0] if seen else None)
 
 
 def _args(case) -> str:
