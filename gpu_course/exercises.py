@@ -5,8 +5,8 @@ runs top to bottom.
 * :func:`kernel_exercise`: a kernel, checked for the method, not only the numbers: the learner's
   kernel of the asked kind ran (recorded by :mod:`.launches`), the result is memory it wrote,
   the result matches a reference, and optional evidence of the technique holds
-  (:func:`uses_shared_memory`, :func:`threads_per_block`, :func:`grid_is`, :func:`calls`,
-  :func:`launches_at_most`, :func:`only_reads`).
+  (:func:`uses_shared_memory`, :func:`shared_tiles`, :func:`threads_per_block`,
+  :func:`grid_is`, :func:`calls`, :func:`launches_at_most`, :func:`only_reads`).
 * :func:`formula_exercise`: a number the learner works out, asked as a function of the
   question's parameters and tried on several of them, so a number copied from a stored output
   cannot pass.
@@ -34,7 +34,8 @@ from .launches import Launch, LaunchLog, dims3, launches
 
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
-           "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call"]
+           "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call",
+           "shared_tiles"]
 
 _HINTS: dict[str, str] = {}
 
@@ -560,6 +561,85 @@ def uses_shared_memory():
         raise _SetupError("uses_shared_memory applies to Numba and CUDA C kernels; Triton places "
                           "shared memory itself")
     return holds
+
+
+def shared_tiles(*shapes):
+    """Evidence: the Numba kernel stages a tile of each of ``shapes`` in shared memory: a
+    ``cuda.shared.array(shape, ...)`` of that shape (numbers, or module-level constants such as
+    ``(TH, TW)``) assigned to a name that the kernel both writes (``ms[i, j] = ...``) and reads.
+    A shared array declared and never used, or of another shape, does not count.
+
+    >>> ev = shared_tiles((8, 16), (16, 16))   # the m tile and the n tile of a rectangular tiling
+    """
+    from collections import Counter
+    want = Counter(_as_shape(s) for s in shapes)
+
+    def holds(a: Attempt):
+        if a.kind != "numba":
+            raise _SetupError("shared_tiles applies to Numba kernels (CUDA C: uses_shared_memory; "
+                              "Triton places shared memory itself)")
+        have = Counter()
+        for fn in a.functions():
+            have.update(_staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
+        missing = want - have
+        if missing:
+            shape = next(iter(missing))
+            return (f"{a.name} stages no {_show_shape(shape)} tile in shared memory (a "
+                    f"cuda.shared.array of that shape that the kernel writes and reads): the "
+                    f"exercise asks for tiles of {', '.join(_show_shape(s) for s in want)}")
+        return None
+    return holds
+
+
+def _as_shape(s) -> tuple:
+    return tuple(int(v) for v in s) if isinstance(s, (tuple, list)) else (int(s),)
+
+
+def _show_shape(shape: tuple) -> str:
+    return " × ".join(str(v) for v in shape)
+
+
+def _constant(node, names: dict):
+    """The value of a shape expression made of ints, module-level int constants, tuples and
+    + - * //, or None."""
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        v = names.get(node.id)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        vals = [_constant(e, names) for e in node.elts]
+        return None if any(v is None for v in vals) else tuple(vals)
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        lo, hi = _constant(node.left, names), _constant(node.right, names)
+        if isinstance(lo, int) and isinstance(hi, int):
+            return ops[type(node.op)](lo, hi)
+    return None
+
+
+def _staged_shared_shapes(tree, names: dict) -> list:
+    """Shapes of the shared arrays of a Numba kernel's AST that are both written and read."""
+    arrays = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and (_dotted(node.value.func) == "shared.array"
+                     or _dotted(node.value.func).endswith(".shared.array"))):
+            call = node.value
+            arg = call.args[0] if call.args else next(
+                (k.value for k in call.keywords if k.arg == "shape"), None)
+            shape = _constant(arg, names) if arg is not None else None
+            for t in node.targets:
+                if isinstance(t, ast.Name) and shape is not None:
+                    arrays[t.id] = _as_shape(shape)
+    used = {"load": set(), "store": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            used["store" if isinstance(node.ctx, ast.Store) else "load"].add(node.value.id)
+    return [shape for name, shape in arrays.items()
+            if name in used["load"] and name in used["store"]]
 
 
 def threads_per_block(*dims):

@@ -1,0 +1,167 @@
+"""Reference solutions of notebook 05 (Numba CUDA) and the cheats its checks refuse."""
+
+SOLUTIONS = {
+    "ex05-1-answer": '''
+def launch_8x32(m, n, out):
+    h, w = out.shape
+    matmul_k_numba[(utils.cdiv(w, 32), utils.cdiv(h, 8)), (32, 8)](m, n, out)  # (x, y) = (columns, rows)
+    return out
+''',
+    "ex05-2-answer": '''
+def smem_bytes(th, tw):
+    return (th * tw + tw * tw) * 4  # an m tile and an n tile of 4-byte floats
+''',
+    "ex05-3-answer": '''
+TH = 8
+
+
+@cuda.jit
+def matmul_rect_numba(m, n, out):
+    ms = cuda.shared.array((TH, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r = cuda.blockIdx.y * TH + tr
+    c = cuda.blockIdx.x * TW + tc
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
+        for i in (tr, tr + TH):  # rows tr and tr + 8 of the n tile
+            ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+    if r < h and c < w:
+        out[r, c] = p
+''',
+    "ex05-4-answer": '''
+@cuda.jit
+def matmul_bt_numba(m, nt, out):
+    c, r = cuda.grid(2)
+    h, k = m.shape
+    w = nt.shape[0]
+    if r < h and c < w:
+        o = numba.float32(0.0)
+        for i in range(k):
+            o += m[r, i] * nt[c, i]
+        out[r, c] = o
+''',
+}
+
+_SQUARE_TILES = '''
+TH = 8
+
+
+@cuda.jit
+def matmul_rect_numba(m, n, out):  # right values with 16 x 8 threads, but 16 x 16 tiles for both
+    ms = cuda.shared.array((TW, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r0 = cuda.blockIdx.y * TH
+    c = cuda.blockIdx.x * TW + tc
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        for i in (tr, tr + TH):
+            ms[i, tc] = m[r0 + i, ph + tc] if r0 + i < h and ph + tc < k else numba.float32(0.0)
+            ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+    if r0 + tr < h and c < w:
+        out[r0 + tr, c] = p
+'''
+
+_PLAIN_UNDER_THE_NAME = '''
+@cuda.jit
+def matmul_rect_numba(m, n, out):  # matmul_k_numba's body: no shared memory
+    c, r = cuda.grid(2)
+    h, k = m.shape
+    w = n.shape[1]
+    if r < h and c < w:
+        o = numba.float32(0.0)
+        for i in range(k):
+            o += m[r, i] * n[i, c]
+        out[r, c] = o
+'''
+
+_TILES_DECLARED_NOT_USED = '''
+@cuda.jit
+def matmul_rect_numba(m, n, out):  # the asked tiles are declared and written, the products read global memory
+    ms = cuda.shared.array((8, 16), numba.float32)
+    ns = cuda.shared.array((16, 16), numba.float32)
+    ms[cuda.threadIdx.y, cuda.threadIdx.x] = numba.float32(0.0)
+    ns[cuda.threadIdx.y, cuda.threadIdx.x] = numba.float32(0.0)
+    c, r = cuda.grid(2)
+    h, k = m.shape
+    w = n.shape[1]
+    if r < h and c < w:
+        o = numba.float32(0.0)
+        for i in range(k):
+            o += m[r, i] * n[i, c]
+        out[r, c] = o
+'''
+
+CHEATS = {
+    "ex05-1-answer": {
+        "the notebook's 16 x 16 blocks": '''
+def launch_8x32(m, n, out):
+    h, w = out.shape
+    matmul_k_numba[(utils.cdiv(w, 16), utils.cdiv(h, 16)), (16, 16)](m, n, out)
+    return out
+''',
+        "x and y swapped: blocks of 32 rows x 8 columns": '''
+def launch_8x32(m, n, out):
+    h, w = out.shape
+    matmul_k_numba[(utils.cdiv(w, 8), utils.cdiv(h, 32)), (8, 32)](m, n, out)
+    return out
+''',
+        "a grid rounded down": '''
+def launch_8x32(m, n, out):
+    h, w = out.shape
+    matmul_k_numba[(w // 32, h // 8), (32, 8)](m, n, out)
+    return out
+''',
+        "a grid larger than needed": '''
+def launch_8x32(m, n, out):
+    h, w = out.shape
+    matmul_k_numba[(utils.cdiv(w, 32) + 1, utils.cdiv(h, 8) + 1), (32, 8)](m, n, out)
+    return out
+''',
+        "the product computed on the host, no launch": '''
+def launch_8x32(m, n, out):
+    out[:] = m @ n
+    return out
+''',
+    },
+    "ex05-2-answer": {
+        "a number, not a function": "smem_bytes = (8 * 16 + 16 * 16) * 4",
+        "section 2's square-tile formula": "smem_bytes = lambda th, tw: 2 * tw * tw * 4",
+    },
+    "ex05-3-answer": {
+        "the notebook's matmul_k_numba": "matmul_rect_numba = matmul_k_numba",
+        "matmul_k_numba's body under the asked name": _PLAIN_UNDER_THE_NAME,
+        "square 16 x 16 tiles for both": _SQUARE_TILES,
+        "the asked tiles declared but not used": _TILES_DECLARED_NOT_USED,
+        "the notebook's square tiled kernel": "matmul_rect_numba = matmul_tiled_numba",
+        "torch, no kernel": "matmul_rect_numba = lambda m, n, out: torch.from_numpy(m) @ torch.from_numpy(n)",
+    },
+    "ex05-4-answer": {
+        "the notebook's matmul_k_numba": "matmul_bt_numba = matmul_k_numba",
+        "matmul_k_numba's indexing under the asked name": '''
+@cuda.jit
+def matmul_bt_numba(m, nt, out):
+    c, r = cuda.grid(2)
+    if r < out.shape[0] and c < out.shape[1]:
+        o = numba.float32(0.0)
+        for i in range(m.shape[1]):
+            o += m[r, i] * nt[i, c]
+        out[r, c] = o
+''',
+        "torch, no kernel": "matmul_bt_numba = lambda m, nt, out: torch.from_numpy(m) @ torch.from_numpy(nt).T",
+    },
+}

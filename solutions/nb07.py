@@ -1,0 +1,143 @@
+"""Reference solutions of notebook 07 (Triton matmul) and the cheats its checks refuse."""
+
+_SIGNATURE = '''
+@triton.jit
+def matmul_relu_res_kernel(a_ptr, b_ptr, res_ptr, out_ptr, h, w, k,
+                           a_stride_r, a_stride_k, b_stride_k, b_stride_c, out_stride_r, out_stride_c,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           GROUP_M: tl.constexpr, DOT_PRECISION: tl.constexpr):
+'''
+
+_MAINLOOP = '''    pid = tl.program_id(0)
+    tiles_m, tiles_n = tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N)
+    in_group = GROUP_M * tiles_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = min(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    r = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % h
+    c = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % w
+    kk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + r[:, None] * a_stride_r + kk[None, :] * a_stride_k
+    b_ptrs = b_ptr + kk[:, None] * b_stride_k + c[None, :] * b_stride_c
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, k, BLOCK_K):
+        a = tl.load(a_ptrs, mask=kk[None, :] < k - k0, other=0.0)
+        b = tl.load(b_ptrs, mask=kk[:, None] < k - k0, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+        a_ptrs += BLOCK_K * a_stride_k
+        b_ptrs += BLOCK_K * b_stride_k
+    r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = r[:, None] * out_stride_r + c[None, :] * out_stride_c
+    mask = (r[:, None] < h) & (c[None, :] < w)
+'''
+
+_EPILOGUE = '''    res = tl.load(res_ptr + offs, mask=mask, other=0.0)
+    acc = tl.maximum(acc, 0.0) + res.to(tl.float32)  # the epilogue, on the tile in registers
+    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+'''
+
+_LAUNCHER = '''
+
+def matmul_relu_res(a, b, res, cfg=FIXED):
+    h, w, k = check_shapes(a, b)
+    out = utils.poisoned(h, w, dtype=a.dtype, device=a.device)
+    assert res.shape == out.shape and res.stride() == out.stride(), "res: h x w, with the strides of out"
+    grid = (utils.cdiv(h, cfg["BLOCK_M"]) * utils.cdiv(w, cfg["BLOCK_N"]),)
+    matmul_relu_res_kernel[grid](a, b, res, out, h, w, k, *a.stride(), *b.stride(), *out.stride(),
+                                 GROUP_M=8, DOT_PRECISION=dot_precision(a.dtype), **cfg)
+    return out
+'''
+
+SOLUTIONS = {
+    "ex07-1-answer": '''
+def programs(h, w, BLOCK_M, BLOCK_N):
+    return utils.cdiv(h, BLOCK_M) * utils.cdiv(w, BLOCK_N)  # one program per output tile
+''',
+    "ex07-2-answer": '''
+def pipeline_smem(BLOCK_M, BLOCK_N, BLOCK_K, stages, dtype):
+    return stages * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * dtype.itemsize
+
+
+print(f"config(128, 256, 64, stages=3): {pipeline_smem(128, 256, 64, 3, torch.float16) / 1024:.0f} KiB of 228")
+''',
+    "ex07-3-answer": '''
+def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
+    first_m = (pid_m // GROUP_M) * GROUP_M        # the first tile row of the tile's group
+    group_m = min(tiles_m - first_m, GROUP_M)     # rows in that group (the last one may be shorter)
+    return first_m * tiles_n + pid_n * group_m + (pid_m - first_m)
+''',
+    "ex07-4-answer": _SIGNATURE + _MAINLOOP + _EPILOGUE + _LAUNCHER,
+}
+
+CHEATS = {
+    "ex07-1-answer": {
+        "a number, not a function": "programs = (4096 // 128) * (4096 // 256)",
+        "rounded down": "programs = lambda h, w, BLOCK_M, BLOCK_N: (h // BLOCK_M) * (w // BLOCK_N)",
+        "measured with matmul instead of worked out": '''
+def programs(h, w, BLOCK_M, BLOCK_N):
+    cfg = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=16, GROUP_M=8, num_warps=4, num_stages=1)
+    with utils.launches() as seen:
+        matmul(torch.randn(h, 16, device=utils.DEVICE), torch.randn(16, w, device=utils.DEVICE), cfg=cfg)
+    return seen.of("triton")[0].grid[0]
+''',
+    },
+    "ex07-2-answer": {
+        "a number, not a function": "pipeline_smem = 3 * (128 * 64 + 64 * 256) * 2",
+        "the bytes per element forgotten": "pipeline_smem = lambda bm, bn, bk, stages, dtype: stages * (bm * bk + bk * bn)",
+        "one stage only": "pipeline_smem = lambda bm, bn, bk, stages, dtype: (bm * bk + bk * bn) * dtype.itemsize",
+    },
+    "ex07-3-answer": {
+        "a number, not a function": "program_of = 26",
+        "the notebook's tile_of, searched": '''
+def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
+    return next(p for p in range(tiles_m * tiles_n) if tile_of(p, tiles_m, tiles_n, GROUP_M) == (pid_m, pid_n))
+''',
+        "the notebook's order_grid": '''
+def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
+    return order_grid(tiles_m, tiles_n, GROUP_M)[pid_m][pid_n]
+''',
+        "row by row, the groups ignored": "program_of = lambda pid_m, pid_n, tiles_m, tiles_n, GROUP_M: pid_m * tiles_n + pid_n",
+        "the last, shorter group taken as full": '''
+def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
+    first_m = (pid_m // GROUP_M) * GROUP_M
+    return first_m * tiles_n + pid_n * GROUP_M + (pid_m - first_m)
+''',
+    },
+    "ex07-4-answer": {
+        "a torch one-liner": "matmul_relu_res = lambda a, b, res: torch.relu(a @ b) + res",
+        "the course's matmul, then torch": '''
+def matmul_relu_res(a, b, res):
+    return torch.relu(matmul(a, b, cfg={**FIXED, "GROUP_M": 8})) + res
+''',
+        "the course's matmul_kernel launched, the epilogue in torch": '''
+def matmul_relu_res(a, b, res):
+    h, w, k = check_shapes(a, b)
+    out = utils.poisoned(h, w, dtype=a.dtype, device=a.device)
+    grid = (utils.cdiv(h, FIXED["BLOCK_M"]) * utils.cdiv(w, FIXED["BLOCK_N"]),)
+    matmul_kernel[grid](a, b, out, out, h, w, k, *a.stride(), *b.stride(), *out.stride(), GROUP_M=8,
+                        DOT_PRECISION=dot_precision(a.dtype), HAS_BIAS=False, ACTIVATION="", **FIXED)
+    return out.relu_().add_(res)
+''',
+        "my kernel does the matmul, torch the epilogue": _SIGNATURE + _MAINLOOP
+        + "    tl.store(out_ptr + offs, acc, mask=mask)\n"
+        + _LAUNCHER.replace("    return out\n", "    return torch.relu(out) + res\n"),
+        "not fused: a second kernel for the epilogue": _SIGNATURE + _MAINLOOP
+        + "    tl.store(out_ptr + offs, acc, mask=mask)\n" + '''
+
+@triton.jit
+def relu_add_kernel(out_ptr, res_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    o = tl.load(out_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(o, 0.0) + tl.load(res_ptr + offs, mask=mask), mask=mask)
+''' + _LAUNCHER.replace("    return out\n", '''    relu_add_kernel[(utils.cdiv(out.numel(), 1024),)](out, res, out.numel(), BLOCK=1024)
+    return out
+'''),
+        "the result computed by torch, stored by the kernel": _SIGNATURE + _MAINLOOP + '''    acc += tl.load(res_ptr + offs, mask=mask, other=0.0) - acc
+    tl.store(out_ptr + offs, acc, mask=mask)
+''' + _LAUNCHER.replace("matmul_relu_res_kernel[grid](a, b, res,",
+                        "matmul_relu_res_kernel[grid](a, b, torch.relu(a @ b) + res,"),
+    },
+}
