@@ -122,3 +122,15 @@ def test_solutions_pass_and_cheats_are_refused(path):
                     problems.append(f"{answer}: the cheat '{what}' is not refused: {text!r}")
                 client.execute_cell(nbformat.v4.new_code_cell(answer_cell.source), i_answer)
     assert not problems, "\n".join(problems)
+
+
+def test_every_notebook_with_exercises_has_reference_solutions():
+    """A notebook whose stored outputs hold an unanswered exercise (⬜) has a solutions module."""
+    import nbformat
+    have = {p.stem[2:] for p in solution_modules()}
+    missing = []
+    for nb_path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        if any(c.cell_type == "code" and "⬜" in printed(c) for c in nb.cells) and nb_path.stem[:2] not in have:
+            missing.append(nb_path.name)
+    assert not missing, f"exercises without solutions/nbNN.py: {missing}"
