@@ -338,7 +338,8 @@ def _register_ops():
         _check_inputs("layer_norm", x, weight, bias)
         rows = x.numel() // x.shape[-1]
         sd = _stats_dtype(x.dtype)
-        return torch.empty_like(x), x.new_empty(rows, dtype=sd), x.new_empty(rows, dtype=sd)
+        # like the launcher: y contiguous whatever x's strides (empty_like would copy a transpose's)
+        return x.new_empty(x.shape), x.new_empty(rows, dtype=sd), x.new_empty(rows, dtype=sd)
 
     @torch.library.custom_op("gpu_course::layer_norm_backward", mutates_args=())
     def layer_norm_backward_op_(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
@@ -347,7 +348,7 @@ def _register_ops():
 
     @torch.library.register_fake("gpu_course::layer_norm_backward")
     def _(dy, x, weight, mean, rstd):
-        return torch.empty_like(x), torch.empty_like(weight), torch.empty_like(weight)
+        return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
 
     def ln_setup(ctx, inputs, output):
         x, weight, _bias, _eps = inputs
@@ -367,7 +368,7 @@ def _register_ops():
 
     @torch.library.register_fake("gpu_course::gelu")
     def _(x):
-        return torch.empty_like(x)
+        return x.new_empty(x.shape)
 
     @torch.library.custom_op("gpu_course::gelu_backward", mutates_args=())
     def gelu_backward_op_(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -375,7 +376,7 @@ def _register_ops():
 
     @torch.library.register_fake("gpu_course::gelu_backward")
     def _(dy, x):
-        return torch.empty_like(x)
+        return x.new_empty(x.shape)
 
     def gelu_setup(ctx, inputs, output):
         ctx.save_for_backward(inputs[0])

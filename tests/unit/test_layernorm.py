@@ -150,6 +150,10 @@ def test_opcheck_on_the_custom_ops():
     xg = torch.randn(5, 9, requires_grad=True)
     torch.library.opcheck(torch.ops.gpu_course.gelu.default, (xg,))
     torch.library.opcheck(torch.ops.gpu_course.gelu_backward.default, (torch.randn(5, 9), xg.detach()))
+    # a transposed input: the outputs are contiguous, and the fake implementations must say so
+    xt = torch.randn(37, 3).t().requires_grad_()
+    torch.library.opcheck(torch.ops.gpu_course.layer_norm.default, (xt, wt, b, 1e-5))
+    torch.library.opcheck(torch.ops.gpu_course.gelu.default, (xt,))
 
 
 class TinyBlock(torch.nn.Module):
