@@ -101,7 +101,7 @@ def tune_backward(x, wt, b, dy):
     """Backward alone for a few (GROUPS, num_warps): which configuration layer_norm_config should pick."""
     h, w = x.shape
     _, mean, rstd = ln.layer_norm_forward(x.detach(), wt.detach(), b.detach(), EPS)
-    base = ln.layer_norm_config(w, h=h)
+    base = ln.layer_norm_config(w, h=h, device=x.device)
     sms = base["GROUPS"]
     print(f"  backward alone (dx kernel + dweight/dbias reduction); default {base}")
     for groups in utils.by_mode(gpu=[sms // 2, sms, 2 * sms, 4 * sms], cpu=[2, 4]):

@@ -142,22 +142,28 @@ def _stats_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _default_groups(h):
-    """Backward programs: one per SM on a GPU (each keeps its partial sums in registers), a few on the
-    CPU (each program costs the interpreter time); never more than the rows."""
-    n = torch.cuda.get_device_properties(0).multi_processor_count if ON_GPU else 4
+def _default_groups(h, device=None):
+    """Backward programs: one per SM of ``device``'s GPU (each keeps its partial sums in registers),
+    4 on the CPU (each program costs the interpreter time); never more than the ``h`` rows."""
+    on_gpu = ON_GPU if device is None else torch.device(device).type == "cuda"
+    n = torch.cuda.get_device_properties(device).multi_processor_count if on_gpu else 4
     return max(1, min(h, n))
 
 
-def layer_norm_config(w, groups=None, h=None):
-    """Block width (``w`` rounded up to a power of two), warps (``num_warps_for``) and backward
-    programs ``GROUPS`` (``groups``, else one per SM on a GPU, 4 on the CPU, at most ``h``)."""
+def _check_width(w):
     if not 1 <= w <= MAX_W:
         raise ValueError(f"layer_norm: rows of {w} features; this kernel takes 1 to {MAX_W} (a row "
                          "must fit in one program's registers)")
+
+
+def layer_norm_config(w, groups=None, h=None, device=None):
+    """Block width (``w`` rounded up to a power of two), warps (``num_warps_for``) and backward
+    programs ``GROUPS`` (``groups``, else one per SM of ``device`` (default: the course's device) on a
+    GPU, 4 on the CPU, at most ``h``)."""
+    _check_width(w)
     block = triton.next_power_of_2(w)
     return dict(BLOCK_W=block, num_warps=num_warps_for(block),
-                GROUPS=groups if groups is not None else _default_groups(h or 1 << 30))
+                GROUPS=groups if groups is not None else _default_groups(h or 1 << 30, device))
 
 
 def _check_inputs(name, x, weight, bias=None):
@@ -177,7 +183,7 @@ def _check_inputs(name, x, weight, bias=None):
             raise ValueError(f"{name}: {pname} is on {p.device} but x is on {x.device}")
     if x.numel() == 0:
         raise ValueError(f"{name}: x is empty (shape {tuple(x.shape)})")
-    layer_norm_config(w)  # refuses w > MAX_W
+    _check_width(w)
 
 
 def _rows(t):
@@ -195,7 +201,7 @@ def layer_norm_forward(x, weight, bias, eps=1e-5, cfg=None, alloc=torch.empty):
     _check_inputs("layer_norm_forward", x, weight, bias)
     x2 = _rows(x)
     h, w = x2.shape
-    cfg = cfg or layer_norm_config(w, h=h)
+    cfg = cfg or layer_norm_config(w, h=h, device=x.device)
     y = alloc(h, w, dtype=x.dtype, device=x.device)
     sd = _stats_dtype(x.dtype)
     mean = alloc(h, dtype=sd, device=x.device)
@@ -217,7 +223,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd, cfg=None, alloc=torch.empty):
     if mean.numel() != h or rstd.numel() != h:
         raise ValueError(f"layer_norm_backward: mean and rstd need one value per row ({h}); got "
                          f"{mean.numel()} and {rstd.numel()}")
-    cfg = cfg or layer_norm_config(w, h=h)
+    cfg = cfg or layer_norm_config(w, h=h, device=x.device)
     groups = cfg["GROUPS"]
     acc, sd = _acc(x.dtype), _stats_dtype(x.dtype)
     dx = alloc(h, w, dtype=x.dtype, device=x.device)

@@ -231,3 +231,11 @@ def test_bad_input_is_refused_clearly():
         ln.gelu_forward(torch.arange(4))
     with pytest.raises(ValueError, match="weight must have shape"):  # the custom op refuses too
         ln.layer_norm_op(x, wt[:-1], b)
+
+
+def test_config_block_warps_and_groups():
+    assert ln.layer_norm_config(300, device="cpu") == dict(BLOCK_W=512, num_warps=4, GROUPS=4)
+    assert ln.layer_norm_config(8192, h=2, device="cpu") == dict(BLOCK_W=8192, num_warps=16, GROUPS=2)
+    assert ln.layer_norm_config(ln.MAX_W, groups=132)["GROUPS"] == 132
+    with pytest.raises(ValueError, match="rows of 0 features"):
+        ln.layer_norm_config(0)
