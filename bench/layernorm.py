@@ -79,7 +79,7 @@ def bench_dtype(h, w, dtype, tune):
     moved = {"forward": 2 * h * w * elt, "forward + backward": 5 * h * w * elt}
     ratios = {}
     for what, nbytes in moved.items():
-        print(f"  {what} ({nbytes / 1e6:,.0f} MB moved at least)")
+        print(f"  {what} ({nbytes / 1e6:,.1f} MB moved at least)")
         t_torch = None
         for name, f in fns.items():
             if what == "forward":

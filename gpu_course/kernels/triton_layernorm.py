@@ -3,8 +3,10 @@
 Triton, each wrapped two ways:
 
 * a ``torch.autograd.Function`` (:class:`LayerNorm`, :class:`GeLU`; called through
-  :func:`layer_norm` and :func:`gelu`): enough for eager autograd, but ``torch.compile`` cannot look
-  inside a Triton launch and breaks the graph around it;
+  :func:`layer_norm` and :func:`gelu`): enough for eager autograd; under ``torch.compile`` Dynamo
+  must trace through the Python launchers and the Triton launches themselves (on a GPU it has
+  support for user-written Triton kernels; under the CPU interpreter it fails, tracing the
+  interpreter's own code);
 * a custom operator (``torch.ops.gpu_course.layer_norm`` and ``torch.ops.gpu_course.gelu``, called
   through :func:`layer_norm_op` and :func:`gelu_op`): ``torch.library.custom_op`` declares it,
   ``register_fake`` tells the compiler the shapes and dtypes of its outputs without running it, and
