@@ -1,0 +1,241 @@
+"""gpu_course/kernels/triton_layernorm.py on the CPU (Triton interpreter): LayerNorm and GeLU, forward
+and backward, against torch in float64 with poisoned outputs and rows that are not a power of two;
+``gradcheck`` in fp64 (the interpreter runs these kernels in fp64: numpy underneath, and the kernels
+accumulate in fp64 for fp64 input); ``torch.library.opcheck`` on the four custom ops; and
+``torch.compile(fullgraph=True)`` over a small model that calls them.
+
+torch.compile runs with ``backend="aot_eager"``: Dynamo and AOTAutograd trace the graph (the
+custom ops stay in it as single calls, their fake implementations giving the shapes), and the graph
+then runs eagerly, so the ops call the Triton interpreter. Inductor also works on the CPU (it leaves a
+custom op as an opaque call; tried by hand: about 9 s to compile this file's model, forward and
+backward, for C++ it generates around the ops), too slow for this file; what this file checks (no
+graph break, the ops in the graph, the gradients) is decided before the backend.
+"""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import utils
+from torch._dynamo.backends.debugging import aot_eager
+from gpu_course.kernels import triton_layernorm as ln
+
+H, W = 7, 300  # 7 rows: not a multiple of the backward's GROUPS; 300 features: a block of 512
+
+
+def _inputs(h=H, w=W, dtype=torch.float32, grad=False):
+    x = torch.randn(h, w, dtype=dtype) * 3 + 1  # a mean and a spread that are not 0 and 1
+    wt = torch.randn(w, dtype=dtype)
+    b = torch.randn(w, dtype=dtype)
+    return [t.requires_grad_(grad) for t in (x, wt, b)]
+
+
+TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-2, rtol=1e-2),
+       torch.bfloat16: dict(atol=1e-1, rtol=2e-2)}
+
+
+# ------------------------------------------------------------------------------------- forward
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("w", [1, 300])
+def test_forward_matches_float64(dtype, w):
+    x, wt, b = _inputs(w=w, dtype=dtype)
+    y, mean, rstd = ln.layer_norm_forward(x, wt, b, 1e-5, alloc=utils.poisoned)
+    xd = x.double()
+    ref = F.layer_norm(xd, (w,), wt.double(), b.double(), 1e-5)
+    assert y.dtype == dtype and mean.dtype == rstd.dtype == torch.float32
+    utils.check(y, ref, **TOL[dtype], name=f"y {dtype} w={w}")
+    utils.check(mean, xd.mean(1), atol=1e-5, rtol=1e-5, name="mean")
+    utils.check(rstd, 1 / (xd.var(1, unbiased=False) + 1e-5).sqrt(), atol=1e-5, rtol=1e-4, name="rstd")
+
+
+def test_forward_strided_rows_and_3d_input():
+    big = torch.randn(5, 400)
+    view = big[:, 50:350]  # rows 400 apart: a view, not copied
+    _, wt, b = _inputs()
+    ref = F.layer_norm(view.double(), (W,), wt.double(), b.double())
+    utils.check(ln.layer_norm(view, wt, b), ref, atol=1e-5, rtol=1e-5, name="strided rows")
+    x3 = torch.randn(2, 3, W)
+    utils.check(ln.layer_norm(x3, wt, b), F.layer_norm(x3.double(), (W,), wt.double(), b.double()),
+                atol=1e-5, rtol=1e-5, name="3-d x")
+    xt = torch.randn(W, 4).t()  # columns not contiguous: copied first
+    utils.check(ln.layer_norm(xt, wt, b), F.layer_norm(xt.double(), (W,), wt.double(), b.double()),
+                atol=1e-5, rtol=1e-5, name="transposed x")
+
+
+# ------------------------------------------------------------------------------------ backward
+def _torch_grads(x, wt, b, dy):
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, wt, b))
+    y = F.layer_norm(xd, (x.shape[-1],), wd, bd, 1e-5)
+    return torch.autograd.grad(y, (xd, wd, bd), dy.double())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("h, groups", [(7, 3), (2, 4)])  # rows shared unevenly; fewer rows than groups
+def test_backward_matches_torch_autograd(dtype, h, groups):
+    x, wt, b = _inputs(h=h, dtype=dtype)
+    dy = torch.randn(h, W, dtype=dtype)
+    _, mean, rstd = ln.layer_norm_forward(x, wt, b, 1e-5)
+    cfg = ln.layer_norm_config(W, groups=groups)
+    dx, dw, db = ln.layer_norm_backward(dy, x, wt, mean, rstd, cfg=cfg, alloc=utils.poisoned)
+    rdx, rdw, rdb = _torch_grads(x, wt, b, dy)
+    tol = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.float16: dict(atol=5e-2, rtol=2e-2),
+           torch.bfloat16: dict(atol=2e-1, rtol=5e-2)}[dtype]
+    for name, out, ref in (("dx", dx, rdx), ("dweight", dw, rdw), ("dbias", db, rdb)):
+        assert out.dtype == dtype, name
+        utils.check(out, ref, **tol, name=f"{name} {dtype}")
+
+
+def test_backward_is_deterministic():
+    x, wt, b = _inputs()
+    dy = torch.randn(H, W)
+    _, mean, rstd = ln.layer_norm_forward(x, wt, b)
+    first = ln.layer_norm_backward(dy, x, wt, mean, rstd)
+    again = ln.layer_norm_backward(dy, x, wt, mean, rstd)
+    assert all(torch.equal(p, q) for p, q in zip(first, again))
+
+
+@pytest.mark.parametrize("wrap", [ln.layer_norm, ln.layer_norm_op])
+def test_autograd_wrappers_match_torch(wrap):
+    x, wt, b = _inputs(grad=True)
+    dy = torch.randn(H, W)
+    grads = torch.autograd.grad(wrap(x, wt, b), (x, wt, b), dy)
+    for name, out, ref in zip(("dx", "dweight", "dbias"), grads, _torch_grads(x, wt, b, dy)):
+        utils.check(out, ref, atol=1e-4, rtol=1e-4, name=f"{wrap.__name__} {name}")
+
+
+def test_gradcheck_fp64():
+    # fp64 runs in fp64 end to end (the kernels' ACC dtype follows the input), so gradcheck's finite
+    # differences at eps=1e-6 are meaningful; small sizes: gradcheck runs the forward twice per input
+    x, wt, b = _inputs(h=3, w=5, dtype=torch.float64, grad=True)
+    assert torch.autograd.gradcheck(ln.layer_norm, (x, wt, b), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(ln.layer_norm_op, (x, wt, b), eps=1e-6, atol=1e-6)
+    xg = torch.randn(11, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(ln.gelu, (xg,), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(ln.gelu_op, (xg,), eps=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------- GeLU
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_gelu_forward_and_backward(dtype):
+    x = (torch.randn(3, 700) * 3).to(dtype)  # 2100 elements: the last block of 1024 is short
+    dy = torch.randn(3, 700).to(dtype)
+    xd = x.double().requires_grad_()
+    ref = F.gelu(xd)
+    (rdx,) = torch.autograd.grad(ref, xd, dy.double())
+    tol = TOL[dtype]
+    utils.check(ln.gelu_forward(x, alloc=utils.poisoned), ref, **tol, name=f"gelu {dtype}")
+    utils.check(ln.gelu_backward(dy, x, alloc=utils.poisoned), rdx, **tol, name=f"gelu' {dtype}")
+    for wrap in (ln.gelu, ln.gelu_op):
+        xg = x.clone().requires_grad_()
+        y = wrap(xg)
+        (dx,) = torch.autograd.grad(y, xg, dy)
+        utils.check(y, ref, **tol, name=wrap.__name__)
+        utils.check(dx, rdx, **tol, name=f"{wrap.__name__} backward")
+
+
+# ----------------------------------------------------------------------------------- custom ops
+def test_opcheck_on_the_custom_ops():
+    # all four of opcheck's default tests run under the interpreter (a few seconds in all): the
+    # schema, that autograd is registered, the fake implementations against the real ones, and
+    # AOTAutograd with dynamic shapes
+    x, wt, b = _inputs(h=3, w=37, grad=True)
+    torch.library.opcheck(torch.ops.gpu_course.layer_norm.default, (x, wt, b, 1e-5))
+    _, mean, rstd = ln.layer_norm_forward(x.detach(), wt.detach(), b.detach())
+    dy = torch.randn(3, 37)
+    torch.library.opcheck(torch.ops.gpu_course.layer_norm_backward.default,
+                          (dy, x.detach(), wt.detach(), mean, rstd))
+    xg = torch.randn(5, 9, requires_grad=True)
+    torch.library.opcheck(torch.ops.gpu_course.gelu.default, (xg,))
+    torch.library.opcheck(torch.ops.gpu_course.gelu_backward.default, (torch.randn(5, 9), xg.detach()))
+    # a transposed input: the outputs are contiguous, and the fake implementations must say so
+    xt = torch.randn(37, 3).t().requires_grad_()
+    torch.library.opcheck(torch.ops.gpu_course.layer_norm.default, (xt, wt, b, 1e-5))
+    torch.library.opcheck(torch.ops.gpu_course.gelu.default, (xt,))
+
+
+class TinyBlock(torch.nn.Module):
+    """Linear, LayerNorm and GeLU through the custom ops, the way notebook 10's model calls them."""
+
+    def __init__(self, d=24):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, d)
+        self.norm = torch.nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = ln.layer_norm_op(self.lin(x), self.norm.weight, self.norm.bias, self.norm.eps)
+        return ln.gelu_op(h) + x
+
+
+def test_torch_compile_fullgraph_keeps_the_custom_ops():
+    torch._dynamo.reset()
+    model = TinyBlock()
+    graphs = []
+
+    def backend(gm, example_inputs):  # records Dynamo's graph, then hands it to aot_eager
+        graphs.append(gm)
+        return aot_eager(gm, example_inputs)
+
+    compiled = torch.compile(model, backend=backend, fullgraph=True)  # fullgraph: a break raises
+    x = torch.randn(5, 24, requires_grad=True)
+    out = compiled(x)
+    assert len(graphs) == 1
+    code = graphs[0].code
+    assert "gpu_course.layer_norm" in code and "gpu_course.gelu" in code, code
+    ref = F.gelu(F.layer_norm(model.lin(x), (24,), model.norm.weight, model.norm.bias)) + x
+    utils.check(out, ref, atol=1e-5, rtol=1e-5, name="compiled forward")
+    got = torch.autograd.grad(out.sum(), (x, model.lin.weight, model.norm.weight))
+    want = torch.autograd.grad(ref.sum(), (x, model.lin.weight, model.norm.weight))
+    for name, g, r in zip(("dx", "dlin.weight", "dnorm.weight"), got, want):
+        utils.check(g, r, atol=1e-4, rtol=1e-4, name=f"compiled {name}")
+
+
+def test_explain_finds_no_graph_break_in_the_custom_op():
+    # the autograd.Function is not tried here: under the Triton interpreter Dynamo traces into the
+    # interpreter's own Python and fails (a uint64 pointer offset its fake tensors do not support);
+    # on a GPU, Dynamo handles a Triton launch itself, and the notebook shows what explain() says there
+    torch._dynamo.reset()
+    x, wt, b = _inputs()
+    explained = torch._dynamo.explain(ln.layer_norm_op)(x, wt, b)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+
+
+def test_registration_is_idempotent():
+    again = importlib.reload(ln)  # what a notebook re-running its imports does
+    x, wt, b = _inputs()
+    utils.check(again.layer_norm_op(x, wt, b), F.layer_norm(x.double(), (W,), wt.double(), b.double()),
+                atol=1e-5, rtol=1e-5, name="after reload")
+
+
+# ---------------------------------------------------------------------------------- bad input
+def test_bad_input_is_refused_clearly():
+    x, wt, b = _inputs()
+    with pytest.raises(ValueError, match="weight must have shape"):
+        ln.layer_norm_forward(x, wt[:-1], b)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        ln.layer_norm_forward(x, wt, torch.zeros(2, W))
+    with pytest.raises(ValueError, match="1 to 16384"):
+        big = torch.empty(1, ln.MAX_W + 1)
+        ln.layer_norm_forward(big, torch.empty(ln.MAX_W + 1), torch.empty(ln.MAX_W + 1))
+    with pytest.raises(TypeError, match="torch.int32"):
+        ln.layer_norm_forward(x.int(), wt, b)
+    with pytest.raises(ValueError, match="is empty"):
+        ln.layer_norm_forward(torch.empty(0, W), wt, b)
+    with pytest.raises(ValueError, match="dy has shape"):
+        ln.layer_norm_backward(torch.empty(H, W + 1), x, wt, torch.empty(H), torch.empty(H))
+    with pytest.raises(ValueError, match="one value per row"):
+        ln.layer_norm_backward(x, x, wt, torch.empty(H - 1), torch.empty(H))
+    with pytest.raises(TypeError, match="torch.int64"):
+        ln.gelu_forward(torch.arange(4))
+    with pytest.raises(ValueError, match="weight must have shape"):  # the custom op refuses too
+        ln.layer_norm_op(x, wt[:-1], b)
+
+
+def test_config_block_warps_and_groups():
+    assert ln.layer_norm_config(300, device="cpu") == dict(BLOCK_W=512, num_warps=4, GROUPS=4)
+    assert ln.layer_norm_config(8192, h=2, device="cpu") == dict(BLOCK_W=8192, num_warps=16, GROUPS=2)
+    assert ln.layer_norm_config(ln.MAX_W, groups=132)["GROUPS"] == 132
+    with pytest.raises(ValueError, match="rows of 0 features"):
+        ln.layer_norm_config(0)
