@@ -157,6 +157,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, scale, N,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (block of BLOCK_M query rows, batch x head); q, k, v, o contiguous (B, H, N, HEAD_DIM)."""
     pid_m = tl.program_id(0)
+    if CAUSAL:  # the last query blocks have the most keys to visit: start them first (a shorter tail)
+        pid_m = tl.num_programs(0) - 1 - pid_m
     base = tl.program_id(1).to(tl.int64) * N * HEAD_DIM                         # this (batch, head)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
@@ -304,12 +306,12 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, d
         diag_end = 0
     full_end = tl.maximum((N // BLOCK_M) * BLOCK_M, diag_end)
     qb, dob, lseb, deltab = q_ptr + base, do_ptr + base, lse_ptr + bh * N, delta_ptr + bh * N
-    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, lo, diag_end, N, qk_scale, HEAD_DIM, BLOCK_M, CAUSAL, True,
-                         DOT_PRECISION)
-    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, diag_end, full_end, N, qk_scale, HEAD_DIM, BLOCK_M, CAUSAL, False,
-                         DOT_PRECISION)
-    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, full_end, N, N, qk_scale, HEAD_DIM, BLOCK_M, CAUSAL, True,
-                         DOT_PRECISION)
+    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, lo, diag_end, N, qk_scale,
+                         HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
+    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, diag_end, full_end, N, qk_scale,
+                         HEAD_DIM, BLOCK_M, CAUSAL, False, DOT_PRECISION)
+    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, full_end, N, N, qk_scale,
+                         HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
     tl.store(dk_ptr + offs, (dk * scale).to(dk_ptr.dtype.element_ty), mask=keys[:, None] < N)
     tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keys[:, None] < N)
 
@@ -347,6 +349,8 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (block of BLOCK_M queries, batch x head), looping over key blocks: dQ of its rows."""
     pid_m = tl.program_id(0)
+    if CAUSAL:  # heaviest blocks first, as in the forward
+        pid_m = tl.num_programs(0) - 1 - pid_m
     bh = tl.program_id(1).to(tl.int64)
     base = bh * N * HEAD_DIM
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
