@@ -1,4 +1,4 @@
-"""Notebook 10's kernels (your kernels in autograd and ``torch.compile``), timed by
+"""Kernels for the notebook to come on autograd and ``torch.compile`` (10), timed by
 ``bench/layernorm.py``: a row LayerNorm with its backward, and a GeLU with its backward, each in
 Triton, each wrapped two ways:
 

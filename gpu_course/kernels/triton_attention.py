@@ -1,0 +1,463 @@
+"""Attention for the notebook to come on FlashAttention in Triton (11), timed by
+``bench/flash_attention.py``: three ways to compute ``softmax(scale * q @ k^T) @ v`` over tensors of
+shape (batch, heads, N, d).
+
+* :func:`naive_attention`: plain torch, the N x N scores and probabilities written to memory (the
+  baseline whose memory grows like N²).
+* :func:`online_softmax_attention`: plain torch, one block of keys at a time with a running row
+  maximum and row sum (the online softmax): the same result without ever holding N x N.
+* :func:`flash_attention`: the online softmax in Triton, one program per (query block, batch x head),
+  its tiles of scores living in registers only (FlashAttention's forward), and FlashAttention-2's
+  backward split into three kernels: ``delta = rowsum(dO * O)``, then dK/dV (one program per key
+  block, looping over query blocks) and dQ (one program per query block, looping over key blocks).
+  The forward saves one number per query row, the log-sum-exp (LSE) of its scores, from which the
+  backward rebuilds the probabilities instead of storing them.
+
+Inside the Triton kernels exponentials are base 2 (``exp2(x * log2(e)) == exp(x)``, one instruction
+cheaper); the LSE handed out is in natural log. Scores and running statistics are fp32 whatever
+the input dtype (fp16, bf16; fp32 for the interpreter's tests). Launches are autotuned over
+:func:`forward_configs` and :func:`backward_configs` (one configuration on the CPU).
+
+>>> q, k, v = (torch.randn(1, 2, 37, 16, dtype=torch.float64) for _ in range(3))
+>>> torch.allclose(online_softmax_attention(q, k, v, causal=True, block=8),
+...                naive_attention(q, k, v, causal=True))
+True
+>>> attention_flops(4, 16, 4096, 64) / 1e12, attention_flops(4, 16, 4096, 64, causal=True, backward=True) / 1e12
+(0.274877906944, 0.34359738368)
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..launch import cdiv
+from ..mode import by_mode
+from .triton_matmul import dot_precision
+
+HEAD_DIMS = (16, 32, 64, 128)
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
+
+
+# ------------------------------------------------------------------------------- plain torch (teaching)
+def check_inputs(q, k, v, name="attention"):
+    """Raise a clear error unless q, k, v are (batch, heads, N, d) tensors of one shape, dtype and device."""
+    for t, label in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: {label} must be a torch.Tensor, got {type(t).__name__}")
+        if t.ndim != 4:
+            raise ValueError(f"{name}: {label} must have shape (batch, heads, N, d), got {tuple(t.shape)}")
+    if not q.shape == k.shape == v.shape:
+        raise ValueError(f"{name}: q, k, v must have one shape (self-attention), got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"{name}: q, k, v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"{name}: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if q.shape[2] < 1:
+        raise ValueError(f"{name}: the sequence length N must be at least 1, got shape {tuple(q.shape)}")
+
+
+def default_scale(d, scale=None):
+    """The softmax scale: ``1 / sqrt(d)`` unless given (as torch's scaled_dot_product_attention)."""
+    return 1.0 / math.sqrt(d) if scale is None else float(scale)
+
+
+def naive_attention(q, k, v, causal=False, scale=None):
+    """``softmax(scale * q @ k^T) @ v`` in plain torch, in the inputs' dtype: the N x N scores and
+    probabilities are written to memory (the notebook's baseline). ``causal``: query i sees keys <= i."""
+    check_inputs(q, k, v, "naive_attention")
+    s = (q @ k.transpose(-2, -1)) * default_scale(q.shape[-1], scale)  # (B, H, N, N)
+    if causal:
+        n = q.shape[2]
+        future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        s = s.masked_fill(future, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def online_softmax_attention(q, k, v, causal=False, block=64, scale=None):
+    """The same as :func:`naive_attention`, one block of ``block`` keys at a time (plain torch, for
+    teaching): each query row keeps a running maximum ``m``, a running sum ``l`` of ``exp(s - m)``
+    and an unnormalized output ``acc``; when a new block raises the maximum to ``m_new``, the old
+    sum and output are rescaled by ``exp(m - m_new)``. Statistics in fp32 (float64 inputs stay float64);
+    at most N x ``block`` scores exist at a time."""
+    check_inputs(q, k, v, "online_softmax_attention")
+    if block < 1:
+        raise ValueError(f"online_softmax_attention: block must be at least 1, got {block}")
+    acc_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    n = q.shape[2]
+    qs = q.to(acc_dtype) * default_scale(q.shape[-1], scale)
+    m = torch.full(q.shape[:3], float("-inf"), dtype=acc_dtype, device=q.device)  # running max
+    l = torch.zeros(q.shape[:3], dtype=acc_dtype, device=q.device)                # running sum  # noqa: E741
+    acc = torch.zeros(q.shape, dtype=acc_dtype, device=q.device)                  # running output
+    rows = torch.arange(n, device=q.device)
+    for start in range(0, n, block):
+        cols = torch.arange(start, min(start + block, n), device=q.device)
+        s = qs @ k[:, :, cols].to(acc_dtype).transpose(-2, -1)                  # (B, H, N, block)
+        if causal:
+            s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        # a row that has seen only -inf so far (causal, keys all in its future) keeps m_new = -inf: use 0
+        safe = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+        p = torch.exp(s - safe[..., None])
+        alpha = torch.exp(m - safe)                                             # rescales the old sum
+        l = l * alpha + p.sum(dim=-1)  # noqa: E741
+        acc = acc * alpha[..., None] + p @ v[:, :, cols].to(acc_dtype)
+        m = m_new
+    return (acc / l[..., None]).to(q.dtype)
+
+
+def attention_flops(batch, heads, n, d, causal=False, backward=False):
+    """Floating-point operations counted for attention (the usual convention): two N x N x d
+    matmuls of 2 flops per multiply-add, ``4 * batch * heads * N² * d``, halved when causal (half
+    the scores are skipped); the backward does 2.5 times the forward's (five matmuls, not two)."""
+    f = 4 * batch * heads * n * n * d
+    if causal:
+        f //= 2
+    return f * 5 // 2 if backward else f
+
+
+# ------------------------------------------------------------------------------------- Triton forward
+@triton.jit
+def _fwd_inner(acc, m_i, l_i, q, k_base, v_base, rows, lo, hi, N, qk_scale,
+               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
+               DOT_PRECISION: tl.constexpr):
+    """Key blocks [lo, hi) for one query block: the online-softmax update. Without MASK the blocks
+    are wholly inside N and (causal) wholly in every row's past: no per-element test."""
+    dims = tl.arange(0, HEAD_DIM)
+    for start in range(lo, hi, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        if MASK:
+            kt = tl.load(k_base + cols[None, :] * HEAD_DIM + dims[:, None], mask=cols[None, :] < N, other=0.0)
+            vb = tl.load(v_base + cols[:, None] * HEAD_DIM + dims[None, :], mask=cols[:, None] < N, other=0.0)
+        else:
+            kt = tl.load(k_base + cols[None, :] * HEAD_DIM + dims[:, None])      # k^T block: (HEAD_DIM, BLOCK_N)
+            vb = tl.load(v_base + cols[:, None] * HEAD_DIM + dims[None, :])      # v block: (BLOCK_N, HEAD_DIM)
+        s = tl.dot(q, kt, input_precision=DOT_PRECISION) * qk_scale             # log2 units, fp32
+        if MASK:
+            ok = cols[None, :] < N
+            if CAUSAL:
+                ok = ok & (cols[None, :] <= rows[:, None])
+            s = tl.where(ok, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)                                       # rescales the old sum, output
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(vb.dtype), vb, acc * alpha[:, None], input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, scale, N,
+                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (block of BLOCK_M query rows, batch x head); q, k, v, o contiguous (B, H, N, HEAD_DIM)."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:  # the last query blocks have the most keys to visit: start them first (a shorter tail)
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    base = tl.program_id(1).to(tl.int64) * N * HEAD_DIM                         # this (batch, head)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_DIM)
+    row_ok = rows < N
+    q = tl.load(q_ptr + base + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_ok[:, None], other=0.0)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    qk_scale = scale * 1.4426950408889634                                       # exp2 instead of exp
+    # blocks wholly in range (and, causal, wholly left of this query block) first, without masks ...
+    if CAUSAL:
+        full_end = (tl.minimum(pid_m * BLOCK_M, N) // BLOCK_N) * BLOCK_N
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, N)
+    else:
+        full_end = (N // BLOCK_N) * BLOCK_N
+        hi = N
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, k_ptr + base, v_ptr + base, rows, 0, full_end, N, qk_scale,
+                               HEAD_DIM, BLOCK_N, CAUSAL, False, DOT_PRECISION)
+    # ... then the diagonal block(s) and the ragged end, masked
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, k_ptr + base, v_ptr + base, rows, full_end, hi, N, qk_scale,
+                               HEAD_DIM, BLOCK_N, CAUSAL, True, DOT_PRECISION)
+    out = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453                       # natural-log LSE of the scores
+    tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + dims[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=row_ok[:, None])
+    tl.store(lse_ptr + tl.program_id(1).to(tl.int64) * N + rows, lse, mask=row_ok)
+
+
+def fwd_config(BM, BN, stages, warps):
+    return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN), num_stages=stages, num_warps=warps)
+
+
+def forward_configs():
+    """What the forward's autotuner tries. GPU: query blocks of 64 or 128 rows (BLOCK_M a multiple
+    of BLOCK_N, which the causal split needs), key blocks of 32 to 128: sizes usual on Hopper for d =
+    64 and 128, not yet timed here (prune them with bench/flash_attention.py); those that overflow
+    shared memory are skipped by the autotuner. CPU: one small
+    block, never timed (tl.dot in the interpreter needs blocks of at least 16)."""
+    return by_mode(gpu=[fwd_config(128, 64, 3, 4), fwd_config(128, 64, 4, 8), fwd_config(128, 128, 3, 8),
+                        fwd_config(128, 32, 4, 4), fwd_config(64, 64, 4, 4)],
+                   cpu=[fwd_config(16, 16, 1, 4)])
+
+
+attention_fwd_tuned = triton.autotune(configs=forward_configs(),
+                                      key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(attention_fwd_kernel)
+
+
+def check_flash_inputs(q, k, v, name):
+    check_inputs(q, k, v, name)
+    if q.dtype not in DTYPES:
+        raise TypeError(f"{name}: dtype must be one of {', '.join(map(str, DTYPES))}, got {q.dtype}")
+    if q.shape[-1] not in HEAD_DIMS:
+        raise ValueError(f"{name}: the head dimension d must be one of {HEAD_DIMS}, got {q.shape[-1]}")
+
+
+def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.empty):
+    """FlashAttention's forward: ``(out, lse)``, ``out`` as q, ``lse`` fp32 of shape (B, H, N), the
+    natural-log log-sum-exp of each row's scaled scores. Autotuned, or with ``cfg`` (BLOCK_M,
+    BLOCK_N, num_warps, num_stages; BLOCK_M a multiple of BLOCK_N) fixed. Non-contiguous inputs are
+    copied to contiguous ones first."""
+    check_flash_inputs(q, k, v, "flash_attention")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    B, H, N, D = q.shape
+    out = alloc(q.shape, dtype=q.dtype, device=q.device)
+    lse = alloc((B, H, N), dtype=torch.float32, device=q.device)
+    args = (q, k, v, out, lse, default_scale(D, scale), N)
+    switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
+    if cfg is None:
+        attention_fwd_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](*args, **switches)
+    else:
+        if cfg["BLOCK_M"] % cfg["BLOCK_N"]:
+            raise ValueError(f"flash_attention: BLOCK_M must be a multiple of BLOCK_N, got {cfg}")
+        attention_fwd_kernel[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
+    return out, lse
+
+
+# ------------------------------------------------------------------------------------ Triton backward
+@triton.jit
+def attention_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, N, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta = rowsum(dO * O), fp32: the ``sum_j P_ij dP_ij`` of the softmax's backward, per row."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_DIM)
+    bh = tl.program_id(1).to(tl.int64)
+    offs = bh * N * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :]
+    o = tl.load(o_ptr + offs, mask=rows[:, None] < N, other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + offs, mask=rows[:, None] < N, other=0.0).to(tl.float32)
+    tl.store(delta_ptr + bh * N + rows, tl.sum(o * do, 1), mask=rows < N)
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, keys, lo, hi, N, qk_scale,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                DOT_PRECISION: tl.constexpr):
+    """Query blocks [lo, hi) for one key block, everything transposed (keys along rows):
+    P^T = exp(S^T - LSE), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - delta), dK += dS^T Q."""
+    dims = tl.arange(0, HEAD_DIM)
+    for start in range(lo, hi, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        if MASK:
+            qt = tl.load(q_base + rows[None, :] * HEAD_DIM + dims[:, None], mask=rows[None, :] < N, other=0.0)
+            do = tl.load(do_base + rows[:, None] * HEAD_DIM + dims[None, :], mask=rows[:, None] < N, other=0.0)
+            lse = tl.load(lse_base + rows, mask=rows < N, other=0.0)
+            delta = tl.load(delta_base + rows, mask=rows < N, other=0.0)
+        else:
+            qt = tl.load(q_base + rows[None, :] * HEAD_DIM + dims[:, None])     # (HEAD_DIM, BLOCK_M)
+            do = tl.load(do_base + rows[:, None] * HEAD_DIM + dims[None, :])    # (BLOCK_M, HEAD_DIM)
+            lse = tl.load(lse_base + rows)
+            delta = tl.load(delta_base + rows)
+        st = tl.dot(k, qt, input_precision=DOT_PRECISION) * qk_scale            # (BLOCK_N, BLOCK_M), log2 units
+        pt = tl.math.exp2(st - lse[None, :] * 1.4426950408889634)
+        if MASK:
+            ok = rows[None, :] < N
+            if CAUSAL:
+                ok = ok & (rows[None, :] >= keys[:, None])
+            pt = tl.where(ok, pt, 0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+        dpt = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+        dst = pt * (dpt - delta[None, :])
+        dk = tl.dot(dst.to(qt.dtype), tl.trans(qt), dk, input_precision=DOT_PRECISION)
+    return dk, dv
+
+
+@triton.jit
+def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, scale, N,
+                              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (block of BLOCK_N keys, batch x head), looping over query blocks: dK and dV of its keys."""
+    start_n = tl.program_id(0) * BLOCK_N
+    bh = tl.program_id(1).to(tl.int64)
+    base = bh * N * HEAD_DIM
+    keys = start_n + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    offs = base + keys[:, None] * HEAD_DIM + dims[None, :]
+    k = tl.load(k_ptr + offs, mask=keys[:, None] < N, other=0.0)
+    v = tl.load(v_ptr + offs, mask=keys[:, None] < N, other=0.0)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    # query blocks: (causal) the diagonal ones, masked; those wholly inside N and in the keys'
+    # future, unmasked; the ragged end, masked. Each starts at a multiple of BLOCK_M.
+    if CAUSAL:
+        lo = (start_n // BLOCK_M) * BLOCK_M
+        diag_end = tl.minimum(tl.cdiv(start_n + BLOCK_N, BLOCK_M), tl.cdiv(N, BLOCK_M)) * BLOCK_M
+    else:
+        lo = 0
+        diag_end = 0
+    full_end = tl.maximum((N // BLOCK_M) * BLOCK_M, diag_end)
+    qb, dob, lseb, deltab = q_ptr + base, do_ptr + base, lse_ptr + bh * N, delta_ptr + bh * N
+    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, lo, diag_end, N, qk_scale,
+                         HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
+    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, diag_end, full_end, N, qk_scale,
+                         HEAD_DIM, BLOCK_M, CAUSAL, False, DOT_PRECISION)
+    dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, full_end, N, N, qk_scale,
+                         HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
+    tl.store(dk_ptr + offs, (dk * scale).to(dk_ptr.dtype.element_ty), mask=keys[:, None] < N)
+    tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keys[:, None] < N)
+
+
+@triton.jit
+def _dq_inner(dq, q, do, lse, delta, k_base, v_base, rows, lo, hi, N, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
+              DOT_PRECISION: tl.constexpr):
+    """Key blocks [lo, hi) for one query block: P = exp(S - LSE), dP = dO V^T, dS = P (dP - delta), dQ += dS K."""
+    dims = tl.arange(0, HEAD_DIM)
+    for start in range(lo, hi, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        if MASK:
+            kt = tl.load(k_base + cols[None, :] * HEAD_DIM + dims[:, None], mask=cols[None, :] < N, other=0.0)
+            vt = tl.load(v_base + cols[None, :] * HEAD_DIM + dims[:, None], mask=cols[None, :] < N, other=0.0)
+        else:
+            kt = tl.load(k_base + cols[None, :] * HEAD_DIM + dims[:, None])      # (HEAD_DIM, BLOCK_N)
+            vt = tl.load(v_base + cols[None, :] * HEAD_DIM + dims[:, None])
+        s = tl.dot(q, kt, input_precision=DOT_PRECISION) * qk_scale
+        p = tl.math.exp2(s - lse[:, None])
+        if MASK:
+            ok = cols[None, :] < N
+            if CAUSAL:
+                ok = ok & (cols[None, :] <= rows[:, None])
+            p = tl.where(ok, p, 0.0)
+        dp = tl.dot(do, vt, input_precision=DOT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq, input_precision=DOT_PRECISION)
+    return dq
+
+
+@triton.jit
+def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, scale, N,
+                            HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (block of BLOCK_M queries, batch x head), looping over key blocks: dQ of its rows."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:  # heaviest blocks first, as in the forward
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    bh = tl.program_id(1).to(tl.int64)
+    base = bh * N * HEAD_DIM
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_DIM)
+    offs = base + rows[:, None] * HEAD_DIM + dims[None, :]
+    row_ok = rows < N
+    q = tl.load(q_ptr + offs, mask=row_ok[:, None], other=0.0)
+    do = tl.load(do_ptr + offs, mask=row_ok[:, None], other=0.0)
+    lse = tl.load(lse_ptr + bh * N + rows, mask=row_ok, other=0.0) * 1.4426950408889634  # log2 units
+    delta = tl.load(delta_ptr + bh * N + rows, mask=row_ok, other=0.0)
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    if CAUSAL:
+        full_end = (tl.minimum(pid_m * BLOCK_M, N) // BLOCK_N) * BLOCK_N
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, N)
+    else:
+        full_end = (N // BLOCK_N) * BLOCK_N
+        hi = N
+    dq = _dq_inner(dq, q, do, lse, delta, k_ptr + base, v_ptr + base, rows, 0, full_end, N, qk_scale,
+                   HEAD_DIM, BLOCK_N, CAUSAL, False, DOT_PRECISION)
+    dq = _dq_inner(dq, q, do, lse, delta, k_ptr + base, v_ptr + base, rows, full_end, hi, N, qk_scale,
+                   HEAD_DIM, BLOCK_N, CAUSAL, True, DOT_PRECISION)
+    tl.store(dq_ptr + offs, (dq * scale).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+def bwd_config(BM, BN, stages, warps):
+    return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN), num_stages=stages, num_warps=warps)
+
+
+def backward_configs():
+    """What the backward's autotuners try: ``(dkdv, dq)``, lists of one length. The dK/dV kernel
+    holds a key block and streams query blocks (wide BLOCK_N, narrow BLOCK_M); the dQ kernel the
+    reverse; deep pipelines (5 stages) hide the streamed loads on an H100. Untimed so far: to be
+    pruned with bench/flash_attention.py. The causal split
+    needs BLOCK_M a multiple of BLOCK_N in the dQ kernel (as in the forward). CPU: one small block each."""
+    dkdv = by_mode(gpu=[bwd_config(32, 128, 3, 4), bwd_config(32, 128, 5, 4), bwd_config(64, 128, 3, 8),
+                        bwd_config(32, 64, 4, 4)],
+                   cpu=[bwd_config(16, 16, 1, 4)])
+    dq = by_mode(gpu=[bwd_config(128, 32, 3, 4), bwd_config(128, 32, 5, 4), bwd_config(128, 64, 3, 8),
+                      bwd_config(64, 32, 4, 4)],
+                 cpu=[bwd_config(16, 16, 1, 4)])
+    return dkdv, dq
+
+
+_DKDV_CONFIGS, _DQ_CONFIGS = backward_configs()
+_BWD_KEY = ["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"]
+attention_bwd_dkdv_tuned = triton.autotune(configs=_DKDV_CONFIGS, key=_BWD_KEY)(attention_bwd_dkdv_kernel)
+attention_bwd_dq_tuned = triton.autotune(configs=_DQ_CONFIGS, key=_BWD_KEY)(attention_bwd_dq_kernel)
+DELTA_BLOCK = by_mode(gpu=128, cpu=16)
+
+
+def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=None, alloc=torch.empty):
+    """FlashAttention-2's backward: ``(dq, dk, dv)`` from the forward's inputs, ``out`` and ``lse``
+    and the output's gradient ``dout``; three launches (delta, dK/dV, dQ), autotuned, or with
+    ``cfg = (dkdv_cfg, dq_cfg)`` fixed (each BLOCK_M, BLOCK_N, num_warps, num_stages; the dQ kernel's
+    BLOCK_M a multiple of its BLOCK_N)."""
+    check_flash_inputs(q, k, v, "flash_attention backward")
+    if out.shape != q.shape or dout.shape != q.shape or lse.shape != q.shape[:3]:
+        raise ValueError(f"flash_attention backward: out and dout must have q's shape {tuple(q.shape)} and lse "
+                         f"{tuple(q.shape[:3])}, got {tuple(out.shape)}, {tuple(dout.shape)}, {tuple(lse.shape)}")
+    q, k, v, out, dout = (t.contiguous() for t in (q, k, v, out, dout.to(q.dtype)))
+    lse = lse.contiguous()
+    B, H, N, D = q.shape
+    delta = alloc((B, H, N), dtype=torch.float32, device=q.device)
+    attention_bwd_delta_kernel[(cdiv(N, DELTA_BLOCK), B * H)](out, dout, delta, N, HEAD_DIM=D, BLOCK_M=DELTA_BLOCK)
+    dq, dk, dv = (alloc(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
+    sc = default_scale(D, scale)
+    switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
+    if cfg is None:
+        attention_bwd_dkdv_tuned[lambda meta: (cdiv(N, meta["BLOCK_N"]), B * H)](
+            q, k, v, dout, lse, delta, dk, dv, sc, N, **switches)
+        attention_bwd_dq_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](
+            q, k, v, dout, lse, delta, dq, sc, N, **switches)
+    else:
+        dkdv_cfg, dq_cfg = cfg
+        if dq_cfg["BLOCK_M"] % dq_cfg["BLOCK_N"]:
+            raise ValueError(f"flash_attention backward: the dQ kernel's BLOCK_M must be a multiple of its "
+                             f"BLOCK_N, got {dq_cfg}")
+        attention_bwd_dkdv_kernel[(cdiv(N, dkdv_cfg["BLOCK_N"]), B * H)](
+            q, k, v, dout, lse, delta, dk, dv, sc, N, **switches, **dkdv_cfg)
+        attention_bwd_dq_kernel[(cdiv(N, dq_cfg["BLOCK_M"]), B * H)](
+            q, k, v, dout, lse, delta, dq, sc, N, **switches, **dq_cfg)
+    return dq, dk, dv
+
+
+class FlashAttention(torch.autograd.Function):
+    """``flash_attention`` for autograd: the forward saves q, k, v, the output and the LSE (O(N)
+    extra memory, not the N x N probabilities); the backward runs :func:`attention_backward`."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal=False, scale=None):
+        out, lse = attention_forward(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal, ctx.scale = causal, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.scale)
+        return dq, dk, dv, None, None
+
+
+def flash_attention(q, k, v, causal=False, scale=None):
+    """``softmax(scale * q @ k^T) @ v`` (scale ``1/sqrt(d)`` unless given; ``causal``: query i sees
+    keys <= i) with FlashAttention's Triton kernels, differentiable. q, k, v: (batch, heads, N, d),
+    one shape, d in 16, 32, 64, 128, fp16 or bf16 (fp32 too: exact dots, slower)."""
+    check_flash_inputs(q, k, v, "flash_attention")
+    return FlashAttention.apply(q, k, v, causal, scale)
