@@ -534,17 +534,26 @@ def _triton_run_hook(original):
             kwargs["grid"] = resolving_grid
         elif grid is not None:
             launch.grid = dims3(grid)
-        _to_all(launch, "start")
-        try:
-            result = original(self, *args, **kwargs)
-        except BaseException as e:
-            launch.error = type(e).__name__
-            raise
-        launch.finished = True
-        _to_all(launch, "end")
-        return result
+        return _recorded(launch, lambda: original(self, *args, **kwargs))
     run.__wrapped__ = original
     return run
+
+
+def _recorded(launch: Launch, call, finish=None):
+    """Run ``call()`` as ``launch``: the open logs see its start and, if it did not raise, its end
+    (``finish()`` runs just before the end, e.g. to wait for the kernel before outputs are copied);
+    a launch that raises is marked with the exception's name."""
+    _to_all(launch, "start")
+    try:
+        result = call()
+    except BaseException as e:
+        launch.error = type(e).__name__
+        raise
+    launch.finished = True
+    if finish is not None:
+        finish()
+    _to_all(launch, "end")
+    return result
 
 
 def _numba_launch(kernel, fn, grid, block, args) -> Launch:
@@ -566,18 +575,12 @@ def _numba_gpu_hook(original):
             return original(self, *args)
         d = self.dispatcher
         launch = _numba_launch(d, getattr(d, "py_func", None), self.griddim, self.blockdim, args)
-        _to_all(launch, "start")
-        try:
-            result = original(self, *args)
-        except BaseException as e:
-            launch.error = type(e).__name__
-            raise
-        launch.finished = True
-        if any(log.snapshot for log in _ACTIVE):
-            from numba import cuda  # already imported: this is its launch path
-            cuda.synchronize()  # numba's stream may not be torch's: finish before copying
-        _to_all(launch, "end")
-        return result
+
+        def finish():
+            if any(log.snapshot for log in _ACTIVE):
+                from numba import cuda  # already imported: this is its launch path
+                cuda.synchronize()  # numba's stream may not be torch's: finish before copying
+        return _recorded(launch, lambda: original(self, *args), finish)
     __call__.__wrapped__ = original
     return __call__
 
@@ -589,14 +592,6 @@ def _numba_sim_hook(original, sim_module):
         if self.grid_dim is None or self.block_dim is None:
             return original(self, *args)  # numba raises its own "launch configuration" error
         launch = _numba_launch(self, getattr(self, "fn", None), self.grid_dim, self.block_dim, args)
-        _to_all(launch, "start")
-        try:
-            result = original(self, *args)
-        except BaseException as e:
-            launch.error = type(e).__name__
-            raise
-        launch.finished = True
-        _to_all(launch, "end")
-        return result
+        return _recorded(launch, lambda: original(self, *args))
     __call__.__wrapped__ = original
     return __call__

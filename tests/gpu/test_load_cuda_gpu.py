@@ -139,8 +139,8 @@ def test_missing_definition_and_unknown_name():
         utils.load_cuda(SRC, CPP, ["sqaure"])
 
 
-def test_templated_host_launcher_falls_back_to_one_unit():
-    src = utils.cuda_begin + r"""
+# A host launcher that is a template: the split build cannot bind it, so load_cuda builds one nvcc unit.
+TEMPLATED_FILL = utils.cuda_begin + r"""
 __global__ void fill_k(float* out, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = v;
@@ -152,7 +152,10 @@ void launch_fill(torch::Tensor out, float v) {
 }
 torch::Tensor fill(torch::Tensor out, double v) { launch_fill<128>(out, (float)v); return out; }
 """
-    m = utils.load_cuda(src, "torch::Tensor fill(torch::Tensor out, double v);", ["fill"])
+
+
+def test_templated_host_launcher_falls_back_to_one_unit():
+    m = utils.load_cuda(TEMPLATED_FILL, "torch::Tensor fill(torch::Tensor out, double v);", ["fill"])
     out = m.fill(utils.poisoned(1000), 2.5)
     utils.check(out, torch.full((1000,), 2.5))
 
@@ -216,17 +219,7 @@ def test_constant_memory_from_a_device_tensor():
 
 
 def test_classic_fallback_counts_launches_with_the_profiler():
-    src = utils.cuda_begin + r"""
-__global__ void fill_k(float* out, float v, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = v;
-}
-template <int B>
-void launch_fill(torch::Tensor out, float v) {
-    int n = out.numel();
-    fill_k<<<cdiv(n, B), B>>>(out.data_ptr<float>(), v, n);
-}
-torch::Tensor fill(torch::Tensor out, double v) { launch_fill<128>(out, (float)v); return out; }
+    src = TEMPLATED_FILL + r"""
 torch::Tensor fill_zeros(int64_t n, double v) { return fill(torch::zeros({n}, torch::kCUDA), v); }
 """
     m = utils.load_cuda(src, "torch::Tensor fill(torch::Tensor out, double v);\n"

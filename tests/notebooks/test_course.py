@@ -159,22 +159,6 @@ def test_usage_and_unknown_command(capsys):
     assert "python3 course.py lab" in out and "``" not in out  # plain text, no reST markup
 
 
-def test_reset_restores_stored_outputs(tmp_path, monkeypatch):
-    repo = tmp_path / "repo"
-    (repo / "notebooks").mkdir(parents=True)
-    nb = repo / "notebooks" / "00_x.ipynb"
-    nb.write_text('{"stored": "H100 outputs"}\n')
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
-        subprocess.run(cmd, cwd=repo, check=True)
-    nb.write_text('{"stored": "CPU outputs"}\n')
-    monkeypatch.setattr(course, "ROOT", repo)
-    monkeypatch.setattr(course, "NOTEBOOKS", repo / "notebooks")
-    assert course.main(["reset", "00_x.ipynb"]) == 0
-    assert "H100" in nb.read_text()
-    assert course.main(["reset", "99_nope.ipynb"]) == 2
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -54,7 +54,7 @@ def test_a_bad_notebook_name_is_status_2_with_the_list(cmd, capsys):
     assert err.startswith(f"course.py {cmd}: no such notebook: 99_nope") and "00_setup" in err
 
 
-def test_reset_takes_a_notebook_number(tmp_path, monkeypatch):
+def test_reset_restores_stored_outputs_by_name_or_number(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     (repo / "notebooks").mkdir(parents=True)
     nb = repo / "notebooks" / "07_x.ipynb"
@@ -62,11 +62,13 @@ def test_reset_takes_a_notebook_number(tmp_path, monkeypatch):
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
         subprocess.run(cmd, cwd=repo, check=True)
-    nb.write_text('{"stored": "CPU outputs"}\n')
     monkeypatch.setattr(course, "ROOT", repo)
     monkeypatch.setattr(course, "NOTEBOOKS", repo / "notebooks")
-    assert course.main(["reset", "07"]) == 0
-    assert "H100" in nb.read_text()
+    for name in ("07_x.ipynb", "07"):
+        nb.write_text('{"stored": "CPU outputs"}\n')
+        assert course.main(["reset", name]) == 0
+        assert "H100" in nb.read_text()
+    assert course.main(["reset", "99_nope.ipynb"]) == 2
 
 
 # ----------------------------------------------------------------- the course's Jupyter settings
