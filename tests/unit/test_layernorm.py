@@ -23,6 +23,15 @@ import utils
 from torch._dynamo.backends.debugging import aot_eager
 from gpu_course.kernels import triton_layernorm as ln
 
+@pytest.fixture(autouse=True)
+def _on_the_course_device():
+    """Tensors made here live on utils.DEVICE: the interpreter's CPU in CI, the GPU on a GPU machine."""
+    before = torch.get_default_device()
+    torch.set_default_device(utils.DEVICE)
+    yield
+    torch.set_default_device(before)
+
+
 H, W = 7, 300  # 7 rows: not a multiple of the backward's GROUPS; 300 features: a block of 512
 
 
