@@ -1,11 +1,12 @@
 """Notebook 04's fp32 matmul ladder in CUDA C: one idea per rung, one file per rung
-(``cuda/matmul/01_naive.cu`` ... ``09_autotuned.cu``, as in siboehm's SGEMM worklog),
+(``cuda/matmul/01_naive.cu`` ... ``10_async_pipeline.cu``, as in siboehm's SGEMM worklog),
 and one dispatcher, ``cuda/matmul/matmul_rung.cu``, that Python calls:
 
-* ``matmul_rung(m, n, out, rung)``: rung 1..9 in the shape the notebook teaches;
+* ``matmul_rung(m, n, out, rung)``: rung 1..10 in the shape the notebook teaches;
 * ``matmul_rung_cfg(m, n, out, rung, cfg)``: one of the rung's compiled tile shapes
   (:data:`RUNG_CONFIGS`; cfg 0 is the default);
-* ``matmul_tiled(m, n, out, tw)``: rung 3's templated shared-memory kernel for tw = 8, 16 or 32.
+* ``matmul_tiled(m, n, out, tw)``: rung 3's templated shared-memory kernel for tw = 8, 16 or 32;
+* ``transposed_padded(m)``: the transposition rung 10 starts with (``m.T`` with rows padded to 4 floats).
 
 Rung 9 is rung 8's kernel in the tile shapes of :data:`RUNG9_SHAPES`; :func:`autotune_rung9` times
 them all on given operands and remembers the fastest per size.
@@ -35,7 +36,8 @@ from . import CUDA_DIR, cuda_source
 # The name each rung is reported under (notebook 04 records its results with these).
 RUNGS = {1: "rung 1 naive, x->row", 2: "rung 2 coalesced", 3: "rung 3 smem tiles 32x32",
          4: "rung 4 1D blocktiling", 5: "rung 5 2D blocktiling", 6: "rung 6 float4 loads",
-         7: "rung 7 conflict-free + prefetch", 8: "rung 8 warptiling", 9: "rung 9 autotuned warptiling"}
+         7: "rung 7 conflict-free + prefetch", 8: "rung 8 warptiling", 9: "rung 9 autotuned warptiling",
+         10: "rung 10 cp.async pipeline"}
 
 
 class WarpTile(NamedTuple):
@@ -68,14 +70,19 @@ RUNG9_SHAPES = [WarpTile(128, 128, 16, 64, 64, 2, 4, 4, 128), WarpTile(128, 128,
                 WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), WarpTile(64, 128, 16, 32, 64, 2, 4, 4, 128),
                 WarpTile(128, 64, 16, 64, 32, 1, 4, 4, 128), WarpTile(64, 64, 16, 32, 32, 1, 4, 4, 128)]
 
+# Rung 10's instantiations (10_async_pipeline.cu's cfgs in order): the warp tile, and the pipeline's depth.
+RUNG10_SHAPES = [(WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), 5), (WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), 2),
+                 (WarpTile(128, 128, 16, 64, 64, 2, 4, 4, 128), 4)]
+
 # Each rung's compiled tile shapes, by cfg index (matmul_rung_cfg); index 0 is the one RUNGS names.
 RUNG_CONFIGS = {1: ["16x16 threads"], 2: ["16x16 threads"], 3: ["TW=32", "TW=16", "TW=8"],
                 4: ["64x64x8 TM=8"], 5: ["128x128x8 8x8"],
                 6: ["128x128x8 8x8", "128x128x16 8x8", "64x128x8 8x8", "128x64x8 8x8", "64x64x16 4x4"],
-                7: ["128x128x8 8x8"], 8: [RUNG9_SHAPES[0].name], 9: [s.name for s in RUNG9_SHAPES]}
+                7: ["128x128x8 8x8"], 8: [RUNG9_SHAPES[0].name], 9: [s.name for s in RUNG9_SHAPES],
+                10: [f"{s.name} {stages} stages" for s, stages in RUNG10_SHAPES]}
 
 DISPATCHER = "matmul/matmul_rung.cu"
-FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg"]
+FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded"]
 
 
 def rung_file(rung: int) -> str:

@@ -1,4 +1,4 @@
-"""Notebook 04's matmul ladder on a real GPU: every rung and tile shape (rung 9's included) against
+"""Notebook 04's matmul ladder on a real GPU: every rung and tile shape (rungs 9 and 10 included) against
 float64 at sizes no tile divides, on the float4 path and off it; rung 9's autotuner on a real size.
 Skipped on the CPU (tests/unit runs the same checks through the emulation)."""
 import pytest
@@ -30,9 +30,10 @@ def test_warptiling_without_float4(ladder):
     m = torch.randn(h * k + 1, device="cuda")[1:].view(h, k)
     n = torch.randn(k * w + 1, device="cuda")[1:].view(k, w)
     ref = m.double() @ n.double()
-    for cfg in range(len(matmul_ladder.RUNG9_SHAPES)):
-        utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), 9, cfg), ref, **utils.dot_tol(k),
-                    name=f"rung 9 cfg {cfg}, misaligned")
+    for rung in (9, 10):
+        for cfg in range(len(matmul_ladder.RUNG_CONFIGS[rung])):
+            utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), rung, cfg), ref, **utils.dot_tol(k),
+                        name=f"rung {rung} cfg {cfg}, misaligned")
 
 
 def test_autotune_rung9_on_a_real_size(ladder):

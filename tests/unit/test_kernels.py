@@ -155,14 +155,16 @@ def _misaligned(*size):
 
 @pytest.mark.parametrize("h, k, w", [(100, 70, 90), (257, 131, 67), (36, 68, 92), (129, 260, 132)])
 def test_warptiling_rungs_match_float64(ladder, h, k, w):
-    """Rung 8 and every tile shape of rung 9, on sizes that are no multiple of a tile (the scalar
-    fallback, partial tiles, k not a multiple of BK) and with k and w multiples of 4 (the float4 path)."""
+    """Rung 8 and every tile shape of rungs 9 and 10, on sizes that are no multiple of a tile (the
+    scalar fallback, partial tiles, k not a multiple of BK; rung 10: h and w padded to quads) and with
+    k and w multiples of 4 (the float4 path)."""
     m, n = torch.randn(h, k), torch.randn(k, w)
     ref = m.double() @ n.double()
     utils.check(ladder.matmul_rung(m, n, utils.poisoned(h, w), 8), ref, **utils.dot_tol(k), name="rung 8")
-    for cfg, shape in enumerate(matmul_ladder.RUNG_CONFIGS[9]):
-        utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), 9, cfg), ref, **utils.dot_tol(k),
-                    name=f"rung 9 cfg {cfg} ({shape}) at {h}x{k}x{w}")
+    for rung in (9, 10):
+        for cfg, shape in enumerate(matmul_ladder.RUNG_CONFIGS[rung]):
+            utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), rung, cfg), ref, **utils.dot_tol(k),
+                        name=f"rung {rung} cfg {cfg} ({shape}) at {h}x{k}x{w}")
 
 
 def test_warptiling_rungs_without_float4(ladder):
@@ -170,13 +172,14 @@ def test_warptiling_rungs_without_float4(ladder):
     h, k, w = 66, 68, 72
     m, n = _misaligned(h, k), _misaligned(k, w)
     ref = m.double() @ n.double()
-    for cfg in range(len(matmul_ladder.RUNG_CONFIGS[9])):
-        utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), 9, cfg), ref, **utils.dot_tol(k),
-                    name=f"rung 9 cfg {cfg}, misaligned m and n")
-        out = _misaligned(h, w)
-        utils.poison_(out)
-        utils.check(ladder.matmul_rung_cfg(m.contiguous().clone(), n.clone(), out, 9, cfg), ref,
-                    **utils.dot_tol(k), name=f"rung 9 cfg {cfg}, misaligned out")
+    for rung in (9, 10):   # rung 10 copies n to aligned rows, and stores to out without float4
+        for cfg in range(len(matmul_ladder.RUNG_CONFIGS[rung])):
+            utils.check(ladder.matmul_rung_cfg(m, n, utils.poisoned(h, w), rung, cfg), ref, **utils.dot_tol(k),
+                        name=f"rung {rung} cfg {cfg}, misaligned m and n")
+            out = _misaligned(h, w)
+            utils.poison_(out)
+            utils.check(ladder.matmul_rung_cfg(m.contiguous().clone(), n.clone(), out, rung, cfg), ref,
+                        **utils.dot_tol(k), name=f"rung {rung} cfg {cfg}, misaligned out")
 
 
 def test_rung9_shapes_are_the_instantiations():
@@ -237,10 +240,24 @@ def test_autotune_rung9_runs_the_emulated_kernels(ladder):
     assert "cpu mode" in str(tuned)
 
 
+def test_rung10_shapes_are_the_instantiations():
+    """RUNG10_SHAPES lists 10_async_pipeline.cu's cases in order (warp tile, stages), and the shared
+    memory of each fits an H100 block (227 KB)."""
+    text = matmul_ladder.rung_source(10)
+    found = [tuple(int(x) for x in args.split(","))
+             for args in re.findall(r"mm_async<([\d,\s]+)>\(mt", text)]
+    assert [f[:9] for f in found] == [tuple(s) for s, _ in matmul_ladder.RUNG10_SHAPES]
+    assert [f[9] for f in found] == [stages for _, stages in matmul_ladder.RUNG10_SHAPES]
+    assert f"RUNG10_CFGS = {len(found)};" in text
+    for s, stages in matmul_ladder.RUNG10_SHAPES:
+        assert stages * s.BK * (s.BM + s.BN) * 4 <= 227 * 1024
+        assert (s.BM // s.WM) * (s.BN // s.WN) * 32 == s.NT
+
+
 def test_ladder_refuses_bad_input(ladder):
     m, n = torch.randn(8, 5), torch.randn(5, 6)
-    with pytest.raises(RuntimeError, match="rung must be 1..9, got 10"):
-        ladder.matmul_rung(m, n, torch.empty(8, 6), 10)
+    with pytest.raises(RuntimeError, match="rung must be 1..10, got 11"):
+        ladder.matmul_rung(m, n, torch.empty(8, 6), 11)
     with pytest.raises(RuntimeError, match="do not fit"):
         ladder.matmul_rung(m, torch.randn(4, 6), torch.empty(8, 6), 2)
     with pytest.raises(RuntimeError, match="tw must be 8, 16 or 32"):
@@ -253,8 +270,8 @@ def test_rung_files_and_names_agree():
     assert all(matmul_ladder.RUNGS[r].startswith(f"rung {r} ") for r in matmul_ladder.RUNGS)
     for rung in matmul_ladder.RUNGS:
         assert f"// rung {rung}:" in matmul_ladder.rung_source(rung).splitlines()[0]
-    with pytest.raises(ValueError, match="no rung 10"):
-        matmul_ladder.rung_file(10)
+    with pytest.raises(ValueError, match="no rung 11"):
+        matmul_ladder.rung_file(11)
     assert "matmul_tiled" in matmul_ladder.source(rungs=[3]) and "matmul_rung" not in matmul_ladder.source([3])
 
 

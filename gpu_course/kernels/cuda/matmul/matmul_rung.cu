@@ -1,5 +1,5 @@
 // The ladder's dispatcher (notebook 04, bench/matmul_ladder.py); the rungs' kernels come first, one file
-// each (01_naive.cu ... 09_autotuned.cu). matmul_rung(m, n, out, rung) runs a rung in the
+// each (01_naive.cu ... 10_async_pipeline.cu). matmul_rung(m, n, out, rung) runs a rung in the
 // shape notebook 04 teaches; matmul_rung_cfg(m, n, out, rung, cfg) runs one of the rung's other compiled
 // tile shapes (cfg 0 is that default; gpu_course/kernels/matmul_ladder.py's RUNG_CONFIGS names them).
 // A new rung is a numbered file with its kernels, a case below and a name in matmul_ladder.RUNGS.
@@ -14,11 +14,11 @@ static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch
 
 static bool aligned16(const torch::Tensor& t) { return ((uintptr_t)t.data_ptr<float>()) % 16 == 0; }
 
-static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1, 1, RUNG9_CFGS};   // compiled tile shapes of rungs 1..9
+static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1, 1, RUNG9_CFGS, RUNG10_CFGS};   // compiled tile shapes of rungs 1..10
 
 torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung, int64_t cfg) {
     mm_check(m, n, out);
-    TORCH_CHECK(rung >= 1 && rung <= 9, "matmul_rung: rung must be 1..9, got ", rung);
+    TORCH_CHECK(rung >= 1 && rung <= 10, "matmul_rung: rung must be 1..10, got ", rung);
     TORCH_CHECK(cfg >= 0 && cfg < RUNG_CFGS[rung], "matmul_rung_cfg: rung ", rung, " has tile shapes 0..",
                 RUNG_CFGS[rung] - 1, ", got cfg ", cfg);
     int h = m.size(0), k = m.size(1), w = n.size(1);
@@ -31,6 +31,7 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
         case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
         case 2: mm_cols_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
         case 3: return matmul_tiled(m, n, out, cfg == 0 ? 32 : cfg == 1 ? 16 : 8);
+        case 10: matmul_async(m, n, out, cfg); break;   // transposes m first: it needs the tensors
         case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8>>>(mp, np_, op, h, w, k); break;
         case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k); break;
         case 6:

@@ -1,0 +1,188 @@
+// rung 10: rung 8's warptiling, fed by asynchronous copies (cp.async) through a pipeline of STAGES tiles.
+#include <cuda_pipeline.h>
+//
+// Rungs 7-9 bring the next tile in through registers: a float4 load into a register, then (a phase later)
+// a store from that register into shared memory. The registers are held for a whole phase (rung 8: 32 of
+// its ~240), the stores are instructions in the issue slots the multiply-adds need, and one tile ahead is
+// all the latency two buffers can hide. sm_80 and later can copy global -> shared directly:
+//
+//   __pipeline_memcpy_async(dst_shared, src_global, 16, zfill)   // start a 16-byte copy (cp.async);
+//                                                                // its last zfill bytes are zeros instead
+//   __pipeline_commit()                                           // close this thread's batch of copies
+//   __pipeline_wait_prior(N)                                      // wait until all but the newest N
+//                                                                // batches have landed
+//
+// With STAGES buffers, phase kt computes on buffer kt % STAGES while the copies of tiles kt+1 ..
+// kt+STAGES-1 are in flight. One barrier per phase: after it every thread's copies of tile kt are visible
+// (each waited for its own first) and every thread has finished phase kt-1, whose buffer the copies of
+// tile kt+STAGES-1, issued right after the barrier, overwrite. A batch is committed every phase, empty
+// ones at the end too, so that "all but the newest STAGES-2" always means "up to tile kt".
+//
+// A copy moves bytes unchanged: it cannot transpose m's tile as rungs 6-9 do on the way through registers.
+// So m is transposed once before the product (transpose_pad_k, a classic shared-memory transpose): mt is
+// k x hp, hp = h rounded up to 4 with zero columns, and a tile of it is BK rows of BM consecutive floats,
+// 16-byte quads both in global and in shared memory. That costs one read and one write of m (1/3 of the
+// product's minimum traffic at 4096^3, under 2 % of its time; notebook 04 times it) and is counted in the
+// rung's time. n is used as it is when its rows are whole 16-byte quads, else copied to padded rows first.
+// Quads past the matrices' ends are zero-filled (zfill = 16: nothing is read).
+//
+// Shapes (the dispatcher's cfgs, matmul_ladder.RUNG_CONFIGS[10]): 256x128x16 blocks of 8 warps with rung
+// 8's 64x64 warp tiles and 5 stages (5 x 24 KB = 120 KB of dynamic shared memory, one block per SM), then
+// the same with 2 stages (double buffering, for comparison), then rung 8's 128x128 blocks with 4 stages
+// (64 KB: two blocks per SM). Dynamic shared memory above 48 KB must be allowed per kernel
+// (cudaFuncSetAttribute); an H100 gives a block up to 227 KB.
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int STAGES, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
+mm_async_k(const float* __restrict__ mt, const float* __restrict__ n, float* __restrict__ out,
+           int h, int hp, int w, int wp, int k, bool vec_out) {
+    constexpr int WMITER = WM * WN / (32 * TM * TN * WNITER);
+    constexpr int WSM = WM / WMITER, WSN = WN / WNITER;
+    constexpr int LM = BM * BK / (4 * NT), LN = BK * BN / (4 * NT);   // 16-byte copies per thread per tile
+    static_assert(NT % 32 == 0 && (BM / WM) * (BN / WN) == NT / 32, "one warp tile per warp");
+    static_assert(WMITER >= 1 && WMITER * WSM == WM && WNITER * WSN == WN && (WSM / TM) * (WSN / TN) == 32,
+                  "the 32 lanes cover a sub-tile exactly");
+    static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % 4 == 0 && BN % 4 == 0, "float4 granularity");
+    static_assert(LM * 4 * NT == BM * BK && LN * 4 * NT == BK * BN, "each thread copies whole quads");
+    static_assert(STAGES >= 2, "at least double buffering");
+    extern __shared__ __align__(16) float smem[];
+    float* mst = smem;                            // STAGES tiles of mt: mst[s*BK*BM + i*BM + row]
+    float* ns = smem + STAGES * BK * BM;          // STAGES tiles of n:  ns[s*BK*BN + i*BN + col]
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    const int wr = warp / (BN / WN), wc = warp % (BN / WN);
+    const int lr = lane / (WSN / TN), lc = lane % (WSN / TN);
+    const int r0 = blockIdx.y * BM, c0 = blockIdx.x * BN;
+    const int tiles = (k + BK - 1) / BK;
+    float acc[WMITER * TM][WNITER * TN] = {{0.0f}};
+
+    auto copy_tile = [&](int kt) {                // start the copies of tile kt (if any), close the batch
+        if (kt < tiles) {
+            const int ph = kt * BK, s = kt % STAGES;
+#pragma unroll
+            for (int j = 0; j < LM; ++j) {        // quad e of mt's tile: row i, columns c..c+3
+                const int e = t + j * NT, i = e / (BM / 4), c = e % (BM / 4) * 4;
+                const bool in = ph + i < k && r0 + c < hp;
+                __pipeline_memcpy_async(&mst[s * BK * BM + i * BM + c], in ? mt + (size_t)(ph + i) * hp + r0 + c : mt,
+                                        16, in ? 0 : 16);
+            }
+#pragma unroll
+            for (int j = 0; j < LN; ++j) {
+                const int e = t + j * NT, i = e / (BN / 4), c = e % (BN / 4) * 4;
+                const bool in = ph + i < k && c0 + c < wp;
+                __pipeline_memcpy_async(&ns[s * BK * BN + i * BN + c], in ? n + (size_t)(ph + i) * wp + c0 + c : n,
+                                        16, in ? 0 : 16);
+            }
+        }
+        __pipeline_commit();
+    };
+
+#pragma unroll
+    for (int kt = 0; kt < STAGES - 1; ++kt) copy_tile(kt);   // fill the pipeline
+    for (int kt = 0; kt < tiles; ++kt) {
+        __pipeline_wait_prior(STAGES - 2);        // my copies of tile kt have landed ...
+        __syncthreads();                          // ... and everyone's; phase kt-1 is over everywhere
+        copy_tile(kt + STAGES - 1);               // into the buffer phase kt-1 used
+        const float* ms = mst + kt % STAGES * BK * BM + wr * WM + lr * TM;
+        const float* nb = ns + kt % STAGES * BK * BN + wc * WN + lc * TN;
+#pragma unroll
+        for (int i = 0; i < BK; ++i) {            // rung 8's inner loop, unchanged
+            float rm[WMITER * TM], rn[WNITER * TN];
+#pragma unroll
+            for (int a = 0; a < WMITER; ++a)
+#pragma unroll
+                for (int q = 0; q < TM; q += 4)
+                    *reinterpret_cast<float4*>(&rm[a * TM + q]) =
+                        *reinterpret_cast<const float4*>(&ms[i * BM + a * WSM + q]);
+#pragma unroll
+            for (int b = 0; b < WNITER; ++b)
+#pragma unroll
+                for (int q = 0; q < TN; q += 4)
+                    *reinterpret_cast<float4*>(&rn[b * TN + q]) =
+                        *reinterpret_cast<const float4*>(&nb[i * BN + b * WSN + q]);
+#pragma unroll
+            for (int a = 0; a < WMITER * TM; ++a)
+#pragma unroll
+                for (int b = 0; b < WNITER * TN; ++b) acc[a][b] += rm[a] * rn[b];
+        }
+    }
+
+#pragma unroll
+    for (int a = 0; a < WMITER * TM; ++a) {
+        const int r = r0 + wr * WM + a / TM * WSM + lr * TM + a % TM;
+        if (r >= h) continue;
+#pragma unroll
+        for (int b = 0; b < WNITER * TN; b += 4) {
+            const int c = c0 + wc * WN + b / TN * WSN + lc * TN + b % TN;
+            const float* v = &acc[a][b];
+            if (vec_out && c + 3 < w) {
+                *reinterpret_cast<float4*>(&out[(size_t)r * w + c]) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    if (c + q < w) out[(size_t)r * w + c + q] = v[q];
+            }
+        }
+    }
+}
+
+// mt[kk][r] = m[r][kk] for r < h, 0 for h <= r < hp: 32x32 tiles through shared memory, so that both the
+// reads (along m's rows) and the writes (along mt's rows) are coalesced; the +1 column keeps the
+// column-wise reads of the tile free of bank conflicts.
+__global__ void transpose_pad_k(const float* __restrict__ m, float* __restrict__ mt, int h, int k, int hp) {
+    __shared__ float tile[32][33];
+    const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int r = r0 + j, c = k0 + threadIdx.x;
+        tile[j][threadIdx.x] = r < h && c < k ? m[(size_t)r * k + c] : 0.0f;
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int kk = k0 + j, r = r0 + threadIdx.x;
+        if (kk < k && r < hp) mt[(size_t)kk * hp + r] = tile[threadIdx.x][j];
+    }
+}
+
+// m (h x k) as mt (k x hp): the layout rung 10's copies need (notebook 04 times it alone).
+torch::Tensor transposed_padded(torch::Tensor m) {
+    CHECK_INPUT(m);
+    TORCH_CHECK(m.dim() == 2 && m.scalar_type() == torch::kFloat, "transposed_padded: m must be a 2-D float32 matrix");
+    const int h = m.size(0), k = m.size(1), hp = cdiv(h, 4) * 4;
+    auto mt = torch::empty({k, hp}, m.options());
+    if (k > 0 && hp > 0)
+        transpose_pad_k<<<dim3(cdiv(hp, 32), cdiv(k, 32)), dim3(32, 8)>>>(m.data_ptr<float>(), mt.data_ptr<float>(),
+                                                                           h, k, hp);
+    return mt;
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int STAGES, int MINB>
+static void mm_async(const torch::Tensor& mt, const torch::Tensor& np, torch::Tensor& out, int h, int w, int k,
+                     bool vec_out) {
+    auto kernel = mm_async_k<BM, BN, BK, WM, WN, WNITER, TM, TN, NT, STAGES, MINB>;
+    const int smem = STAGES * BK * (BM + BN) * (int)sizeof(float);
+    static bool allowed = false;                  // once per instantiation: more than the default 48 KB
+    if (!allowed) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        allowed = true;
+    }
+    kernel<<<dim3(cdiv(w, BN), cdiv(h, BM)), NT, smem>>>(mt.data_ptr<float>(), np.data_ptr<float>(),
+                                                          out.data_ptr<float>(), h, mt.size(1), w, np.size(1), k,
+                                                          vec_out);
+}
+
+// Rung 10's compiled shapes, by cfg (matmul_ladder.RUNG_CONFIGS[10] names them in this order).
+static const int RUNG10_CFGS = 3;
+
+torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch::Tensor& out, int64_t cfg) {
+    const int h = m.size(0), k = m.size(1), w = n.size(1);
+    auto mt = transposed_padded(m);
+    const bool n_quads = w % 4 == 0 && ((uintptr_t)n.data_ptr<float>()) % 16 == 0;
+    auto np = n_quads ? n : torch::zeros({k, cdiv(w, 4) * 4}, n.options());
+    if (!n_quads) np.narrow(1, 0, w).copy_(n);
+    const bool vec_out = w % 4 == 0 && ((uintptr_t)out.data_ptr<float>()) % 16 == 0;
+    switch (cfg) {
+        //                 BM   BN  BK  WM  WN WNITER TM TN  NT STAGES blocks/SM
+        case 0:  mm_async<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1>(mt, np, out, h, w, k, vec_out); break;
+        case 1:  mm_async<256, 128, 16, 64, 64, 2, 4, 4, 256, 2, 1>(mt, np, out, h, w, k, vec_out); break;
+        default: mm_async<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2>(mt, np, out, h, w, k, vec_out); break;
+    }
+    return out;
+}
