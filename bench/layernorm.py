@@ -20,79 +20,29 @@ import argparse
 
 import utils  # first: chooses the mode before triton is imported
 import torch
-import torch.nn.functional as F
 import triton
 
 from gpu_course.kernels import triton_layernorm as ln
 
-EPS = 1e-5
-
-
-def time_it(fn, *args):
-    return utils.bench(fn, *args, l2_flush=True, reps=utils.by_mode(gpu=None, cpu=2),
-                       budget_ms=utils.by_mode(gpu=200, cpu=None))
-
-
-def fwd_bwd(f):
-    """A function of (x, weight, bias, dy) that runs ``f`` forward and backward (grads into .grad)."""
-    def run(x, wt, b, dy):
-        x.grad = wt.grad = b.grad = None
-        f(x, wt, b).backward(dy)
-    return run
-
-
-def variants(w):
-    """name -> LayerNorm function of (x, weight, bias), torch's first."""
-    torch_ln = lambda x, wt, b: F.layer_norm(x, (w,), wt, b, EPS)  # noqa: E731
-    return {"torch F.layer_norm (eager)": torch_ln,
-            "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True),
-            "ours, custom op": lambda x, wt, b: ln.layer_norm_op(x, wt, b, EPS),
-            "ours, autograd.Function": lambda x, wt, b: ln.layer_norm(x, wt, b, EPS)}
-
-
-def check_all(fns, x, wt, b, dy, dtype):
-    """Each variant's y, dx, dweight and dbias against torch in float64 (tolerances for fp16/bf16
-    outputs: a few units in their last place; dweight and dbias are sums over all rows)."""
-    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, wt, b))
-    ref = F.layer_norm(xd, (x.shape[1],), wd, bd, EPS)
-    ref.backward(dy.double())
-    tol = dict(atol=2e-2, rtol=1e-2) if dtype == torch.float16 else dict(atol=1e-1, rtol=2e-2)
-    rows = x.shape[0]
-    for name, f in fns.items():
-        fwd_bwd(f)(x, wt, b, dy)
-        utils.check(f(x, wt, b), ref, **tol, name=f"{name}: y")
-        utils.check(x.grad, xd.grad, **tol, name=f"{name}: dx")
-        sum_tol = dict(atol=tol["atol"] * rows ** 0.5, rtol=tol["rtol"])  # a sum of `rows` roundings
-        utils.check(wt.grad, wd.grad, **sum_tol, name=f"{name}: dweight")
-        utils.check(b.grad, bd.grad, **sum_tol, name=f"{name}: dbias")
+EPS = ln.EPS
 
 
 def bench_dtype(h, w, dtype, tune):
-    x = torch.randn(h, w, device=utils.DEVICE, dtype=dtype, requires_grad=True)
-    wt = (1 + 0.1 * torch.randn(w, device=utils.DEVICE)).to(dtype).requires_grad_()
-    b = (0.1 * torch.randn(w, device=utils.DEVICE)).to(dtype).requires_grad_()
-    dy = torch.randn(h, w, device=utils.DEVICE, dtype=dtype)
-    fns = variants(w)
-    check_all(fns, x, wt, b, dy, dtype)
-    print(f"  all {len(fns)} variants match torch in float64 (y, dx, dweight, dbias)")
-    elt = x.element_size()
-    moved = {"forward": 2 * h * w * elt, "forward + backward": 5 * h * w * elt}
+    times = ln.compare_with_torch(h, w, dtype)  # checks every variant against torch first (raises if wrong)
+    print("  all 4 variants match torch in float64 (y, dx, dweight, dbias)")
     ratios = {}
-    for what, nbytes in moved.items():
+    for what, nbytes in ln.bytes_moved(h, w, dtype.itemsize).items():
         print(f"  {what} ({nbytes / 1e6:,.1f} MB moved at least)")
-        t_torch = None
-        for name, f in fns.items():
-            if what == "forward":
-                with torch.no_grad():
-                    t = time_it(f, x, wt, b)
-            else:
-                t = time_it(fwd_bwd(f), x, wt, b, dy)
-            t_torch = t_torch or t
+        t_torch = times[(what, "torch F.layer_norm (eager)")]
+        for (w_, name), t in times.items():
+            if w_ != what:
+                continue
             r = t_torch.median / t.median
             ratios[(what, name)] = r
             print(f"    {name:<30} {utils.fmt_ms(t.median):>10} {utils.throughput(t, nbytes=nbytes).value:>8,.0f}"
                   f" GB/s  {r:5.2f}x")
     if tune:
+        x, wt, b, dy = ln.inputs(h, w, dtype)
         tune_backward(x, wt, b, dy)
     return ratios
 
@@ -108,7 +58,7 @@ def tune_backward(x, wt, b, dy):
         for warps in utils.by_mode(gpu=[4, 8, 16, 32], cpu=[4]):
             cfg = dict(base, GROUPS=groups, num_warps=warps)
             try:
-                t = time_it(ln.layer_norm_backward, dy, x.detach(), wt.detach(), mean, rstd, cfg)
+                t = ln.time_it(ln.layer_norm_backward, dy, x.detach(), wt.detach(), mean, rstd, cfg)
             except Exception as e:  # noqa: BLE001 - a config may not compile: say so, go on
                 print(f"    GROUPS={groups:>4} num_warps={warps:>2}: FAILED {type(e).__name__}")
                 continue

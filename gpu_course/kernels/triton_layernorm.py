@@ -42,8 +42,10 @@ import triton
 import triton.language as tl
 
 from . import num_warps_for
+from ..checking import check
 from ..launch import cdiv
-from ..mode import DEVICE, ON_GPU  # noqa: F401  (DEVICE: used by the doctests)
+from ..mode import DEVICE, ON_GPU, by_mode
+from ..timing import bench
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 
 MAX_W = 16384          # features per row: a row (and, backward, its partial sums) lives in registers
@@ -408,3 +410,91 @@ def layer_norm_op(x, weight, bias, eps=1e-5):
 def gelu_op(x):
     """GeLU through the custom op ``torch.ops.gpu_course.gelu``."""
     return torch.ops.gpu_course.gelu(x)
+
+
+# ------------------------------------------------ against torch: what notebook 10 and bench/layernorm.py run
+EPS = 1e-5
+
+
+def bytes_moved(h, w, elt):
+    """The bytes a fused LayerNorm of an (h, w) input of ``elt``-byte elements must move at least (the
+    weights and statistics are small next to the rows and left out): the forward reads x and writes y;
+    forward + backward also reads dy and x again and writes dx.
+
+    >>> bytes_moved(4096, 8192, 2)
+    {'forward': 134217728, 'forward + backward': 335544320}
+    """
+    return {"forward": 2 * h * w * elt, "forward + backward": 5 * h * w * elt}
+
+
+def variants(w, eps=EPS, backend="inductor"):
+    """name -> LayerNorm function of ``(x, weight, bias)`` over ``w`` features, torch's first: eager
+    ``F.layer_norm``, ``torch.compile`` of it (``fullgraph=True``, ``backend``: Inductor's generated
+    Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU), ours through the
+    custom op and through the ``autograd.Function``."""
+    torch_ln = lambda x, wt, b: torch.nn.functional.layer_norm(x, (w,), wt, b, eps)  # noqa: E731
+    return {"torch F.layer_norm (eager)": torch_ln,
+            "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True, backend=backend),
+            "ours, custom op": lambda x, wt, b: layer_norm_op(x, wt, b, eps),
+            "ours, autograd.Function": lambda x, wt, b: layer_norm(x, wt, b, eps)}
+
+
+def fwd_bwd(f):
+    """A function of ``(x, weight, bias, dy)`` that runs ``f`` forward and backward (grads into
+    ``.grad``, cleared first)."""
+    def run(x, wt, b, dy):
+        x.grad = wt.grad = b.grad = None
+        f(x, wt, b).backward(dy)
+    return run
+
+
+def check_variants(fns, x, wt, b, dy, eps=EPS):
+    """Each of ``fns``'s y, dx, dweight and dbias against torch's ``F.layer_norm`` in float64 (raises
+    ``CheckFailed``). Tolerances for fp16/bf16 outputs: a few units in their last place; fp32: 1e-4;
+    dweight and dbias are sums over all rows, their ``atol`` grows as the square root of the rows."""
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, wt, b))
+    ref = torch.nn.functional.layer_norm(xd, (x.shape[-1],), wd, bd, eps)
+    ref.backward(dy.double())
+    tol = {torch.float16: dict(atol=2e-2, rtol=1e-2), torch.bfloat16: dict(atol=1e-1, rtol=2e-2)}.get(
+        x.dtype, dict(atol=1e-4, rtol=1e-4))
+    rows = x.numel() // x.shape[-1]
+    sum_tol = dict(atol=tol["atol"] * rows ** 0.5, rtol=tol["rtol"])  # a sum of `rows` roundings
+    for name, f in fns.items():
+        fwd_bwd(f)(x, wt, b, dy)
+        check(f(x, wt, b), ref, **tol, name=f"{name}: y")
+        check(x.grad, xd.grad, **tol, name=f"{name}: dx")
+        check(wt.grad, wd.grad, **sum_tol, name=f"{name}: dweight")
+        check(b.grad, bd.grad, **sum_tol, name=f"{name}: dbias")
+
+
+def time_it(fn, *args):
+    """``utils.bench`` as the LayerNorm comparisons use it: L2 flushed; on a GPU about 200 ms of runs,
+    on the CPU 2 runs (the interpreter's times mean nothing)."""
+    return bench(fn, *args, l2_flush=True, reps=by_mode(gpu=None, cpu=2), budget_ms=by_mode(gpu=200, cpu=None))
+
+
+def inputs(h, w, dtype, seed=0, device=None):
+    """``x`` (h, w), ``weight``, ``bias`` (all requiring grad) and ``dy`` of ``dtype``, random with
+    ``seed``: weight near 1, bias near 0, as a trained LayerNorm's."""
+    g = torch.Generator().manual_seed(seed)
+    device = DEVICE if device is None else device
+    r = lambda *s: torch.randn(*s, generator=g).to(device)  # noqa: E731  (CPU generator: same on every device)
+    x = r(h, w).to(dtype).requires_grad_()
+    wt = (1 + 0.1 * r(w)).to(dtype).requires_grad_()
+    b = (0.1 * r(w)).to(dtype).requires_grad_()
+    return x, wt, b, r(h, w).to(dtype)
+
+
+def compare_with_torch(h, w, dtype, backend="inductor", seed=0):
+    """Check every variant (:func:`variants`) against torch in float64 on an (h, w) input of ``dtype``,
+    then time each, forward alone (under ``no_grad``) and forward + backward: ``{(what, name): Timing}``
+    with ``what`` in ``"forward"``, ``"forward + backward"`` (the keys of :func:`bytes_moved`)."""
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    fns = variants(w, backend=backend)
+    check_variants(fns, x, wt, b, dy)
+    times = {}
+    for name, f in fns.items():
+        with torch.no_grad():
+            times[("forward", name)] = time_it(f, x, wt, b)
+        times[("forward + backward", name)] = time_it(fwd_bwd(f), x, wt, b, dy)
+    return times

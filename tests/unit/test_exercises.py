@@ -390,6 +390,18 @@ def test_triton_reference_solution_passes(capsys):
                              "result)"] * 3
 
 
+def add_then_relu(x, y):  # two kernels of the learner's: the second one writes the result
+    s = add_only(x, y)
+    out = utils.poisoned(x.shape, device=x.device)
+    add_relu_kernel[(utils.cdiv(x.numel(), 1024),)](s, torch.zeros_like(s), out, x.numel(), BLOCK=1024)
+    return out
+
+
+def test_triton_verdict_names_the_kernel_that_wrote_the_result(capsys):
+    check_add_relu(add_then_relu, kernel=None)
+    assert lines(capsys) == ["✅ fused add + ReLU: correct (your Triton kernel add_relu_kernel wrote the result)"]
+
+
 @pytest.mark.parametrize("answer, why", [
     (torch_one_liner, "no launch of add_relu_kernel was recorded: the result came from somewhere "
                       "else — launch the kernel with add_relu_kernel[grid](...)"),

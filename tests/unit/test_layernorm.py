@@ -248,3 +248,31 @@ def test_config_block_warps_and_groups():
     assert ln.layer_norm_config(ln.MAX_W, groups=132)["GROUPS"] == 132
     with pytest.raises(ValueError, match="rows of 0 features"):
         ln.layer_norm_config(0)
+
+
+# ------------------------------------------------ the comparison notebook 10 and bench/layernorm.py share
+def test_compare_with_torch_checks_and_times_every_variant():
+    torch._dynamo.reset()
+    times = ln.compare_with_torch(3, 40, torch.float32, backend="aot_eager")
+    names = list(ln.variants(40))
+    assert names[0] == "torch F.layer_norm (eager)" and len(names) == 4
+    assert set(times) == {(what, name) for what in ln.bytes_moved(3, 40, 4) for name in names}
+    assert all(t.median > 0 for t in times.values())
+
+
+def test_check_variants_refuses_a_wrong_gradient():
+    x, wt, b, dy = ln.inputs(4, 30, torch.float32)
+    right = {"ours": lambda x, wt, b: ln.layer_norm(x, wt, b)}
+    ln.check_variants(right, x, wt, b, dy)
+    # the right forward, but x.detach() cuts the gradient of x: dx is wrong (zero)
+    wrong = {"detached": lambda x, wt, b: F.layer_norm(x.detach(), (30,), wt, b) + 0 * x}
+    with pytest.raises(utils.CheckFailed, match="detached: dx"):
+        ln.check_variants(wrong, x, wt, b, dy)
+
+
+def test_bytes_moved_and_inputs():
+    assert ln.bytes_moved(10, 20, 2) == {"forward": 800, "forward + backward": 2000}
+    x, wt, b, dy = ln.inputs(5, 7, torch.float16, seed=3)
+    again = ln.inputs(5, 7, torch.float16, seed=3)
+    assert x.dtype == dy.dtype == torch.float16 and x.requires_grad and not dy.requires_grad
+    assert all(torch.equal(p, q) for p, q in zip((x, wt, b, dy), again))  # the seed decides them

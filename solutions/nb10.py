@@ -1,0 +1,110 @@
+"""Reference solutions of notebook 10's exercises, and answers their checks must refuse (see README.md)."""
+
+ADD_RELU = r'''@triton.jit
+def add_relu_fwd_kernel(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < n
+    s = tl.load(a_ptr + i, mask=ok) + tl.load(b_ptr + i, mask=ok)
+    tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)
+
+
+@triton.jit
+def add_relu_bwd_kernel(dy_ptr, y_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < n
+    dy = tl.load(dy_ptr + i, mask=ok)
+    y = tl.load(y_ptr + i, mask=ok)
+    tl.store(dx_ptr + i, tl.where(y > 0, dy, 0.0), mask=ok)
+
+
+class AddReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = a.contiguous(), b.contiguous()
+        y = torch.empty_like(a)
+        n = a.numel()
+        add_relu_fwd_kernel[(triton.cdiv(n, 1024),)](a, b, y, n, BLOCK=1024)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        dx = torch.empty_like(y)
+        n = y.numel()
+        add_relu_bwd_kernel[(triton.cdiv(n, 1024),)](dy.contiguous(), y, dx, n, BLOCK=1024)
+        return dx, dx
+
+
+def add_relu(a, b):
+    return AddReLU.apply(a, b)
+'''
+
+FAKE = '''def fake_layer_norm(x, weight, bias, eps):
+    rows = x.numel() // x.shape[-1]
+    return (x.new_empty(x.shape), x.new_empty(rows, dtype=torch.float32), x.new_empty(rows, dtype=torch.float32))
+'''
+
+BYTES = '''def backward_bytes(h, w, elt, groups):
+    dx_kernel = 3 * h * w * elt + w * elt + 2 * h * 4 + 2 * groups * w * 4   # dy, x, dx; weight; mean, rstd; partials
+    reduction = 2 * groups * w * 4 + 2 * w * elt                                 # partials read; dweight, dbias
+    return dx_kernel + reduction
+'''
+
+SOLUTIONS = {
+    "ex1-answer-10": ADD_RELU,
+    "ex2-answer-10": FAKE,
+    "ex3-answer-10": BYTES,
+}
+
+CHEATS = {
+    "ex1-answer-10": {
+        "torch only: an autograd.Function with no Triton kernel": '''class AddReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        y = torch.relu(a + b)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return dy * (y > 0), dy * (y > 0)
+
+
+def add_relu(a, b):
+    return AddReLU.apply(a, b)
+''',
+        "the Triton forward, the backward computed by torch": ADD_RELU.replace(
+            "        dx = torch.empty_like(y)\n        n = y.numel()\n"
+            "        add_relu_bwd_kernel[(triton.cdiv(n, 1024),)](dy.contiguous(), y, dx, n, BLOCK=1024)\n",
+            "        dx = dy * (y > 0)\n"),
+        "the Triton backward, the forward computed by torch": ADD_RELU.replace(
+            "        add_relu_fwd_kernel[(triton.cdiv(n, 1024),)](a, b, y, n, BLOCK=1024)\n",
+            "        y = torch.relu(a + b)\n"),
+        "a backward kernel that forgets the ReLU's mask": ADD_RELU.replace(
+            "tl.where(y > 0, dy, 0.0)", "dy"),
+        "kernels that compute in fp32 whatever the input (gradcheck in fp64 fails)": ADD_RELU.replace(
+            "tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)",
+            "tl.store(y_ptr + i, tl.maximum(s.to(tl.float32), 0.0).to(tl.float16).to(y_ptr.dtype.element_ty), mask=ok)"),
+        "no autograd.Function: torch's relu": "add_relu = lambda a, b: torch.relu(a + b)\n",
+    },
+    "ex2-answer-10": {
+        "the statistics in x's dtype": FAKE.replace(", dtype=torch.float32", ""),
+        "one statistic per row of the first dimension only": FAKE.replace(
+            "rows = x.numel() // x.shape[-1]", "rows = x.shape[0]"),
+        "the fake runs the real kernels": '''def fake_layer_norm(x, weight, bias, eps):
+    return ln.layer_norm_forward(x, weight, bias, eps)
+''',
+        "a fake that returns nothing": '''def fake_layer_norm(x, weight, bias, eps):
+    return None
+''',
+    },
+    "ex3-answer-10": {
+        "only the rows (3 h w elt), no partial sums": "backward_bytes = lambda h, w, elt, groups: 3 * h * w * elt\n",
+        "partials written but not read back": '''def backward_bytes(h, w, elt, groups):
+    return 3 * h * w * elt + w * elt + 2 * h * 4 + 2 * groups * w * 4 + 2 * w * elt
+''',
+        "the number from the first case": "backward_bytes = 201998336\n",
+    },
+}
