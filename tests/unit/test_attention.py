@@ -137,11 +137,12 @@ def test_bad_configurations_and_blocks_are_refused():
 
 # ----------------------------------------------- the comparison with SDPA that notebook 11 and the bench share
 def test_errors_like_sdpa_reports_both_and_refuses_a_wrong_attention(monkeypatch):
-    q, k, v = (t.requires_grad_() for t in qkv((1, 2, 20, 16), seed=10))
-    do = qkv((1, 2, 20, 16), seed=11)[0]
+    # fp16: SDPA's flash backend (used on a GPU) takes no fp32
+    q, k, v = (t.requires_grad_() for t in qkv((1, 2, 20, 16), dtype=torch.float16, seed=10))
+    do = qkv((1, 2, 20, 16), dtype=torch.float16, seed=11)[0]
     errors = ta.errors_like_sdpa(q, k, v, do, causal=True)
     assert list(errors) == ["out", "dq", "dk", "dv"]
-    assert all(0 <= ours < 1e-4 and 0 <= theirs < 1e-4 for ours, theirs in errors.values())
+    assert all(0 <= ours < 1e-2 and 0 <= theirs < 1e-2 for ours, theirs in errors.values())
     # an attention that forgets the causal mask must be caught
     monkeypatch.setattr(ta, "flash_attention", lambda q, k, v, causal: ta.naive_attention(q, k, v, not causal))
     with pytest.raises(utils.CheckFailed, match="causal=True: out errs by"):
@@ -149,7 +150,7 @@ def test_errors_like_sdpa_reports_both_and_refuses_a_wrong_attention(monkeypatch
 
 
 def test_time_attention_times_forward_and_backward_of_both():
-    q, k, v = (t.requires_grad_() for t in qkv((1, 1, 17, 16), seed=12))
+    q, k, v = (t.requires_grad_() for t in qkv((1, 1, 17, 16), dtype=torch.float16, seed=12))
     times = ta.time_attention(q, k, v, torch.ones_like(q), causal=False, reps=1)
     assert set(times) == {(n, p) for n in ("ours", "sdpa") for p in ("forward", "backward")}
     assert all(t.n == 1 and t.median > 0 for t in times.values())
