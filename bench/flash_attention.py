@@ -9,8 +9,9 @@ then times forward and backward (utils.bench, medians) and prints TFLOP/s (4Â·BÂ
 forward, halved when causal, 2.5 times that for the backward) and the ratio of SDPA's time to ours
 (>= 1: as fast as PyTorch). Targets on an H100: forward >= 0.80x, backward >= 0.6x. Then the peak
 memory (torch.cuda.max_memory_allocated above the inputs) of the forward, naive vs ours, for N up to
-16384: the naive one writes N x N scores and runs out of memory first. The kernels, launchers and
-autotuner configurations are the notebook's own, from gpu_course/kernels/triton_attention.py. In cpu
+16384: the naive one writes N x N scores and runs out of memory first. The kernels, launchers,
+autotuner configurations and the comparison itself (errors_like_sdpa, time_attention, forward_memory)
+are notebook 11's own, from gpu_course/kernels/triton_attention.py. In cpu
 mode it runs tiny sizes in the interpreter (SDPA's default CPU kernel as the baseline): that checks the
 script only; the timings mean nothing.
 """
