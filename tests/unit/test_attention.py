@@ -133,3 +133,37 @@ def test_bad_configurations_and_blocks_are_refused():
         ta.online_softmax_attention(q, q, q, block=0)
     with pytest.raises(ValueError, match="out and dout must have q's shape"):
         ta.attention_backward(q, q, q, q, torch.zeros(1, 1, 7), q)
+
+
+# ----------------------------------------------- the comparison with SDPA that notebook 11 and the bench share
+def test_errors_like_sdpa_reports_both_and_refuses_a_wrong_attention(monkeypatch):
+    # fp16: SDPA's flash backend (used on a GPU) takes no fp32
+    q, k, v = (t.requires_grad_() for t in qkv((1, 2, 20, 16), dtype=torch.float16, seed=10))
+    do = qkv((1, 2, 20, 16), dtype=torch.float16, seed=11)[0]
+    errors = ta.errors_like_sdpa(q, k, v, do, causal=True)
+    assert list(errors) == ["out", "dq", "dk", "dv"]
+    assert all(0 <= ours < 1e-2 and 0 <= theirs < 1e-2 for ours, theirs in errors.values())
+    # an attention that forgets the causal mask must be caught
+    monkeypatch.setattr(ta, "flash_attention", lambda q, k, v, causal: ta.naive_attention(q, k, v, not causal))
+    with pytest.raises(utils.CheckFailed, match="causal=True: out errs by"):
+        ta.errors_like_sdpa(q, k, v, do, causal=True)
+
+
+def test_time_attention_times_forward_and_backward_of_both():
+    q, k, v = (t.requires_grad_() for t in qkv((1, 1, 17, 16), dtype=torch.float16, seed=12))
+    times = ta.time_attention(q, k, v, torch.ones_like(q), causal=False, reps=1)
+    assert set(times) == {(n, p) for n in ("ours", "sdpa") for p in ("forward", "backward")}
+    assert all(t.n == 1 and t.median > 0 for t in times.values())
+
+
+def test_forward_memory_and_configs_in_cpu_mode():
+    if utils.ON_GPU:
+        pytest.skip("cpu mode: the GPU's numbers are tests/gpu's")
+    rows = ta.forward_memory(1, 2, 16, [5, 33])
+    assert [(r["n"], r["scores"], r["naive"], r["ours"]) for r in rows] == [(5, 100, None, None),
+                                                                             (33, 4356, None, None)]
+    with pytest.raises(RuntimeError, match="GPU only"):
+        ta.forward_peak_memory(lambda: None)
+    assert ta.config_str(None) == "-"
+    assert ta.config_str(ta.fwd_config(128, 64, 4, 8)) == "128x64 w8 s4"
+    assert set(ta.tuned_configs()) == {"forward", "dkdv", "dq"}
