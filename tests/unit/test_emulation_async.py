@@ -245,6 +245,21 @@ __global__ void early_k(const float* __restrict__ x, float* __restrict__ out, in
     if (i < n) out[n + i] = CROSS ? s[t ^ 1] : s[t];
 }
 
+// ---- a copy issued after the last commit is in the next batch: __pipeline_wait_prior(0) does not
+//      complete it (out[1] is still the poison); the next commit + wait does (out[2])
+__global__ void uncommitted_k(const float* __restrict__ x, float* __restrict__ out) {
+    __shared__ float s[2];
+    __pipeline_memcpy_async(&s[0], x, 4);
+    __pipeline_commit();
+    __pipeline_memcpy_async(&s[1], x + 1, 4);
+    __pipeline_wait_prior(0);
+    out[0] = s[0];
+    out[1] = s[1];
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    out[2] = s[1];
+}
+
 // ---- bad copies, one per `mode`
 __global__ void bad_copy_k(const float* __restrict__ x, float* __restrict__ out, int n, int mode) {
     __shared__ __align__(16) float s[64];
@@ -273,6 +288,7 @@ void copy_case(torch::Tensor x, torch::Tensor out, int which, int mode) {
     if (which == 1) zfill_k<<<1, 64>>>(xp, op);
     if (which == 2) early_k<false><<<cdiv(n, 128), 128>>>(xp, op, n);
     if (which == 3) early_k<true><<<cdiv(n, 128), 128>>>(xp, op, n);
+    if (which == 4) uncommitted_k<<<1, 1>>>(xp, op);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -356,6 +372,13 @@ def test_reading_before_the_wait_gets_the_poison(m):
     m.copy_case(x, out, 2, 0)
     assert out[:n].isnan().all()          # before __pipeline_wait_prior: not copied yet
     assert torch.equal(out[n:], x)        # after it: the thread's own copy has landed
+
+
+def test_wait_prior_completes_committed_batches_only(m):
+    x = torch.randn(2)
+    out = poisoned(3)
+    m.copy_case(x, out, 4, 0)
+    assert out[0].item() == x[0].item() and out[1].isnan() and out[2].item() == x[1].item()
 
 
 def test_reading_another_threads_copy_without_a_barrier_is_a_race(m):
