@@ -1,7 +1,8 @@
-"""The CPU emulation's warp-level semantics and race reports, checked against a real GPU: the same
-kernels (from tests/unit/test_emulation_warp.py and test_emulation_races.py) built with load_cuda on
-the GPU must give the results the unit tests expect, and compute-sanitizer's racecheck must flag the
-missing-barrier matmul that the emulation flags. Skipped on the CPU."""
+"""The CPU emulation's warp-level semantics, cp.async pipelines and race reports, checked against a
+real GPU: the same kernels (from tests/unit/test_emulation_warp.py, test_emulation_async.py and
+test_emulation_races.py) built with load_cuda on the GPU must give the results the unit tests expect,
+and compute-sanitizer's racecheck must flag the missing-barrier matmul that the emulation flags.
+Skipped on the CPU."""
 import importlib.util
 import shutil
 import subprocess
@@ -88,3 +89,37 @@ def test_racecheck_flags_the_missing_barrier_the_emulation_flags(tmp_path):
     assert "0 hazards" in hazards(0) or "RACECHECK SUMMARY: 0" in hazards(0)
     out = hazards(1)  # the barrier after the loads is missing: the emulation raises for it
     assert "hazard" in out.lower() and "RACECHECK SUMMARY: 0 hazards" not in out, out[-2000:]
+
+
+asy = _unit("test_emulation_async") if utils.ON_GPU else None
+
+
+@pytest.fixture(scope="module")
+def a():
+    return utils.load_cuda(asy.ASYNC, asy.CPP, asy.FUNCS)
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("n, blocks", [(5003, 3), (512 * 9, 2), (37, 1), (1_000_003, 96)])
+def test_cp_async_pipeline(a, stages, n, blocks):
+    asy.test_pipeline_streams_correctly(a, stages, n, blocks)
+
+
+@pytest.mark.parametrize("h, w, k", [(37, 45, 29), (130, 66, 35), (1000, 1030, 517)])
+@pytest.mark.parametrize("cfg", range(8))
+def test_cp_async_rung10_matmul(a, h, w, k, cfg):
+    asy.test_rung10_cp_async_matmul(a, h, w, k, cfg)
+
+
+def test_cp_async_zfill(a):
+    asy.test_zfill_zero_fills_the_tail_and_reads_nothing(a)
+    asy.test_zfill_part_past_the_end_is_not_read(a)
+
+
+def test_dynamic_shared_memory_limits_as_the_emulation_checks_them(a):
+    out = utils.poisoned(1)
+    with pytest.raises(RuntimeError):  # > 48 KiB without cudaFuncSetAttribute: the launch fails
+        a.big_smem(out, 64 * 1024, -1)
+    torch.cuda.synchronize()
+    a.big_smem(out, 232448, 232448)  # the attribute raised to an H100's 227 KiB: it runs
+    assert out.item() == 7.0

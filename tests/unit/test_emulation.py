@@ -785,7 +785,7 @@ void f(torch::Tensor x, torch::Tensor y) {
     assert "::cuda_emu::rcast<const float4*>(a)" in out
     assert "x.device().is_cpu() && x.device().type() == c10::DeviceType::CPU" in out
     assert '::cuda_emu::kernel("k<16>", "a,out,n", __LINE__, [&](auto&&... cuda_emu_a) { k<16>(cuda_emu_a...); }, ' \
-           '::cuda_emu::kname<&k<16> >()).config(dim3(2, 2), 256,\n            64)(' in out
+           '::cuda_emu::kname<&k<16> >(), ::cuda_emu::kaddr(&k<16>)).config(dim3(2, 2), 256,\n            64)(' in out
     assert "::cuda_emu::track(x).data_ptr<float>(), ::cuda_emu::track(y.contiguous()).data_ptr<float>()" in out
     assert t.kernels == {"k": ["a", "out", "n"]}
 

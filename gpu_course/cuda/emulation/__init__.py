@@ -46,6 +46,20 @@ for unwritten shared memory.  ``__activemask()`` returns the lanes that have not
 emulation does not track divergence, so inside an ``if`` pass an explicit mask (e.g. from
 ``__ballot_sync``) rather than ``__activemask()``.
 
+Asynchronous copies (cp.async through ``<cuda_pipeline.h>``): ``__pipeline_memcpy_async(dst,
+src, size, zfill)`` is checked when issued (size 4, 8 or 16; ``dst`` in shared memory, ``src`` not;
+both aligned to ``size``; ``dst`` inside its array; the ``size - zfill`` bytes it reads inside the
+tensor of a kernel pointer parameter, even if they are never used) and reads its source then, but
+its shared-memory write happens only when the issuing thread waits for its batch
+(``__pipeline_commit()`` closes a batch, ``__pipeline_wait_prior(N)`` completes all but the newest
+``N``; copies issued after the last commit belong to the next batch and stay in flight), the latest
+moment a GPU allows.  So reading the destination before the wait gives the
+poison (or a previous tile), and with racecheck the write counts as the issuing thread's at the
+issue and again at the wait: another thread reading it without a ``__syncthreads()`` after the
+wait is a race.  Copies still in flight when a thread exits are dropped (as on a GPU, harmless).
+A source pointer copied into a plain ``const float*`` is checked against the kernel parameter whose
+tensor contains it (or the nearest one); memory the emulation cannot bound is not checked.
+
 Every module counts its launches: ``mod._cuda_emu_launches()`` is {kernel name: launches} since
 load (a templated kernel under ``matmul_k`` and ``matmul_k<16>``), ``mod._cuda_emu_reset_launches()``
 sets them to zero.
@@ -88,7 +102,11 @@ What is supported, what is refused
 Supported: ``__global__ / __device__ / __host__ / __forceinline__ / __noinline__ /
 __launch_bounds__ / __constant__ / __restrict__``; ``dim3``, ``threadIdx / blockIdx / blockDim /
 gridDim`` in 1-3 dimensions, ``warpSize``; launches ``k<<<grid, block[, smem[, 0]]>>>(...)``
-including templated kernels ``k<16><<<...>>>`` (launch limits are checked as on a GPU);
+including templated kernels ``k<16><<<...>>>`` (launch limits are checked as on a GPU: more than
+48 KiB of dynamic shared memory needs ``cudaFuncSetAttribute(k,
+cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`` on that kernel first, at most 227 KiB, an
+H100's limit; ``cudaFuncAttributePreferredSharedMemoryCarveout`` is accepted and ignored);
+``__pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior`` (cp.async, see above);
 static ``__shared__`` (also at file scope) and ``extern __shared__``; ``__syncthreads()`` and
 ``__syncthreads_count/and/or``, ``__threadfence*``; warp-level ``__shfl_sync``, ``__shfl_up_sync``,
 ``__shfl_down_sync``, ``__shfl_xor_sync`` (with ``width``; int, unsigned, long long, float,
@@ -117,7 +135,9 @@ the CPU emulation; run on a GPU", with the line): the warp intrinsics without ``
 (``__shfl_down``, ``__ballot``..., removed for sm_70+) and lane-mask intrinsics; cooperative groups; ``cudaMalloc/cudaMemcpy/cudaFree`` and every other CUDA
 runtime call not listed above; streams (also a 4th launch argument other than 0) and events;
 tensor cores (wmma/mma); inline ``asm``; half/bfloat16/fp8 intrinsics; textures;
-``__managed__``; ``clock()``; ``cp.async``; launches inside kernels or inside ``#define``s; CUDA
+``__managed__``; ``clock()``; asynchronous copies other than the pipeline primitives
+(``cuda::memcpy_async``, ``cuda::pipeline``, ``__pipeline_arrive_on``, ``<cuda_awbarrier.h>``,
+inline ``cp.async`` PTX); launches inside kernels or inside ``#define``s; CUDA
 library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and ``ATen/cuda`` headers.
 
 When ``nvcc`` is on PATH, the device part of the source (host functions that use torch are left

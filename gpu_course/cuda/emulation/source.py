@@ -40,8 +40,10 @@ _UNSUPPORTED = {
     **_features("__managed__", "managed memory (__managed__)"),
     **_features("clock clock64 __nanosleep globaltimer", "GPU clocks and sleeping"),
     **_features("CUDAGuard OptionalCUDAGuard CUDAStreamGuard", "CUDA device/stream guards"),
-    **_features("__pipeline_memcpy_async __pipeline_commit __pipeline_wait_prior "
-                "cp_async memcpy_async", "asynchronous copies (cp.async)"),
+    # cp.async through the pipeline primitives (__pipeline_memcpy_async ...) is emulated; not the
+    # C++ APIs (cuda::memcpy_async, cuda::pipeline, cooperative_groups::memcpy_async) nor mbarriers
+    **_features("cp_async memcpy_async __pipeline_arrive_on",
+                "asynchronous copies other than __pipeline_memcpy_async (cp.async)"),
 }
 # Warp intrinsics removed in CUDA 9 for sm_70+ (nvcc rejects them too): name their _sync form.
 _LEGACY_WARP = set("__shfl __shfl_up __shfl_down __shfl_xor __ballot __all __any".split())
@@ -52,9 +54,14 @@ _CUDA_API_OK = {"cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchroniz
                 # __constant__ / __device__ variables filled from host code
                 "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyKind", "cudaMemcpyHostToHost",
                 "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice",
-                "cudaMemcpyDefault", "cudaErrorInvalidSymbol"}
+                "cudaMemcpyDefault", "cudaErrorInvalidSymbol",
+                # kernel attributes: more than 48 KiB of dynamic shared memory
+                "cudaFuncSetAttribute", "cudaFuncAttribute", "cudaFuncAttributeMaxDynamicSharedMemorySize",
+                "cudaFuncAttributePreferredSharedMemoryCarveout", "cudaSharedCarveout",
+                "cudaSharedmemCarveoutDefault", "cudaSharedmemCarveoutMaxShared", "cudaSharedmemCarveoutMaxL1"}
 _INCLUDE_OK_CUDA = {"cuda_runtime.h", "cuda.h", "cuda_runtime_api.h",
-                    "device_launch_parameters.h", "c10/cuda/CUDAException.h"}
+                    "device_launch_parameters.h", "c10/cuda/CUDAException.h",
+                    "cuda_pipeline.h", "cuda_pipeline_primitives.h"}
 _INCLUDE_REFUSED = [
     (re.compile(r"cooperative_groups"), "cooperative groups"),
     (re.compile(r"^mma\.h$|^crt/mma"), "tensor cores (wmma/mma)"),
@@ -62,7 +69,8 @@ _INCLUDE_REFUSED = [
     (re.compile(r"^(cub|thrust|cuda|cute|cutlass)/"), "CUDA C++ libraries (cub, thrust, cutlass, libcu++)"),
     (re.compile(r"cublas|cudnn|curand|cufft|cusparse|cusolver|nccl|nvrtc|nvtx"), "CUDA libraries"),
     (re.compile(r"^(ATen|c10)/cuda/|^(ATen|c10)/hip/"), "CUDA-specific torch headers"),
-    (re.compile(r"cuda_pipeline|cuda_awbarrier"), "asynchronous copies (cp.async)"),
+    (re.compile(r"cuda_pipeline|cuda_awbarrier"),
+     "asynchronous copies other than <cuda_pipeline.h>'s primitives (cp.async)"),
 ]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
@@ -370,9 +378,10 @@ def transform(src: str, *, checked: bool = True, origin: str = "cuda_src") -> Tr
 
     shared: list = []  # (name, rank, declaration token range) of checked __shared__ arrays
     templates = _kernel_templates(toks, match, funcs)
+    plain = _plain_kernels(toks, funcs)
     for i, t in enumerate(toks):
         if t.kind == "punct" and t.text == "<<<":
-            _rewrite_launch(src, toks, i, match, rw, kernels, in_device_code(i), origin, templates)
+            _rewrite_launch(src, toks, i, match, rw, kernels, in_device_code(i), origin, templates, plain)
         elif t.kind == "id" and t.text == "__shared__":
             r = _shared_decl(src, toks, i, match, in_device_code(i), checked, origin, shared)
             if r:
@@ -452,6 +461,23 @@ def _rewrite_accesses(toks, match, rw, device_bodies, shared, pointer_params) ->
                 rw.replace(toks[rb].start, toks[rb].end, "))" if n == len(groups) - 1 else ")")
 
 
+def _plain_kernels(toks: list[Tok], funcs) -> set[str]:
+    """Kernels defined once and not templated: ``&name`` is their address (cudaFuncSetAttribute)."""
+    defs: dict[str, int] = {}
+    templated = set()
+    for f in funcs:
+        if f.qualifier != "__global__":
+            continue
+        k = f.lparen - 1
+        while k > 0 and toks[k - 1].text not in (";", "}", "{", ")") and toks[k - 1].kind != "pp":
+            k -= 1
+            if toks[k].text == "template":
+                templated.add(f.name)
+        if f.body:
+            defs[f.name] = defs.get(f.name, 0) + 1
+    return {n for n, c in defs.items() if c == 1 and n not in templated}
+
+
 def _kernel_templates(toks: list[Tok], match: dict[int, int], funcs) -> dict[str, tuple[int, int]]:
     """name -> (template parameters, how many have defaults) of each templated kernel defined
     once without a parameter pack: the launches whose template arguments name one instance."""
@@ -522,11 +548,13 @@ def _simple_rewrites(toks: list[Tok], match: dict[int, int], rw: Rewriter) -> No
             rw.replace(t.start, t.end, "CPU")
 
 
-def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templates=None) -> None:
+def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templates=None, plain=()) -> None:
     """``k<T><<<g, b, s>>>(args)`` -> ``::cuda_emu::kernel("k<T>", "x,y", __LINE__,
-    [&](auto&&... a) { k<T>(a...); }, ::cuda_emu::kname<&k<T>>()).config(g, b, s)(args)``
-    (the last argument, the instance's name for the launch counts, only where ``&k<T>`` names one
-    function: see _kernel_templates)."""
+    [&](auto&&... a) { k<T>(a...); }, ::cuda_emu::kname<&k<T>>(), ::cuda_emu::kaddr(&k<T>)).config(g, b,
+    s)(args)``: the instance's name for the launch counts and its address for the limit that
+    cudaFuncSetAttribute raises, only where ``&k<T>`` names one function (see _kernel_templates;
+    ``kaddr(&k)`` for a kernel in ``plain``, ``kaddr(expr)`` when the launch is not of a kernel's
+    name, e.g. of a variable holding one)."""
     line = toks[i].line
     if in_device:
         raise CudaEmulationError(_refusal(origin, line, "dynamic parallelism (a launch inside a kernel)",
@@ -544,16 +572,28 @@ def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templat
     expr = src[toks[ks].start:toks[i - 1].end]
     name = re.sub(r"<.*", "", expr).split("::")[-1].strip()
     params = ",".join(kernels.get(name, []))
+    if name not in kernels and re.fullmatch(r"[A-Za-z_]\w*", expr.strip()):
+        # a variable holding a kernel (``auto kern = mm_k<64, 4>; ... kern<<<...>>>``): its parameters
+        decl = re.findall(rf"\b{name}\s*=\s*&?\s*(?:::)?(?:\w+::)*(\w+)\s*[<;]", src[:toks[i].start])
+        if decl and decl[-1] in kernels:
+            params = ",".join(kernels[decl[-1]])
     rw.insert(toks[ks].start, f'::cuda_emu::kernel("{" ".join(expr.split())}", "{params}", __LINE__, '
                               f'[&](auto&&... cuda_emu_a) {{ ')
-    pretty = ""
+    pretty, addr, flat = "", "", " ".join(expr.split())
     if toks[i - 1].text in (">", ">>") and name in (templates or {}):
         lt = next(k for k in range(ks, i) if toks[k].text == "<")
         nargs = len(_split_params(toks, lt, i - 1, match))
         nparams, defaults = templates[name]
         if nparams - defaults <= nargs <= nparams:
-            pretty = f", ::cuda_emu::kname<&{' '.join(expr.split())} >()"
-    rw.insert(toks[i - 1].end, f"(cuda_emu_a...); }}{pretty})")
+            pretty = f", ::cuda_emu::kname<&{flat} >()"
+            addr = f", ::cuda_emu::kaddr(&{flat})"
+    elif name in plain and toks[i - 1].text not in (">", ">>"):
+        addr = f", ::cuda_emu::kaddr(&{flat})"
+    elif name not in kernels and re.fullmatch(r"[A-Za-z_]\w*", flat):
+        addr = f", ::cuda_emu::kaddr({flat})"  # a variable holding a kernel's address
+    if addr and not pretty:
+        pretty = ", nullptr"
+    rw.insert(toks[i - 1].end, f"(cuda_emu_a...); }}{pretty}{addr})")
     rw.replace(toks[i].start, toks[i].end, ".config(")
     rw.replace(toks[j].start, toks[j].end, ")")
 

@@ -13,6 +13,11 @@
 //     a lane that exited or waits elsewhere is an error, never a hang.
 //   * racecheck (on by default): accesses to __shared__ arrays are recorded per 4-byte word
 //     between barriers; two threads touching one word without a barrier between them is an error.
+//   * cp.async (__pipeline_memcpy_async): checked and its source read at the issue; the write to
+//     shared memory is deferred to the issuing thread's __pipeline_wait_prior that completes its
+//     batch (pending copies live in the thread's Fiber), so reading too early shows.
+//   * dynamic shared memory above 48 KiB needs cudaFuncSetAttribute on the launched kernel
+//     (found by address), up to 227 KiB.
 //   * kernel pointer parameters become bounds-checked pointers (gptr) and __shared__ arrays
 //     bounds-checked arrays (sarr); shared memory is poisoned (all bits set: NaN for floats) at
 //     the start of every block, so reading before writing shows.
@@ -138,6 +143,13 @@ struct PtrInfo {
   std::string what;            // "a float tensor of 1000 elements"
 };
 
+/// A kernel pointer parameter of the current launch with known bounds (cp.async's source check).
+struct ParamRange {
+  const char* lo;
+  const char* hi;
+  const PtrInfo* info;
+};
+
 struct Fiber {
 #if CUDA_EMU_USE_UCONTEXT
   ucontext_t uc;
@@ -150,6 +162,18 @@ struct Fiber {
   int pred = 0;  // predicate of __syncthreads_count/and/or
   int wop = 0;   // the warp-level call it waits at (WarpOp) and its mask
   unsigned wmask = 0;
+  // cp.async (__pipeline_memcpy_async): the thread's copies not yet completed, oldest first, and
+  // the number of batches it committed (copies issued since the last commit carry that number).
+  struct AsyncCopy {
+    char* dst;
+    const void* region;  // the __shared__ variable (or the dynamic shared memory) it writes
+    uint32_t batch;
+    int line;
+    unsigned size;
+    unsigned char data[16];  // what it read from global memory at issue (zero-filled tail)
+  };
+  std::vector<AsyncCopy> copies;
+  uint32_t batches = 0;
 };
 
 struct State {
@@ -177,6 +201,7 @@ struct State {
   bool woke = false;              // a warp-level call completed: some fibers became kReady
   bool race_on = false;           // racecheck: record __shared__ accesses (see race_shared)
   int race_mode = 0;              // 0 off, 1 a race is an error, 2 a race is a warning
+  std::vector<ParamRange> params;  // the current launch's bounded pointer parameters
 };
 extern State g;  // defined in runtime.cpp
 
@@ -208,6 +233,7 @@ std::vector<std::string> param_names(const char* params, size_t n);
 struct Config {
   dim3 grid, block;
   size_t smem = 0;
+  const void* fn = nullptr;  // the kernel's address when the launch names it (cudaFuncSetAttribute)
 };
 /// Runs a whole launch; `body(closure)` runs the kernel for the current thread.
 void run_launch(const Config& c, void (*body)(void*), void* closure);
@@ -257,6 +283,16 @@ PyObject* py_reset_launches(PyObject*, PyObject* const*, Py_ssize_t);
 /// Sets g.race_mode for this module (the loader's racecheck option, baked into the binding).
 bool set_race_mode(int mode);
 inline int syncthreads_count(int line, int pred) { return barrier_wait(line, pred != 0); }
+
+/// cp.async (__pipeline_memcpy_async & co, runtime.cpp): the copy is checked and its source read
+/// when issued, its shared-memory write happens when the issuing thread waits for its batch.
+/// `lo`/`hi`/`info`: the source's bounds when it is a checked pointer (else nullptr).
+void async_copy(void* dst, const void* src, size_t size, size_t zfill, int line, const char* lo, const char* hi,
+                const PtrInfo* info);
+void async_commit(int line);
+void async_wait_prior(size_t prior, int line);
+/// cudaFuncSetAttribute: the kernel's maximum dynamic shared memory (checked at its launches).
+int func_set_attribute(const void* fn, int attr, int value);
 
 // ------------------------------------------------------------------------------------------
 // Static __shared__ variables: function-local statics that register themselves once, so that
@@ -542,6 +578,12 @@ struct StreamArg {
   }
 };
 
+template <class A>
+inline void note_param(const A& a) {
+  if constexpr (is_gptr<A>::value)
+    if (a.info) g.params.push_back({a.lo, a.hi, a.info});
+}
+
 /// A kernel argument as the kernel receives it: raw pointers become checked pointers.
 template <class A>
 inline auto convert_arg(A&& a, PtrInfo& info, const char* pname) {
@@ -573,6 +615,7 @@ struct Kernel {
   int line;
   F f;
   const char* pretty = nullptr;  // kname<&k<...>>(), for templated kernels
+  const void* addr = nullptr;    // the kernel's address where the launch names one function
 
   struct Launch {
     Kernel* k;
@@ -583,7 +626,7 @@ struct Kernel {
     }
   };
   Launch config(dim3 grid, dim3 block, size_t smem = 0, StreamArg = {}) {
-    return {this, {grid, block, smem}};
+    return {this, {grid, block, smem, addr}};
   }
 
   template <size_t... I, class... A>
@@ -596,6 +639,8 @@ struct Kernel {
     std::tuple<decltype(convert_arg(std::forward<A>(a), infos[I], ""))...> args{
         convert_arg(std::forward<A>(a), infos[I], names[I].c_str())...};
     auto body = [&]() { std::apply(f, args); };
+    g.params.clear();
+    std::apply([](const auto&... x) { (note_param(x), ...); }, args);
     g.kernel = name;
     g.launch_line = line;
     count_launch(name, pretty);
@@ -604,8 +649,20 @@ struct Kernel {
 };
 
 template <class F>
-inline Kernel<F> kernel(const char* name, const char* params, int line, F f, const char* pretty = nullptr) {
-  return Kernel<F>{name, params, line, f, pretty};
+inline Kernel<F> kernel(const char* name, const char* params, int line, F f, const char* pretty = nullptr,
+                        const void* addr = nullptr) {
+  return Kernel<F>{name, params, line, f, pretty, addr};
+}
+/// The address of a launched kernel (the rewrite passes `kaddr(&k)` where `k` names one function,
+/// `kaddr(expr)` for another expression, such as a variable holding a kernel pointer).
+template <class F>
+inline const void* kaddr(const F& f) {
+  if constexpr (std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>)
+    return reinterpret_cast<const void*>(f);
+  else if constexpr (std::is_function_v<F>)
+    return reinterpret_cast<const void*>(&f);
+  else
+    return nullptr;
 }
 }  // namespace cuda_emu
 
@@ -659,6 +716,26 @@ inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count
   return cudaSuccess;
 }
 inline const char* cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaError"; }
+
+// Kernel attributes: above 48 KiB of dynamic shared memory a launch needs the kernel's
+// cudaFuncAttributeMaxDynamicSharedMemorySize raised first (up to 227 KiB per block, an H100's
+// limit); the carveout is a performance hint, accepted and ignored.
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+  cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+  cudaFuncAttributeMax
+};
+enum cudaSharedCarveout {
+  cudaSharedmemCarveoutDefault = -1,
+  cudaSharedmemCarveoutMaxShared = 100,
+  cudaSharedmemCarveoutMaxL1 = 0
+};
+template <class T>
+inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  static_assert(std::is_function_v<T>, "cudaFuncSetAttribute takes a kernel (a __global__ function)");
+  return static_cast<cudaError_t>(
+      ::cuda_emu::func_set_attribute(reinterpret_cast<const void*>(entry), static_cast<int>(attr), value));
+}
 
 #define CUDA_EMU_ASSERT(...) \
   ((__VA_ARGS__) ? (void)0 : ::cuda_emu::assert_fail(#__VA_ARGS__, __FILE__, __LINE__))
@@ -731,6 +808,20 @@ inline unsigned __match_all_sync(unsigned mask, T value, int* pred, CUDA_EMU_HER
   if (pred) *pred = static_cast<int>(r >> 32);
   return static_cast<unsigned>(r);
 }
+
+// cp.async through the pipeline primitives (<cuda_pipeline.h>): see async_copy in runtime.cpp.
+inline void __pipeline_memcpy_async(void* dst_shared, const void* src_global, size_t size_and_align,
+                                    size_t zfill = 0, CUDA_EMU_HERE) {
+  ::cuda_emu::async_copy(dst_shared, src_global, size_and_align, zfill, loc.line(), nullptr, nullptr, nullptr);
+}
+template <class T>
+inline void __pipeline_memcpy_async(void* dst_shared, const ::cuda_emu::gptr<T>& src_global, size_t size_and_align,
+                                    size_t zfill = 0, CUDA_EMU_HERE) {
+  ::cuda_emu::async_copy(dst_shared, src_global.p, size_and_align, zfill, loc.line(), src_global.lo,
+                         src_global.hi, src_global.info);
+}
+inline void __pipeline_commit(CUDA_EMU_HERE) { ::cuda_emu::async_commit(loc.line()); }
+inline void __pipeline_wait_prior(size_t prior, CUDA_EMU_HERE) { ::cuda_emu::async_wait_prior(prior, loc.line()); }
 #undef CUDA_EMU_HERE
 
 #define __syncthreads() ::cuda_emu::syncthreads(__LINE__)
