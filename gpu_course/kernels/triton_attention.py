@@ -214,6 +214,15 @@ attention_fwd_tuned = triton.autotune(configs=forward_configs(),
                                       key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(attention_fwd_kernel)
 
 
+def small_configs():
+    """``(forward cfg, (dkdv cfg, dq cfg))``: one small tile shape, for correctness checks at small N and
+    in fp32. The autotuners' lists are meant for fp16/bf16 at large N; in fp32 (an ``ieee`` dot) their
+    large tiles overflow shared memory or take minutes to compile, once per tuning key."""
+    cfg = by_mode(gpu=dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=2),
+                  cpu=dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1))
+    return cfg, (cfg, cfg)
+
+
 def check_flash_inputs(q, k, v, name):
     check_inputs(q, k, v, name)
     if q.dtype not in DTYPES:
