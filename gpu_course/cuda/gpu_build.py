@@ -9,12 +9,13 @@ cached by content hash):
 
 * **device** (nvcc, no torch headers, ~1 s): kernels, ``__device__`` functions and variables,
   shared declarations, one generated *launch stub* per ``kernel<<<...>>>`` call site (it counts
-  the launches, see ``_course_launches``) and one *symbol stub* per ``__constant__`` /
-  ``__device__`` variable;
+  the launches, see ``_course_launches``), one *symbol stub* per ``__constant__`` /
+  ``__device__`` variable and one *attribute stub* per ``cudaFuncSetAttribute(kernel, ...)`` call;
 * **host** (g++ with ``ATen/ATen.h`` instead of ``torch/extension.h``): the torch wrappers and
   other host code, each ``<<<...>>>`` launch rewritten into a call of its stub, each device
   variable a reference to the host shadow that nvcc registered (so ``cudaMemcpyToSymbol(mask,
-  ...)`` and ``sizeof(mask)`` work as in one nvcc unit);
+  ...)`` and ``sizeof(mask)`` work as in one nvcc unit), each ``cudaFuncSetAttribute(kernel, attr,
+  value)`` a call of its attribute stub (e.g. to allow a kernel over 48 KB of dynamic shared memory);
 * **binding** (g++ with ``torch/python.h``): the pybind11 module for ``funcs`` plus
   ``_course_launches()`` / ``_course_reset_launches()``; it depends only on ``cpp_src`` and so is
   reused across kernel and wrapper edits.
@@ -113,6 +114,7 @@ class _Splitter:
         self.device, self.host, self.host_decls = [], [], []
         self.device_lines, self.host_lines = set(), set()
         self.launch_names, self.launch_stubs, self.symbol_stubs = [], [], []
+        self.attr_stubs = []   # one per cudaFuncSetAttribute(kernel, ...) in host code
         self.heavy = False
         toks = self.toks
         for i in range(len(toks) - 2):
@@ -274,6 +276,7 @@ class _Splitter:
         toks, edits = self.toks, []
         for L in launches:
             edits.append(self.launch_edit(toks, self.match, self.src, L, s.scope, (s.a, s.b)))
+        edits += self.func_attribute_edits(s)
         if d.kind == "type" and d.body:  # device-only member functions: declarations only
             for f in cxx.find_functions(toks, self.match, ("__device__",)):
                 if f.body and d.body[0] < f.lparen < d.body[1] and not self.host_too(f.lparen):
@@ -354,6 +357,53 @@ class _Splitter:
         if keep_lines:  # the lines after it keep their numbers
             new += "\n" * (text.count("\n", start, end) - new.count("\n"))
         return start, end, new
+
+    def func_attribute_edits(self, s) -> list:
+        """``cudaFuncSetAttribute(kernel, attr, value)`` in host code names a kernel that only the
+        device unit defines: each such call becomes a call of a stub in the device unit, which sets
+        the attribute there (as a launch does). ``kernel`` is a name defined here, with all its
+        template arguments given, file-scope names only."""
+        toks, edits = self.toks, []
+        for k in range(s.a, s.b - 1):
+            if toks[k].text != "cudaFuncSetAttribute" or toks[k + 1].text != "(" or k + 1 not in self.match:
+                continue
+            rp = self.match[k + 1]
+            args = cxx.split_args(toks, k + 1, rp, self.match)
+            if len(args) != 3:
+                raise NeedsClassicBuild(f"{self.where(k)}: cudaFuncSetAttribute with {len(args)} arguments")
+            a, b = args[0]
+            a += toks[a].text == "&"
+            j = a
+            while j + 2 < b and toks[j + 1].text == "::":   # ns::kernel<...>: the kernel's own name
+                j += 2
+            name = toks[j].text
+            kernel = self.kernels.get(name)
+            if kernel is None:
+                raise NeedsClassicBuild(f"{self.where(k)}: cudaFuncSetAttribute of {name}, not a __global__ "
+                                        f"function defined here")
+            if len([d for d in kernel.decls if d.body]) > 1:
+                raise NeedsClassicBuild(f"{self.where(k)}: {name} is overloaded")
+            local = _ids(toks, j + 1, b) - self.top_names - cxx.KEYWORDS
+            if local:
+                raise NeedsClassicBuild(f"{self.where(k)}: cudaFuncSetAttribute of {name} uses the local "
+                                        f"name {sorted(local)[0]}")
+            if any(d.template for d in kernel.decls) and (b == j + 1 or toks[j + 1].text != "<"):
+                raise NeedsClassicBuild(f"{self.where(k)}: cudaFuncSetAttribute of {name} leaves template "
+                                        f"arguments to deduction")
+            callee = self.src[toks[a].start:toks[b - 1].end]
+            idx = len(self.attr_stubs)
+            ns = [n for n in s.scope if n and not n.startswith("extern")]
+            stub = (f'extern "C" cudaError_t __course_func_attr_{idx}(cudaFuncAttribute course_a, int course_v) {{\n'
+                    f'    return cudaFuncSetAttribute(&{callee}, course_a, course_v);\n}}')
+            for n in reversed(ns):
+                stub = f"namespace {n} {{\n{stub}\n}}"
+            self.attr_stubs.append(stub)
+            rest = [self.src[toks[x].start:toks[y - 1].end] for x, y in args[1:]]
+            start, end = toks[k].start, toks[rp].end
+            new = f"__course_func_attr_{idx}((cudaFuncAttribute)({rest[0]}), (int)({rest[1]}))"
+            new += "\n" * (self.src.count("\n", start, end) - new.count("\n"))   # keep line numbers
+            edits.append((start, end, new))
+        return edits
 
     def extern_declaration(self, d: cxx.Decl) -> str | None:
         """``extern`` + the declaration without initializers and CUDA/storage qualifiers."""
@@ -557,10 +607,14 @@ def make_units(cuda_src: str, cpp_src: str, funcs: list) -> Units:
                  + f"static unsigned long long __course_launch_counts[{max(n, 1)}];\n"
                  + f"static const int __course_launch_n = {n};\n"
                  + "\n".join(sp.launch_stubs) + LAUNCH_TABLE
+                 + ("// attribute stubs: cudaFuncSetAttribute of a kernel, for the host unit\n"
+                    + "\n".join(sp.attr_stubs) + "\n" if sp.attr_stubs else "")
                  + ("// symbol stubs: the host shadow of each __constant__ / __device__ variable\n"
                     + "\n".join(sp.symbol_stubs) + "\n" if sp.symbol_stubs else ""))
     decls = [f'extern "C" cudaError_t __course_launch_{i}(dim3, dim3, size_t, cudaStream_t, void**);'
-             for i in range(n)] + sp.host_decls
+             for i in range(n)] + \
+        [f'extern "C" cudaError_t __course_func_attr_{i}(cudaFuncAttribute, int);'
+         for i in range(len(sp.attr_stubs))] + sp.host_decls
     base = "#include <torch/extension.h>\n" if sp.heavy else LIGHT_TORCH
     host_tu = ("// host unit (g++), generated by gpu_course/cuda/gpu_build.py\n" + base
                + LAUNCH_HELPER + HOST_PRELUDE + "\n".join(decls) + "\n" + "".join(sp.host))

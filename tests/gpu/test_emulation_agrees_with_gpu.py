@@ -105,12 +105,6 @@ def test_cp_async_pipeline(a, stages, n, blocks):
     asy.test_pipeline_streams_correctly(a, stages, n, blocks)
 
 
-@pytest.mark.parametrize("h, w, k", [(37, 45, 29), (130, 66, 35), (1000, 1030, 517)])
-@pytest.mark.parametrize("cfg", range(8))
-def test_cp_async_rung10_matmul(a, h, w, k, cfg):
-    asy.test_rung10_cp_async_matmul(a, h, w, k, cfg)
-
-
 def test_cp_async_zfill(a):
     asy.test_zfill_zero_fills_the_tail_and_reads_nothing(a)
     asy.test_zfill_part_past_the_end_is_not_read(a)

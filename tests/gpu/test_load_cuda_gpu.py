@@ -186,6 +186,17 @@ def test_the_module_comes_from_the_split_build_and_counts_launches(mod):
     assert mod._course_launches()["block_sum_k"] == 0
 
 
+def test_a_kernel_over_48_kb_of_shared_memory_stays_on_the_split_build():
+    """cudaFuncSetAttribute in host code goes through an attribute stub in the device unit; without
+    it the 100 KB launch would fail."""
+    t = _unit_test_module("test_gpu_build")
+    m = utils.load_cuda(t.ATTRIBUTE, utils.get_sig("twice", t.ATTRIBUTE), ["twice"])
+    assert split_built(m), m.build_log
+    x = torch.randn(1000, device=utils.DEVICE)
+    utils.check(m.twice(x), 2 * x, name="twice")
+    assert kernel_launches(m, m.twice, x) == {"stage_k": 1}
+
+
 def test_namespaces_digit_separators_constant_memory_macros_lambdas():
     t = _unit_test_module("test_gpu_build")
     m = utils.load_cuda(t.TRICKY, t.TRICKY_CPP, t.TRICKY_FUNCS)

@@ -5,8 +5,9 @@ A copy is checked and its source read when it is issued; its shared-memory write
 issuing thread waits for its batch (``__pipeline_wait_prior``), so reading the destination too
 early gives the poison (NaN) or stale data, and another thread's copy read without a barrier is a
 race.  The kernels: a STAGES-deep pipeline through dynamic shared memory (2 and 4 stages, 16-byte
-copies, 4-byte copies with zfill at the tail), the matmul ladder's rung-10 experiment (warptiling
-fed by cp.async, up to 123 KB of dynamic shared memory), and the error cases.
+copies, 4-byte copies with zfill at the tail), and the error cases. The matmul ladder's rung 10
+(warptiling fed by cp.async, 120 KB of dynamic shared memory) is checked in every shape through the
+emulation by tests/unit/test_kernels.py, and on a GPU by tests/gpu/test_matmul_ladder_gpu.py.
 
 All kernels are in one source, built once for the module (~8 s with a warm precompiled header).
 """
@@ -24,154 +25,7 @@ from gpu_course.cuda.emulation import CudaEmulationError
 from gpu_course.cuda.emulation.source import check_supported
 from gpu_course.cuda.cxx import tokenize
 
-# ---- rung 10's experiment (notebook 04's ladder): rung 8's warptiling, tiles copied global ->
-# shared by cp.async in a STAGES-deep pipeline; correct on an H100.
-RUNG10 = r'''
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int STAGES, int MINB>
-__global__ void __launch_bounds__(NT, MINB)
-mm_async_k(const float* __restrict__ mt, const float* __restrict__ n, float* __restrict__ out,
-           int h, int hp, int w, int wp, int k, int group) {
-    constexpr int WMITER = WM * WN / (32 * TM * TN * WNITER);
-    constexpr int WSM = WM / WMITER, WSN = WN / WNITER;
-    constexpr int LM = BM * BK / (4 * NT), LN = BK * BN / (4 * NT);
-    static_assert((BM / WM) * (BN / WN) == NT / 32, "one warp tile per warp");
-    static_assert((WSM / TM) * (WSN / TN) == 32, "lanes cover a sub-tile");
-    static_assert(LM * 4 * NT == BM * BK && LN * 4 * NT == BK * BN, "whole float4s");
-    extern __shared__ __align__(16) float smem[];
-    float* As = smem;                          // STAGES x [BK][BM]
-    float* Bs = smem + STAGES * BK * BM;       // STAGES x [BK][BN]
-    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-    const int wr = warp / (BN / WN), wc = warp % (BN / WN);
-    const int lr = lane / (WSN / TN), lc = lane % (WSN / TN);
-    int bx = blockIdx.x, by = blockIdx.y;
-    if (group > 0) {
-        const int gx = gridDim.x, id = by * gx + bx, per = group * gx, g0 = id / per * group;
-        const int gh = min(group, (int)gridDim.y - g0);
-        by = g0 + (id % per) % gh; bx = (id % per) / gh;
-    }
-    const int r0 = by * BM, c0 = bx * BN;
-    float acc[WMITER * TM][WNITER * TN] = {{0.0f}};
-    const int ktiles = (k + BK - 1) / BK;
-
-    auto issue = [&](int kt) {
-        if (kt < ktiles) {
-            const int ph = kt * BK, s = kt % STAGES;
-#pragma unroll
-            for (int j = 0; j < LM; ++j) {
-                const int e = t + j * NT, i = e / (BM / 4), c = (e % (BM / 4)) * 4;
-                const bool ok = ph + i < k && r0 + c < hp;
-                const float* src = ok ? mt + (size_t)(ph + i) * hp + r0 + c : mt;
-                __pipeline_memcpy_async(&As[s * BK * BM + i * BM + c], src, 16, ok ? 0 : 16);
-            }
-#pragma unroll
-            for (int j = 0; j < LN; ++j) {
-                const int e = t + j * NT, i = e / (BN / 4), c = (e % (BN / 4)) * 4;
-                const bool ok = ph + i < k && c0 + c < wp;
-                const float* src = ok ? n + (size_t)(ph + i) * wp + c0 + c : n;
-                __pipeline_memcpy_async(&Bs[s * BK * BN + i * BN + c], src, 16, ok ? 0 : 16);
-            }
-        }
-        __pipeline_commit();
-    };
-
-#pragma unroll
-    for (int kt = 0; kt < STAGES - 1; ++kt) issue(kt);
-    for (int kt = 0; kt < ktiles; ++kt) {
-        __pipeline_wait_prior(STAGES - 2);
-        __syncthreads();
-        issue(kt + STAGES - 1);
-        const int s = kt % STAGES;
-        const float* ms = As + s * BK * BM + wr * WM + lr * TM;
-        const float* nb = Bs + s * BK * BN + wc * WN + lc * TN;
-#pragma unroll
-        for (int i = 0; i < BK; ++i) {
-            float rm[WMITER * TM], rn[WNITER * TN];
-#pragma unroll
-            for (int a = 0; a < WMITER; ++a)
-#pragma unroll
-                for (int q = 0; q < TM; q += 4)
-                    *reinterpret_cast<float4*>(&rm[a * TM + q]) = *reinterpret_cast<const float4*>(&ms[i * BM + a * WSM + q]);
-#pragma unroll
-            for (int b = 0; b < WNITER; ++b)
-#pragma unroll
-                for (int q = 0; q < TN; q += 4)
-                    *reinterpret_cast<float4*>(&rn[b * TN + q]) = *reinterpret_cast<const float4*>(&nb[i * BN + b * WSN + q]);
-#pragma unroll
-            for (int a = 0; a < WMITER * TM; ++a)
-#pragma unroll
-                for (int b = 0; b < WNITER * TN; ++b) acc[a][b] += rm[a] * rn[b];
-        }
-    }
-#pragma unroll
-    for (int a = 0; a < WMITER * TM; ++a) {
-        const int r = r0 + wr * WM + a / TM * WSM + lr * TM + a % TM;
-        if (r >= h) continue;
-#pragma unroll
-        for (int b = 0; b < WNITER * TN; b += 4) {
-            const int c = c0 + wc * WN + b / TN * WSN + lc * TN + b % TN;
-            const float* v = &acc[a][b];
-            if (w % 4 == 0 && c + 3 < w) {
-                *reinterpret_cast<float4*>(&out[(size_t)r * w + c]) = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) if (c + q < w) out[(size_t)r * w + c + q] = v[q];
-            }
-        }
-    }
-}
-
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int STAGES, int MINB>
-static void run_async(const torch::Tensor& mt, const torch::Tensor& np, torch::Tensor& out, int h, int w, int k, int group) {
-    auto kern = mm_async_k<BM, BN, BK, WM, WN, WNITER, TM, TN, NT, STAGES, MINB>;
-    const int smem = STAGES * BK * (BM + BN) * 4;
-    if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    kern<<<dim3(cdiv(w, BN), cdiv(h, BM)), NT, smem>>>(mt.data_ptr<float>(), np.data_ptr<float>(), out.data_ptr<float>(),
-                                                       h, mt.size(1), w, np.size(1), k, group);
-}
-
-__global__ void transpose_pad_k(const float* __restrict__ m, float* __restrict__ mt, int h, int k, int hp) {
-    __shared__ float tile[32][33];
-    const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32;
-    for (int j = threadIdx.y; j < 32; j += 8) {
-        const int r = r0 + j, c = k0 + threadIdx.x;
-        tile[j][threadIdx.x] = (r < h && c < k) ? m[(size_t)r * k + c] : 0.0f;
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < 32; j += 8) {
-        const int kk = k0 + j, r = r0 + threadIdx.x;
-        if (kk < k && r < hp) mt[(size_t)kk * hp + r] = tile[threadIdx.x][j];
-    }
-}
-static torch::Tensor transposed(const torch::Tensor& m) {
-    int h = m.size(0), k = m.size(1), hp = (h + 3) / 4 * 4;
-    auto mt = torch::empty({k, hp}, m.options());
-    transpose_pad_k<<<dim3(cdiv(hp, 32), cdiv(k, 32)), dim3(32, 8)>>>(m.data_ptr<float>(), mt.data_ptr<float>(), h, k, hp);
-    return mt;
-}
-torch::Tensor matmul_async(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t cfg, int64_t group) {
-    CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
-    int h = m.size(0), k = m.size(1), w = n.size(1);
-    int hp = (h + 3) / 4 * 4, wp = (w + 3) / 4 * 4;
-    auto mt = transposed(m);
-    torch::Tensor np = n;
-    if (wp != w || ((uintptr_t)n.data_ptr<float>()) % 16) { np = torch::zeros({k, wp}, n.options()); np.narrow(1, 0, w).copy_(n); }
-    switch (cfg) {
-        case 0: run_async<128, 256, 16, 64, 64, 2, 4, 4, 256, 4, 1>(mt, np, out, h, w, k, group); break;
-        case 1: run_async<128, 256, 16, 64, 64, 2, 4, 4, 256, 3, 1>(mt, np, out, h, w, k, group); break;
-        case 2: run_async<128, 256, 16, 64, 64, 2, 4, 4, 256, 5, 1>(mt, np, out, h, w, k, group); break;
-        case 3: run_async<128, 256, 32, 64, 64, 2, 4, 4, 256, 3, 1>(mt, np, out, h, w, k, group); break;
-        case 4: run_async<256, 128, 16, 64, 64, 2, 4, 4, 256, 4, 1>(mt, np, out, h, w, k, group); break;
-        case 5: run_async<128, 256, 8, 64, 64, 2, 4, 4, 256, 6, 1>(mt, np, out, h, w, k, group); break;
-        case 6: run_async<128, 256, 16, 64, 64, 4, 8, 4, 256, 4, 1>(mt, np, out, h, w, k, group); break;
-        default: run_async<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1>(mt, np, out, h, w, k, group); break;
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return out;
-}
-'''
-RUNG10_CFGS = 8  # cfg 0..7; dynamic shared memory 36 KB (cfg 5) to 123 KB (cfg 3)
-
-ASYNC = cuda_begin + "#include <cuda_pipeline.h>\n" + RUNG10 + r'''
+ASYNC = cuda_begin + "#include <cuda_pipeline.h>\n" + r'''
 // ---- a STAGES-deep pipeline: out = 2 * x, each block streaming its tiles (blockIdx.x, + gridDim.x,
 //      ...) through STAGES buffers of dynamic shared memory. Thread t copies quad t of a tile (16
 //      bytes; at the ragged end four 4-byte copies, zero-filled past n) and reads elements t, t + 128,
@@ -306,9 +160,8 @@ void big_smem(torch::Tensor out, int64_t bytes, int64_t attr) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 '''
-FUNCS = ["matmul_async", "stream", "copy_case", "big_smem"]
+FUNCS = ["stream", "copy_case", "big_smem"]
 CPP = """
-torch::Tensor matmul_async(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t cfg, int64_t group);
 void stream(torch::Tensor x, torch::Tensor out, int stages, bool lax, int blocks);
 void copy_case(torch::Tensor x, torch::Tensor out, int which, int mode);
 void big_smem(torch::Tensor out, int64_t bytes, int64_t attr);
@@ -345,14 +198,6 @@ def test_waiting_for_too_few_batches_is_a_race(m):
                                                  rf"at cuda_src line {copy} and thread \(1,0,0\) read it at line "
                                                  rf"{read} with no __syncthreads\(\) between"):
         m.stream(torch.randn(5003), poisoned(5003), 2, True, 3)
-
-
-@pytest.mark.parametrize("h, w, k", [(37, 45, 29), (130, 66, 35)])
-@pytest.mark.parametrize("cfg", range(RUNG10_CFGS))
-def test_rung10_cp_async_matmul(m, h, w, k, cfg):
-    a, b = torch.randn(h, k), torch.randn(k, w)
-    out = m.matmul_async(a, b, poisoned(h, w), cfg, 8 if cfg == 0 else 0)
-    check(out, a.double() @ b.double(), **dot_tol(k))
 
 
 def test_zfill_zero_fills_the_tail_and_reads_nothing(m):

@@ -233,6 +233,12 @@ void set_w(torch::Tensor h) { cudaMemcpyToSymbol(w, h.data_ptr<float>(), sizeof(
     ("device code the split does not recognise", SIMPLE + r'''
 void lam(torch::Tensor x) { auto f = [] __device__ (float v) { return v; }; }'''),
     ("is overloaded", SIMPLE + "__global__ void k(int* x, int n) { }\n"),
+    ("cudaFuncSetAttribute of g, not a __global__ function", SIMPLE + r'''
+void g(float* x) { }
+void attr() { cudaFuncSetAttribute(g, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536); }'''),
+    ("cudaFuncSetAttribute of b_k uses the local name B", utils.cuda_begin + r'''
+template <int B> __global__ void b_k(float* x) { x[threadIdx.x] = B; }
+void b() { constexpr int B = 32; cudaFuncSetAttribute(b_k<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536); }'''),
 ])
 def test_sources_the_split_leaves_to_one_unit(what, src):
     with pytest.raises(NeedsClassicBuild, match=re.escape(what)):
@@ -260,6 +266,55 @@ using ops::scale;
     assert "namespace ops {\nextern \"C\" cudaError_t __course_launch_0" in u.device
     assert "cudaLaunchKernel(&detail::scale_k<128>," in u.device
     nvcc_ptx(tmp_path, u.device)
+
+
+ATTRIBUTE = utils.cuda_begin + r'''
+namespace big {
+template <int STAGES>
+__global__ void stage_k(const float* x, float* out, int n) {
+    extern __shared__ float buf[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[threadIdx.x * STAGES] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) out[i] = 2.0f * buf[threadIdx.x * STAGES];
+}
+}  // namespace big
+torch::Tensor twice(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    const int n = x.numel(), smem = 100 * 1024;   // over the default 48 KB: allowed per kernel first
+    C10_CUDA_CHECK(cudaFuncSetAttribute(big::stage_k<64>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    big::stage_k<64><<<cdiv(n, 256), 256, smem>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+'''
+
+
+def test_a_kernel_attribute_set_in_host_code_goes_through_a_device_stub(tmp_path):
+    """cudaFuncSetAttribute(kernel, ...) names a kernel only the device unit defines: the host unit
+    calls a stub there instead (the source stays on the split build), line numbers kept."""
+    u = make_units(ATTRIBUTE, utils.get_sig("twice", ATTRIBUTE), ["twice"])
+    assert 'extern "C" cudaError_t __course_func_attr_0(cudaFuncAttribute, int);' in u.host
+    call = "__course_func_attr_0((cudaFuncAttribute)(cudaFuncAttributeMaxDynamicSharedMemorySize), (int)(smem))"
+    assert call in u.host and "cudaFuncSetAttribute" not in u.host.replace("__course_func_attr", "")
+    host_line = next(i for i, l in enumerate(u.host.splitlines()) if call in l)
+    assert u.host.splitlines()[host_line + 2].strip().startswith("__course_launch_0(")  # the 2-line call kept 2 lines
+    assert "return cudaFuncSetAttribute(&big::stage_k<64>, course_a, course_v);" in u.device
+    if NVCC:
+        nvcc_ptx(tmp_path, u.device)
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
+def test_the_matmul_ladder_stays_on_the_split_build(tmp_path):
+    """Rung 10 allows its kernels over 48 KB of shared memory: through attribute stubs, so notebook
+    04's ladder still builds as three units (a kernel edit recompiles only the device unit)."""
+    from gpu_course.kernels import matmul_ladder
+    src = matmul_ladder.source()
+    u = make_units(src, "\n".join(utils.get_sig(f, src) for f in matmul_ladder.FUNCS), matmul_ladder.FUNCS)
+    assert u.device.count("__course_func_attr_") == 2 and "mm_async_k" in u.device
+    ptx = nvcc_ptx(tmp_path, u.device)
+    assert "cp.async" in ptx
 
 
 def test_a_compile_failure_is_the_learners_only_in_the_lines_the_unit_owns(tricky):

@@ -26,7 +26,7 @@
 // rung's time. n is used as it is when its rows are whole 16-byte quads, else copied to padded rows first.
 // Quads past the matrices' ends are zero-filled (zfill = 16: nothing is read).
 //
-// Shapes (the dispatcher's cfgs, matmul_ladder.RUNG_CONFIGS[10]): 256x128x16 blocks of 8 warps with rung
+// Shapes (matmul_async's cases, matmul_ladder.RUNG_CONFIGS[10]): 256x128x16 blocks of 8 warps with rung
 // 8's 64x64 warp tiles and 5 stages (5 x 24 KB = 120 KB of dynamic shared memory, one block per SM), then
 // the same with 2 stages (double buffering, for comparison), then rung 8's 128x128 blocks with 4 stages
 // (64 KB: two blocks per SM). Dynamic shared memory above 48 KB must be allowed per kernel
@@ -153,21 +153,6 @@ torch::Tensor transposed_padded(torch::Tensor m) {
     return mt;
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int STAGES, int MINB>
-static void mm_async(const torch::Tensor& mt, const torch::Tensor& np, torch::Tensor& out, int h, int w, int k,
-                     bool vec_out) {
-    auto kernel = mm_async_k<BM, BN, BK, WM, WN, WNITER, TM, TN, NT, STAGES, MINB>;
-    const int smem = STAGES * BK * (BM + BN) * (int)sizeof(float);
-    static bool allowed = false;                  // once per instantiation: more than the default 48 KB
-    if (!allowed) {
-        C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        allowed = true;
-    }
-    kernel<<<dim3(cdiv(w, BN), cdiv(h, BM)), NT, smem>>>(mt.data_ptr<float>(), np.data_ptr<float>(),
-                                                          out.data_ptr<float>(), h, mt.size(1), w, np.size(1), k,
-                                                          vec_out);
-}
-
 // Rung 10's compiled shapes, by cfg (matmul_ladder.RUNG_CONFIGS[10] names them in this order).
 static const int RUNG10_CFGS = 3;
 
@@ -178,11 +163,37 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
     auto np = n_quads ? n : torch::zeros({k, cdiv(w, 4) * 4}, n.options());
     if (!n_quads) np.narrow(1, 0, w).copy_(n);
     const bool vec_out = w % 4 == 0 && ((uintptr_t)out.data_ptr<float>()) % 16 == 0;
+    const float* mp = mt.data_ptr<float>();
+    const float* np_ = np.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    const int hp = mt.size(1), wp = np.size(1);
+    // Each case: its dynamic shared memory, allowed once above the default 48 KB, then the launch.
+    static bool allowed[RUNG10_CFGS] = {};
     switch (cfg) {
-        //                 BM   BN  BK  WM  WN WNITER TM TN  NT STAGES blocks/SM
-        case 0:  mm_async<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1>(mt, np, out, h, w, k, vec_out); break;
-        case 1:  mm_async<256, 128, 16, 64, 64, 2, 4, 4, 256, 2, 1>(mt, np, out, h, w, k, vec_out); break;
-        default: mm_async<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2>(mt, np, out, h, w, k, vec_out); break;
+        case 0: {   // 256x128x16, warp tiles 64x64, 4x2 patches of 4x4, 256 threads, 5 stages (120 KB)
+            const int smem = 5 * 16 * (256 + 128) * sizeof(float);
+            if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1>,
+                                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            allowed[0] = true;
+            mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(
+                mp, np_, op, h, hp, w, wp, k, vec_out);
+            break;
+        }
+        case 1: {   // the same with 2 stages: double buffering (48 KB, the default limit)
+            const int smem = 2 * 16 * (256 + 128) * sizeof(float);
+            mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 2, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(
+                mp, np_, op, h, hp, w, wp, k, vec_out);
+            break;
+        }
+        default: {  // rung 8's 128x128x16 blocks of 128 threads, 4 stages (64 KB: two blocks per SM)
+            const int smem = 4 * 16 * (128 + 128) * sizeof(float);
+            if (!allowed[2]) C10_CUDA_CHECK(cudaFuncSetAttribute(mm_async_k<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2>,
+                                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            allowed[2] = true;
+            mm_async_k<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, smem>>>(
+                mp, np_, op, h, hp, w, wp, k, vec_out);
+            break;
+        }
     }
     return out;
 }
