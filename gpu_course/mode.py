@@ -60,6 +60,9 @@ MODE: str = _choose_mode(os.environ.get(MODE_ENV), torch.cuda.is_available())
 ON_GPU: bool = MODE == "gpu"
 DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")
 _set_simulator_switches(MODE)
+if MODE == "cpu":   # Numba's simulator may give two threads two "shared" arrays: see simulator_fix
+    from . import simulator_fix
+    simulator_fix.install()
 
 
 def by_mode(gpu, cpu):

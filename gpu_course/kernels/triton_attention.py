@@ -201,12 +201,13 @@ def fwd_config(BM, BN, stages, warps):
 
 def forward_configs():
     """What the forward's autotuner tries. GPU: query blocks of 64 or 128 rows (BLOCK_M a multiple
-    of BLOCK_N, which the causal split needs), key blocks of 32 to 128: sizes usual on Hopper for d =
-    64 and 128, not yet timed here (prune them with bench/flash_attention.py); those that overflow
-    shared memory are skipped by the autotuner. CPU: one small
-    block, never timed (tl.dot in the interpreter needs blocks of at least 16)."""
-    return by_mode(gpu=[fwd_config(128, 64, 3, 4), fwd_config(128, 64, 4, 8), fwd_config(128, 128, 3, 8),
-                        fwd_config(128, 32, 4, 4), fwd_config(64, 64, 4, 4)],
+    of BLOCK_N, which the causal split needs), key blocks of 64 or 128. On the H100 (bench/flash_attention.py,
+    fp16, B4 H16 N4096) 128x64 with 8 warps and 4 stages won at d = 64 and 128, causal or not; the
+    list keeps it, two neighbours, and 64x64 for small shared memory (configs that overflow it are
+    skipped by the autotuner). CPU: one small block, never timed (tl.dot in the interpreter needs
+    blocks of at least 16)."""
+    return by_mode(gpu=[fwd_config(128, 64, 4, 8), fwd_config(128, 64, 3, 4), fwd_config(128, 128, 3, 8),
+                        fwd_config(64, 64, 4, 4)],
                    cpu=[fwd_config(16, 16, 1, 4)])
 
 
@@ -401,14 +402,13 @@ def bwd_config(BM, BN, stages, warps):
 def backward_configs():
     """What the backward's autotuners try: ``(dkdv, dq)``, lists of one length. The dK/dV kernel
     holds a key block and streams query blocks (wide BLOCK_N, narrow BLOCK_M); the dQ kernel the
-    reverse; deep pipelines (5 stages) hide the streamed loads on an H100. Untimed so far: to be
-    pruned with bench/flash_attention.py. The causal split
-    needs BLOCK_M a multiple of BLOCK_N in the dQ kernel (as in the forward). CPU: one small block each."""
-    dkdv = by_mode(gpu=[bwd_config(32, 128, 3, 4), bwd_config(32, 128, 5, 4), bwd_config(64, 128, 3, 8),
-                        bwd_config(32, 64, 4, 4)],
+    reverse. On the H100 (bench/flash_attention.py, fp16, B4 H16 N4096) dK/dV won with 32x64, 4 warps,
+    4 stages at d = 64 and 64x128, 8 warps, 3 stages at d = 128, dQ with 128x64, 8 warps, 3 stages at
+    both; each list keeps its winners and one smaller tile. The causal split needs BLOCK_M a multiple
+    of BLOCK_N in the dQ kernel (as in the forward). CPU: one small block each."""
+    dkdv = by_mode(gpu=[bwd_config(32, 64, 4, 4), bwd_config(64, 128, 3, 8), bwd_config(32, 128, 3, 4)],
                    cpu=[bwd_config(16, 16, 1, 4)])
-    dq = by_mode(gpu=[bwd_config(128, 32, 3, 4), bwd_config(128, 32, 5, 4), bwd_config(128, 64, 3, 8),
-                      bwd_config(64, 32, 4, 4)],
+    dq = by_mode(gpu=[bwd_config(128, 64, 3, 8), bwd_config(128, 32, 3, 4), bwd_config(64, 32, 4, 4)],
                  cpu=[bwd_config(16, 16, 1, 4)])
     return dkdv, dq
 

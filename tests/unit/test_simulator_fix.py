@@ -1,0 +1,79 @@
+"""gpu_course.simulator_fix: Numba's CUDA simulator gives all threads of a block the same
+``cuda.shared.array`` even when the interpreter switches threads inside the allocation."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import utils  # noqa: F401  first: cpu mode, the simulator switch and the fix
+from gpu_course import simulator_fix
+from numba import cuda   # a global: the simulator swaps the kernel's global `cuda` for its own
+
+pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="the simulator runs in cpu mode only")
+
+
+def _allocations_from_threads(shared, n=16):
+    """Call shared.array from the same line in n threads at once; the arrays they got."""
+    got, start = [None] * n, threading.Barrier(n)
+
+    def one(i):
+        start.wait()
+        got[i] = shared.array((4, 4), np.float32)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+@pytest.fixture
+def slow_empty(monkeypatch):
+    """np.empty that yields to other threads: the window between look-up and store made wide."""
+    real = np.empty
+    monkeypatch.setattr(np, "empty", lambda *a, **k: (time.sleep(0.01), real(*a, **k))[1])
+
+
+def test_every_thread_gets_the_one_shared_array(slow_empty):
+    from numba.cuda.simulator import kernelapi
+    assert kernelapi.FakeCUDAShared.array is simulator_fix._shared_array   # installed by utils
+    got = _allocations_from_threads(kernelapi.FakeCUDAShared(0))
+    assert all(a is got[0] for a in got)
+
+
+def test_the_unpatched_simulator_has_the_race(slow_empty, monkeypatch):
+    """Why the fix exists: the simulator's own method hands out several arrays for one call site."""
+    from numba.cuda.simulator import kernelapi
+    original = kernelapi.FakeCUDAShared.__dict__.get("_course_original")
+    if original is None:
+        pytest.skip("the original method is not kept")
+    monkeypatch.setattr(kernelapi.FakeCUDAShared, "array", original)
+    got = _allocations_from_threads(kernelapi.FakeCUDAShared(0))
+    assert len({id(a) for a in got}) > 1
+
+
+def test_a_tiled_numba_kernel_is_right_under_thread_switches(slow_empty):
+    @cuda.jit
+    def tile_sum(x, out):
+        s = cuda.shared.array(8, np.float32)
+        t = cuda.threadIdx.x
+        s[t] = x[t]
+        cuda.syncthreads()
+        if t == 0:
+            acc = 0.0
+            for i in range(8):
+                acc += s[i]
+            out[0] = acc
+
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    tile_sum[1, 8](x, out)
+    assert out[0] == x.sum()
+
+
+def test_install_is_idempotent():
+    simulator_fix.install()
+    simulator_fix.install()
+    assert sum(isinstance(f, simulator_fix._PatchOnImport) for f in __import__("sys").meta_path) <= 1
