@@ -245,7 +245,7 @@ def test_rung10_shapes_are_the_instantiations():
     memory of each fits an H100 block (227 KB)."""
     text = matmul_ladder.rung_source(10)
     found = [tuple(int(x) for x in args.split(","))
-             for args in re.findall(r"mm_async<([\d,\s]+)>\(mt", text)]
+             for args in re.findall(r"mm_async_k<([\d,\s]+)><<<", text)]
     assert [f[:9] for f in found] == [tuple(s) for s, _ in matmul_ladder.RUNG10_SHAPES]
     assert [f[9] for f in found] == [stages for _, stages in matmul_ladder.RUNG10_SHAPES]
     assert f"RUNG10_CFGS = {len(found)};" in text
