@@ -314,12 +314,8 @@ class _Splitter:
         statement is toks[stmt[0]:stmt[1]]), and its stub in the device unit."""
         at = stmt[0] if keep_lines else self.macro_at
         callee = text[toks[L.start].start:toks[L.lt - 1].end]
-        kernel = self.kernels.get(L.name)
-        if kernel is None:
-            raise NeedsClassicBuild(f"{self.where(at)}: {callee} is launched but no __global__ "
-                                    f"function of that name is defined here")
-        if len([d for d in kernel.decls if d.body]) > 1:
-            raise NeedsClassicBuild(f"{self.where(at)}: {L.name} is overloaded")
+        kernel = self.defined_kernel(L.name, at, f"{callee} is launched but no __global__ function of that "
+                                                 f"name is defined here")
         tmpl = next((d.template for d in kernel.decls if d.template), None)
         if tmpl:
             params = cxx.split_args(self.toks, tmpl[0], tmpl[1], self.match)
@@ -340,15 +336,12 @@ class _Splitter:
             raise NeedsClassicBuild(f"{self.where(at)}: launch configuration with {len(cfg)} values")
         cfg += ["0"] * (4 - len(cfg))
         idx = len(self.launch_stubs)
-        ns = [n for n in scope if n and not n.startswith("extern")]
-        stub = (f'extern "C" cudaError_t __course_launch_{idx}(dim3 course_g, dim3 course_b, '
-                f'size_t course_s, cudaStream_t course_st, void** course_args) {{\n'
-                f'    cudaError_t e = cudaLaunchKernel(&{callee}, course_g, course_b, course_args, course_s, course_st);\n'
-                f'    if (e == cudaSuccess) __atomic_fetch_add(&__course_launch_counts[{idx}], 1ull, __ATOMIC_RELAXED);\n'
-                f'    return e;\n}}')
-        for n in reversed(ns):
-            stub = f"namespace {n} {{\n{stub}\n}}"
-        self.launch_stubs.append(stub)
+        self.launch_stubs.append(_in_namespaces(scope, (
+            f'extern "C" cudaError_t __course_launch_{idx}(dim3 course_g, dim3 course_b, '
+            f'size_t course_s, cudaStream_t course_st, void** course_args) {{\n'
+            f'    cudaError_t e = cudaLaunchKernel(&{callee}, course_g, course_b, course_args, course_s, course_st);\n'
+            f'    if (e == cudaSuccess) __atomic_fetch_add(&__course_launch_counts[{idx}], 1ull, __ATOMIC_RELAXED);\n'
+            f'    return e;\n}}')))
         self.launch_names.append(L.name)
         args = text[toks[L.lparen].end:toks[L.rparen].start]
         start, end = toks[L.start].start, toks[L.rparen].end
@@ -357,6 +350,16 @@ class _Splitter:
         if keep_lines:  # the lines after it keep their numbers
             new += "\n" * (text.count("\n", start, end) - new.count("\n"))
         return start, end, new
+
+    def defined_kernel(self, name: str, at: int, missing: str):
+        """The one ``__global__`` function ``name`` defined here (what a stub can name), else
+        :class:`NeedsClassicBuild` (``missing`` says why at token ``at``)."""
+        kernel = self.kernels.get(name)
+        if kernel is None:
+            raise NeedsClassicBuild(f"{self.where(at)}: {missing}")
+        if len([d for d in kernel.decls if d.body]) > 1:
+            raise NeedsClassicBuild(f"{self.where(at)}: {name} is overloaded")
+        return kernel
 
     def func_attribute_edits(self, s) -> list:
         """``cudaFuncSetAttribute(kernel, attr, value)`` in host code names a kernel that only the
@@ -377,12 +380,8 @@ class _Splitter:
             while j + 2 < b and toks[j + 1].text == "::":   # ns::kernel<...>: the kernel's own name
                 j += 2
             name = toks[j].text
-            kernel = self.kernels.get(name)
-            if kernel is None:
-                raise NeedsClassicBuild(f"{self.where(k)}: cudaFuncSetAttribute of {name}, not a __global__ "
-                                        f"function defined here")
-            if len([d for d in kernel.decls if d.body]) > 1:
-                raise NeedsClassicBuild(f"{self.where(k)}: {name} is overloaded")
+            kernel = self.defined_kernel(name, k, f"cudaFuncSetAttribute of {name}, not a __global__ function "
+                                                  f"defined here")
             local = _ids(toks, j + 1, b) - self.top_names - cxx.KEYWORDS
             if local:
                 raise NeedsClassicBuild(f"{self.where(k)}: cudaFuncSetAttribute of {name} uses the local "
@@ -392,12 +391,9 @@ class _Splitter:
                                         f"arguments to deduction")
             callee = self.src[toks[a].start:toks[b - 1].end]
             idx = len(self.attr_stubs)
-            ns = [n for n in s.scope if n and not n.startswith("extern")]
-            stub = (f'extern "C" cudaError_t __course_func_attr_{idx}(cudaFuncAttribute course_a, int course_v) {{\n'
-                    f'    return cudaFuncSetAttribute(&{callee}, course_a, course_v);\n}}')
-            for n in reversed(ns):
-                stub = f"namespace {n} {{\n{stub}\n}}"
-            self.attr_stubs.append(stub)
+            self.attr_stubs.append(_in_namespaces(s.scope, (
+                f'extern "C" cudaError_t __course_func_attr_{idx}(cudaFuncAttribute course_a, int course_v) {{\n'
+                f'    return cudaFuncSetAttribute(&{callee}, course_a, course_v);\n}}')))
             rest = [self.src[toks[x].start:toks[y - 1].end] for x, y in args[1:]]
             start, end = toks[k].start, toks[rp].end
             new = f"__course_func_attr_{idx}((cudaFuncAttribute)({rest[0]}), (int)({rest[1]}))"
@@ -464,6 +460,13 @@ class _Splitter:
             refs.append(f"static {t}& {name} = *static_cast<std::remove_reference_t<{t}>*>"
                         f"(__course_symbol_{idx}());")
         self.generated(self.host, "\n".join(refs))
+
+
+def _in_namespaces(scope: tuple, code: str) -> str:
+    """``code`` (a stub) inside the named namespaces of ``scope``, where the statement it serves is."""
+    for n in reversed([n for n in scope if n and not n.startswith("extern")]):
+        code = f"namespace {n} {{\n{code}\n}}"
+    return code
 
 
 def _apply(text: str, edits: list) -> str:
