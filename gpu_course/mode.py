@@ -6,8 +6,9 @@
   checked the same way; timings mean nothing about a GPU.
 
 ``COURSE_MODE=gpu|cpu`` in the environment forces a mode. This module is imported first by the
-package, so the simulator switches are set before numba or triton reads them; that is its only
-import-time effect.
+package, so the simulator switches are set before numba or triton reads them. Its other import-time
+effects: in cpu mode a fix of Numba's simulator (``simulator_fix``); in gpu mode a filter for
+torch's harmless first-use cuBLAS warning (``_quiet_known_gpu_warnings``).
 
 >>> from gpu_course import mode
 >>> n = mode.by_mode(gpu=100_000_000, cpu=10_000)  # problem sizes come from the mode, here only
@@ -56,6 +57,18 @@ def _set_simulator_switches(mode: str) -> None:
         os.environ[var] = value
 
 
+# torch warns when autograd's device thread is the first to call cuBLAS ("no current CUDA context!
+# Attempting to set the primary context..."): it then sets the context and goes on. GPU-only noise that
+# would make a notebook's stored stderr differ between modes.
+_KNOWN_GPU_WARNINGS = (r"Attempting to run cuBLAS, but there was no current CUDA context",)
+
+
+def _quiet_known_gpu_warnings() -> None:
+    """Ignore the harmless GPU-only warnings in ``_KNOWN_GPU_WARNINGS`` (each filter added once)."""
+    for message in _KNOWN_GPU_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=UserWarning)
+
+
 MODE: str = _choose_mode(os.environ.get(MODE_ENV), torch.cuda.is_available())
 ON_GPU: bool = MODE == "gpu"
 DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")
@@ -63,6 +76,8 @@ _set_simulator_switches(MODE)
 if MODE == "cpu":   # Numba's simulator may give two threads two "shared" arrays: see simulator_fix
     from . import simulator_fix
     simulator_fix.install()
+else:
+    _quiet_known_gpu_warnings()
 
 
 def by_mode(gpu, cpu):

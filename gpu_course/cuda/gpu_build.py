@@ -37,6 +37,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -72,6 +73,10 @@ _LIGHT_INCLUDES = {"torch/extension.h", "torch/types.h", "ATen/ATen.h", "c10/cud
 _DEVICE_ONLY_RE = re.compile(r"threadIdx|blockIdx|blockDim|gridDim|warpSize|__syncthreads\w*|"
                              r"__syncwarp|__shfl\w*|__ballot\w*|__activemask|atomic[A-Z]\w*|__ldg$")
 _INCLUDE_RE = re.compile(r'\s*#\s*include\s*[<"]([^>"]+)[>"]')
+# headers of device-only APIs (cp.async pipelines, barriers, cooperative groups, warp matrix ops): a host
+# compiler fails on them, and host code has no use for them, so only the device unit includes them
+_DEVICE_HEADER_RE = re.compile(r"(cuda_pipeline\w*|cuda_awbarrier\w*|cooperative_groups(/.*)?|mma|"
+                               r"sm_\d+_intrinsics)\.h$|cuda/(pipeline|barrier|annotated_ptr)$")
 _DEFINE_RE = re.compile(r"\s*#\s*define\s+(\w+)(\(([^)]*)\))?")
 
 
@@ -177,6 +182,8 @@ class _Splitter:
                 self.put(self.host, s.a, s.b)  # e.g. ATen/cuda/CUDAContext.h, after the base
             return
         self.put(self.device, s.a, s.b)
+        if m and _DEVICE_HEADER_RE.match(m.group(1)):
+            return
         d = _DEFINE_RE.match(t.text)
         if "<<<" in t.text and d:  # a launch inside a macro: rewrite it for the host unit
             params = {p.strip() for p in (d.group(3) or "").split(",")} | {"__VA_ARGS__"}
@@ -664,6 +671,21 @@ def _toolchain():
             "id": _digest(torch.__version__, nvcc, cxx, arch, sys.version)}
 
 
+def nvcc_command(opt: bool = True, extra_cuda_cflags=(), arch: str | None = None) -> list:
+    """The nvcc command (without source and output) that compiles a device unit: for this GPU, or
+    for ``arch`` (e.g. ``"-arch=sm_90"``), which needs only the CUDA toolkit, not a GPU.
+
+    Notebook 04 compiles a device unit with ``-Xptxas -v`` this way for the register report."""
+    if arch is None:
+        tc = _toolchain()
+        nvcc, arch = tc["nvcc"], tc["arch"]
+    else:
+        from torch.utils import cpp_extension as ce
+        nvcc = shutil.which("nvcc") or os.path.join(ce.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+    return ([nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", arch]
+            + (["-O3", "-lineinfo"] if opt else ["-O0", "-g", "-G"]) + list(extra_cuda_cflags))
+
+
 def _compile(cmd: list, src_text: str, src_path: Path, obj: Path) -> tuple:
     """Compile one unit unless its object is cached; return (obj, log, seconds)."""
     import time
@@ -715,9 +737,7 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
     learner's errors and :class:`NeedsClassicBuild` for what the split cannot build."""
     units = make_units(cuda_src, cpp_src, funcs)
     tc = _toolchain()
-    nvcc_flags = ([tc["nvcc"], "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC",
-                   tc["arch"]] + (["-O3", "-lineinfo"] if opt else ["-O0", "-g", "-G"])
-                  + list(extra_cuda_cflags))
+    nvcc_flags = nvcc_command(opt, extra_cuda_cflags)
     cxx_flags = [tc["cxx"], "-std=c++17", "-fPIC", "-O2" if opt else "-O0", tc["abi"],
                  "-DTORCH_API_INCLUDE_EXTENSION_H", "-w"] + tc["inc"]
     obj_dir = CACHE / "obj"

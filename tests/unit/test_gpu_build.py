@@ -178,19 +178,27 @@ def _cuda_include():
     return None
 
 
-@pytest.mark.skipif(not _cuda_include() or not shutil.which("g++"), reason="needs the CUDA headers and g++")
-def test_tricky_host_unit_compiles_with_gxx(tricky, tmp_path):
-    """The host unit compiles with the CUDA runtime's headers and CPU torch's (~10 s)."""
+GXX = _cuda_include() and shutil.which("g++")
+
+
+def gxx_syntax(tmp_path, host_unit):
+    """Check a host unit with g++ against the CUDA runtime's headers and CPU torch's (~10 s)."""
     from torch.utils import cpp_extension
     stub = tmp_path / "inc" / "c10" / "cuda" / "impl"  # CPU wheels lack this generated header
-    stub.mkdir(parents=True)
+    stub.mkdir(parents=True, exist_ok=True)
     (stub / "cuda_cmake_macros.h").write_text("")
     src = tmp_path / "host.cpp"
-    src.write_text(tricky.host)
+    src.write_text(host_unit)
     cmd = ["g++", "-fsyntax-only", "-std=c++17", "-w", f"-I{tmp_path / 'inc'}", f"-I{_cuda_include()}",
            f"-I{sysconfig.get_paths()['include']}"] + [f"-I{p}" for p in cpp_extension.include_paths()]
     r = subprocess.run(cmd + [str(src)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.skipif(not GXX, reason="needs the CUDA headers and g++")
+def test_tricky_host_unit_compiles_with_gxx(tricky, tmp_path):
+    """The host unit compiles with the CUDA runtime's headers and CPU torch's."""
+    gxx_syntax(tmp_path, tricky.host)
 
 
 def test_editing_a_kernel_leaves_the_host_unit_and_host_code_leaves_the_device_unit(tricky):
@@ -315,6 +323,11 @@ def test_the_matmul_ladder_stays_on_the_split_build(tmp_path):
     assert u.device.count("__course_func_attr_") == 2 and "mm_async_k" in u.device
     ptx = nvcc_ptx(tmp_path, u.device)
     assert "cp.async" in ptx
+    # <cuda_pipeline.h> is device code (g++ fails on it): the host unit must not include it. On the
+    # H100 it did, and notebook 04's ladder silently went to the one-unit build (105 s).
+    assert "cuda_pipeline.h" in u.device and "cuda_pipeline.h" not in u.host
+    if GXX:
+        gxx_syntax(tmp_path, u.host)
 
 
 def test_a_compile_failure_is_the_learners_only_in_the_lines_the_unit_owns(tricky):

@@ -67,3 +67,14 @@ def test_versions_and_properties():
     v = utils.versions()
     assert v["torch"] == torch.__version__ and v["python"].count(".") == 2
     assert (utils.gpu_properties() is None) == (not utils.ON_GPU)
+
+
+def test_the_known_gpu_warning_is_filtered_and_others_are_not():
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mode._quiet_known_gpu_warnings()
+        warnings.warn("Attempting to run cuBLAS, but there was no current CUDA context! Attempting to set "
+                      "the primary context... (Triggered internally at CublasHandlePool.cpp:335.)", UserWarning)
+        warnings.warn("something else", UserWarning)
+    assert [str(w.message) for w in seen] == ["something else"]
