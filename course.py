@@ -237,11 +237,23 @@ def cmd_lab(args) -> int:
     return run_lab(py, NOTEBOOKS, args)
 
 
+def test_workers(cpus: int | None) -> list:
+    """pytest-xdist's arguments: one worker per core, at most 4 (each runs torch and notebook kernels),
+    none on one core. Groups (tests/conftest.py) keep a notebook and its solutions on one worker.
+
+    >>> test_workers(2), test_workers(64), test_workers(1)
+    (['-n', '2', '--dist', 'loadgroup'], ['-n', '4', '--dist', 'loadgroup'], [])
+    """
+    n = min(cpus or 1, 4)
+    return ["-n", str(n), "--dist", "loadgroup"] if n > 1 else []
+
+
 def cmd_test(args) -> int:
-    """Unit tests, then every notebook top to bottom with its outputs compared (nbval)."""
+    """Unit tests, then every notebook top to bottom with its outputs compared (nbval), on up to
+    4 pytest-xdist workers (a ``-n`` in ``args`` overrides it)."""
     py = setup()
-    rc = subprocess.call([str(py), "-m", "pytest", "tests", "notebooks", *NBVAL_ARGS, *args],
-                         cwd=ROOT)
+    rc = subprocess.call([str(py), "-m", "pytest", "tests", "notebooks", *NBVAL_ARGS,
+                          *test_workers(os.cpu_count()), *args], cwd=ROOT)
     return rc
 
 

@@ -210,3 +210,23 @@ def test_readme_troubleshooting_names_the_build_caches_where_the_code_puts_them(
     assert "~/" + str(course.lecture_dir().relative_to(home)) in readme
     for topic in ("port is in use", "rm -rf ~/.cache/gpu-course", "Mode cpu", "old NVIDIA driver"):
         assert topic in section, topic
+
+
+def test_course_test_spreads_over_at_most_four_workers_and_none_on_one_core():
+    assert course.test_workers(2) == ["-n", "2", "--dist", "loadgroup"]
+    assert course.test_workers(16)[:2] == ["-n", "4"]
+    assert course.test_workers(1) == [] and course.test_workers(None) == []
+
+
+def test_a_notebook_and_its_solutions_run_share_one_xdist_group(request):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("course_tests_conftest", ROOT / "tests" / "conftest.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    group = conf.xdist_group
+    assert group("notebooks/02_profiling.ipynb::Cell 7") == group(
+        "tests/notebooks/test_solutions.py::test_solutions_pass_and_cheats_are_refused[nb02.py]") == "nb02"
+    assert group("notebooks/03_first_cuda_kernels.ipynb::Cell 0") != "nb02"
+    assert group("tests/unit/test_emulation.py::test_square_with_tail[3]") == "tests/unit/test_emulation.py"
+    # and the hook marked this very test with its file's group
+    assert request.node.get_closest_marker("xdist_group").kwargs["name"] == "tests/unit/test_course_cli.py"
