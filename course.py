@@ -237,11 +237,19 @@ def cmd_lab(args) -> int:
     return run_lab(py, NOTEBOOKS, args)
 
 
-def test_workers(cpus: int | None) -> list:
-    """pytest-xdist's arguments: one worker per core, at most 4 (each runs torch and notebook kernels),
-    none on one core. Groups (tests/conftest.py) keep a notebook and its solutions on one worker.
+def usable_cpus() -> int | None:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # macOS, Windows
+        return os.cpu_count()
 
-    >>> test_workers(2), test_workers(64), test_workers(1)
+
+def xdist_args(cpus: int | None) -> list:
+    """pytest-xdist's arguments: one worker per core, at most 4 (each runs torch and notebook kernels),
+    none on one core. Groups (conftest.py) keep a notebook and its solutions on one worker.
+
+    >>> xdist_args(2), xdist_args(64), xdist_args(1)
     (['-n', '2', '--dist', 'loadgroup'], ['-n', '4', '--dist', 'loadgroup'], [])
     """
     n = min(cpus or 1, 4)
@@ -253,7 +261,7 @@ def cmd_test(args) -> int:
     4 pytest-xdist workers (a ``-n`` in ``args`` overrides it)."""
     py = setup()
     rc = subprocess.call([str(py), "-m", "pytest", "tests", "notebooks", *NBVAL_ARGS,
-                          *test_workers(os.cpu_count()), *args], cwd=ROOT)
+                          *xdist_args(usable_cpus()), *args], cwd=ROOT)
     return rc
 
 

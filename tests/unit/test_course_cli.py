@@ -213,20 +213,29 @@ def test_readme_troubleshooting_names_the_build_caches_where_the_code_puts_them(
 
 
 def test_course_test_spreads_over_at_most_four_workers_and_none_on_one_core():
-    assert course.test_workers(2) == ["-n", "2", "--dist", "loadgroup"]
-    assert course.test_workers(16)[:2] == ["-n", "4"]
-    assert course.test_workers(1) == [] and course.test_workers(None) == []
+    assert course.xdist_args(2) == ["-n", "2", "--dist", "loadgroup"]
+    assert course.xdist_args(16)[:2] == ["-n", "4"]
+    assert course.xdist_args(1) == [] and course.xdist_args(None) == []
 
 
-def test_a_notebook_and_its_solutions_run_share_one_xdist_group(request):
+def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
     import importlib.util
-    spec = importlib.util.spec_from_file_location("course_tests_conftest", ROOT / "tests" / "conftest.py")
+    spec = importlib.util.spec_from_file_location("course_root_conftest", ROOT / "conftest.py")
     conf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conf)
-    group = conf.xdist_group
-    assert group("notebooks/02_profiling.ipynb::Cell 7") == group(
-        "tests/notebooks/test_solutions.py::test_solutions_pass_and_cheats_are_refused[nb02.py]") == "nb02"
-    assert group("notebooks/03_first_cuda_kernels.ipynb::Cell 0") != "nb02"
-    assert group("tests/unit/test_emulation.py::test_square_with_tail[3]") == "tests/unit/test_emulation.py"
-    # and the hook marked this very test with its file's group
-    assert request.node.get_closest_marker("xdist_group").kwargs["name"] == "tests/unit/test_course_cli.py"
+    solutions = "tests/notebooks/test_solutions.py::test_solutions_pass_and_cheats_are_refused[nb02.py]"
+    for cell in ("notebooks/02_profiling.ipynb::Cell 7", "notebooks/02_profiling::ipynb::Cell 7"):
+        assert conf.xdist_group(cell) == conf.xdist_group(solutions) == "nb02"
+    assert conf.xdist_group("notebooks/03_first_cuda_kernels.ipynb::Cell 0") == "nb03"
+    assert conf.xdist_group("tests/unit/test_emulation.py::test_square_with_tail[3]") == "tests/unit/test_emulation.py"
+
+    class Config:   # what the scheduler reads of pytest's config
+        def getvalue(self, name):
+            return {"dist": self.dist, "tx": ["popen"] * 2}[name]
+    config = Config()
+    config.dist = "load"
+    assert conf.pytest_xdist_make_scheduler(config, None) is None   # other --dist modes: xdist's own
+    pytest.importorskip("xdist")
+    config.dist = "loadgroup"
+    sched = conf.pytest_xdist_make_scheduler(config, None)
+    assert sched._split_scope(solutions) == sched._split_scope("notebooks/02_profiling.ipynb::Cell 7") == "nb02"
