@@ -245,23 +245,24 @@ def usable_cpus() -> int | None:
         return os.cpu_count()
 
 
-def xdist_args(cpus: int | None) -> list:
+def xdist_args(cpus: int | None, gpu: bool = False) -> list:
     """pytest-xdist's arguments: one worker per core, at most 4 (each runs torch and notebook kernels),
-    none on one core. Groups (conftest.py) keep a notebook and its solutions on one worker.
+    none on one core, and none with a GPU: the notebooks' timing claims need the GPU to themselves.
+    Groups (conftest.py) keep a notebook and its solutions on one worker.
 
-    >>> xdist_args(2), xdist_args(64), xdist_args(1)
-    (['-n', '2', '--dist', 'loadgroup'], ['-n', '4', '--dist', 'loadgroup'], [])
+    >>> xdist_args(2), xdist_args(64), xdist_args(1), xdist_args(16, gpu=True)
+    (['-n', '2', '--dist', 'loadgroup'], ['-n', '4', '--dist', 'loadgroup'], [], [])
     """
-    n = min(cpus or 1, 4)
+    n = 1 if gpu else min(cpus or 1, 4)
     return ["-n", str(n), "--dist", "loadgroup"] if n > 1 else []
 
 
 def cmd_test(args) -> int:
     """Unit tests, then every notebook top to bottom with its outputs compared (nbval), on up to
-    4 pytest-xdist workers (a ``-n`` in ``args`` overrides it)."""
+    4 pytest-xdist workers without a GPU, serially with one (a ``-n`` in ``args`` overrides it)."""
     py = setup()
     rc = subprocess.call([str(py), "-m", "pytest", "tests", "notebooks", *NBVAL_ARGS,
-                          *xdist_args(usable_cpus()), *args], cwd=ROOT)
+                          *xdist_args(usable_cpus(), has_nvidia_gpu()), *args], cwd=ROOT)
     return rc
 
 

@@ -216,6 +216,7 @@ def test_course_test_spreads_over_at_most_four_workers_and_none_on_one_core():
     assert course.xdist_args(2) == ["-n", "2", "--dist", "loadgroup"]
     assert course.xdist_args(16)[:2] == ["-n", "4"]
     assert course.xdist_args(1) == [] and course.xdist_args(None) == []
+    assert course.xdist_args(16, gpu=True) == []   # timings on one GPU must not overlap
 
 
 def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
