@@ -682,6 +682,10 @@ def nvcc_command(opt: bool = True, extra_cuda_cflags=(), arch: str | None = None
     else:
         from torch.utils import cpp_extension as ce
         nvcc = shutil.which("nvcc") or os.path.join(ce.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+    return _nvcc_flags(nvcc, arch, opt, extra_cuda_cflags)
+
+
+def _nvcc_flags(nvcc: str, arch: str, opt: bool, extra_cuda_cflags) -> list:
     return ([nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", arch]
             + (["-O3", "-lineinfo"] if opt else ["-O0", "-g", "-G"]) + list(extra_cuda_cflags))
 
@@ -737,7 +741,7 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
     learner's errors and :class:`NeedsClassicBuild` for what the split cannot build."""
     units = make_units(cuda_src, cpp_src, funcs)
     tc = _toolchain()
-    nvcc_flags = nvcc_command(opt, extra_cuda_cflags)
+    nvcc_flags = _nvcc_flags(tc["nvcc"], tc["arch"], opt, extra_cuda_cflags)
     cxx_flags = [tc["cxx"], "-std=c++17", "-fPIC", "-O2" if opt else "-O0", tc["abi"],
                  "-DTORCH_API_INCLUDE_EXTENSION_H", "-w"] + tc["inc"]
     obj_dir = CACHE / "obj"
