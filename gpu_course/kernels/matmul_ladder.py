@@ -7,6 +7,8 @@ and one dispatcher, ``cuda/matmul/matmul_rung.cu``, that Python calls:
   (:data:`RUNG_CONFIGS`; cfg 0 is the default);
 * ``matmul_tiled(m, n, out, tw)``: rung 3's templated shared-memory kernel for tw = 8, 16 or 32;
 * ``transposed_padded(m)``: the transposition rung 10 starts with (``m.T`` with rows padded to 4 floats).
+* ``matmul_rung10_order(m, n, out, group)``: rung 10 with its blocks launched in row order (``group=0``)
+  or in groups of ``group`` rows of blocks (``matmul_rung`` uses 8; notebook 04 times both).
 
 Rung 9 is rung 8's kernel in the tile shapes of :data:`RUNG9_SHAPES`; :func:`autotune_rung9` times
 them all on given operands and remembers the fastest per size.
@@ -82,7 +84,7 @@ RUNG_CONFIGS = {1: ["16x16 threads"], 2: ["16x16 threads"], 3: ["TW=32", "TW=16"
                 10: [f"{s.name} {stages} stages" for s, stages in RUNG10_SHAPES]}
 
 DISPATCHER = "matmul/matmul_rung.cu"
-FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded"]
+FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", "matmul_rung10_order"]
 
 
 def rung_file(rung: int) -> str:

@@ -31,10 +31,16 @@
 // the same with 2 stages (double buffering, for comparison), then rung 8's 128x128 blocks with 4 stages
 // (64 KB: two blocks per SM). Dynamic shared memory above 48 KB must be allowed per kernel
 // (cudaFuncSetAttribute); an H100 gives a block up to 227 KB.
+//
+// Launch order: blocks start roughly in the order of their index, x fastest, so in row order a wave of blocks
+// (132 on an H100) covers a few whole rows of blocks of out: a few row strips of m, but every column strip of n.
+// With group > 0 the block at index (x, y) computes another tile: the tiles are taken `group` rows of blocks at
+// a time, down a column of the group before across it (Triton's GROUP_M, notebook 07), so that a wave reads
+// fewer distinct strips of m and n and more of its reads hit the L2. group = 0 keeps row order.
 template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT, int STAGES, int MINB>
 __global__ void __launch_bounds__(NT, MINB)
 mm_async_k(const float* __restrict__ mt, const float* __restrict__ n, float* __restrict__ out,
-           int h, int hp, int w, int wp, int k, bool vec_out) {
+           int h, int hp, int w, int wp, int k, int group) {
     constexpr int WMITER = WM * WN / (32 * TM * TN * WNITER);
     constexpr int WSM = WM / WMITER, WSN = WN / WNITER;
     constexpr int LM = BM * BK / (4 * NT), LN = BK * BN / (4 * NT);   // 16-byte copies per thread per tile
@@ -50,7 +56,13 @@ mm_async_k(const float* __restrict__ mt, const float* __restrict__ n, float* __r
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
     const int wr = warp / (BN / WN), wc = warp % (BN / WN);
     const int lr = lane / (WSN / TN), lc = lane % (WSN / TN);
-    const int r0 = blockIdx.y * BM, c0 = blockIdx.x * BN;
+    int bx = blockIdx.x, by = blockIdx.y;         // launch index -> tile (see Launch order above)
+    if (group > 0) {
+        const int gx = gridDim.x, id = by * gx + bx, per = group * gx, g0 = id / per * group;
+        const int gh = min(group, (int)gridDim.y - g0);   // the last group may have fewer rows
+        by = g0 + (id % per) % gh; bx = (id % per) / gh;
+    }
+    const int r0 = by * BM, c0 = bx * BN;
     const int tiles = (k + BK - 1) / BK;
     float acc[WMITER * TM][WNITER * TN] = {{0.0f}};
 
@@ -113,7 +125,7 @@ mm_async_k(const float* __restrict__ mt, const float* __restrict__ n, float* __r
         for (int b = 0; b < WNITER * TN; b += 4) {
             const int c = c0 + wc * WN + b / TN * WSN + lc * TN + b % TN;
             const float* v = &acc[a][b];
-            if (vec_out && c + 3 < w) {
+            if (w % 4 == 0 && c + 3 < w) {   // rows of whole quads: out is 16-byte aligned (host)
                 *reinterpret_cast<float4*>(&out[(size_t)r * w + c]) = make_float4(v[0], v[1], v[2], v[3]);
             } else {
 #pragma unroll
@@ -153,20 +165,25 @@ torch::Tensor transposed_padded(torch::Tensor m) {
     return mt;
 }
 
-// Rung 10's compiled shapes, by cfg (matmul_ladder.RUNG_CONFIGS[10] names them in this order).
+// Rung 10's compiled shapes, by cfg (matmul_ladder.RUNG_CONFIGS[10] names them in this order), and the launch
+// order matmul_rung uses.
 static const int RUNG10_CFGS = 3;
+static const int RUNG10_GROUP = 8;
 
-torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch::Tensor& out, int64_t cfg) {
+torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch::Tensor& out, int64_t cfg,
+                           int64_t group) {
     const int h = m.size(0), k = m.size(1), w = n.size(1);
     auto mt = transposed_padded(m);
     const bool n_quads = w % 4 == 0 && ((uintptr_t)n.data_ptr<float>()) % 16 == 0;
     auto np = n_quads ? n : torch::zeros({k, cdiv(w, 4) * 4}, n.options());
     if (!n_quads) np.narrow(1, 0, w).copy_(n);
-    const bool vec_out = w % 4 == 0 && ((uintptr_t)out.data_ptr<float>()) % 16 == 0;
+    // the kernel stores float4s when w % 4 == 0: an out that starts off a 16-byte boundary gets an aligned copy
+    const bool out_ok = w % 4 != 0 || ((uintptr_t)out.data_ptr<float>()) % 16 == 0;
+    auto o = out_ok ? out : torch::empty_like(out);
     const float* mp = mt.data_ptr<float>();
     const float* np_ = np.data_ptr<float>();
-    float* op = out.data_ptr<float>();
-    const int hp = mt.size(1), wp = np.size(1);
+    float* op = o.data_ptr<float>();
+    const int hp = mt.size(1), wp = np.size(1), g = (int)group;
     // Each case: its dynamic shared memory, allowed once above the default 48 KB, then the launch.
     static bool allowed[RUNG10_CFGS] = {};
     switch (cfg) {
@@ -176,13 +193,13 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
                                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             allowed[0] = true;
             mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(
-                mp, np_, op, h, hp, w, wp, k, vec_out);
+                mp, np_, op, h, hp, w, wp, k, g);
             break;
         }
         case 1: {   // the same with 2 stages: double buffering (48 KB, the default limit)
             const int smem = 2 * 16 * (256 + 128) * sizeof(float);
             mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 2, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(
-                mp, np_, op, h, hp, w, wp, k, vec_out);
+                mp, np_, op, h, hp, w, wp, k, g);
             break;
         }
         default: {  // rung 8's 128x128x16 blocks of 128 threads, 4 stages (64 KB: two blocks per SM)
@@ -191,9 +208,10 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
                                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             allowed[2] = true;
             mm_async_k<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, smem>>>(
-                mp, np_, op, h, hp, w, wp, k, vec_out);
+                mp, np_, op, h, hp, w, wp, k, g);
             break;
         }
     }
+    if (!out_ok) out.copy_(o);
     return out;
 }

@@ -31,7 +31,7 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
         case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
         case 2: mm_cols_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
         case 3: return matmul_tiled(m, n, out, cfg == 0 ? 32 : cfg == 1 ? 16 : 8);
-        case 10: matmul_async(m, n, out, cfg); break;   // transposes m first: it needs the tensors
+        case 10: matmul_async(m, n, out, cfg, RUNG10_GROUP); break;   // transposes m first: needs the tensors
         case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8>>>(mp, np_, op, h, w, k); break;
         case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k); break;
         case 6:
@@ -54,4 +54,13 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
 
 torch::Tensor matmul_rung(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung) {
     return matmul_rung_cfg(m, n, out, rung, 0);
+}
+
+// Rung 10 in its default shape with launch order `group` (0: row order; matmul_rung uses RUNG10_GROUP).
+torch::Tensor matmul_rung10_order(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t group) {
+    mm_check(m, n, out);
+    TORCH_CHECK(group >= 0 && group <= 1024, "matmul_rung10_order: group must be 0..1024 rows of blocks, got ", group);
+    matmul_async(m, n, out, 0, group);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
 }
