@@ -254,6 +254,33 @@ def test_rung10_shapes_are_the_instantiations():
         assert (s.BM // s.WM) * (s.BN // s.WN) * 32 == s.NT
 
 
+@pytest.mark.parametrize("group", [0, 1, 2, 8])
+def test_rung10_launch_orders_cover_every_tile(ladder, group):
+    """Every launch order computes every tile of out exactly once: 3 x 3 blocks of 256 x 128, so group 2
+    leaves a last group of one row of blocks and group 8 is taller than the grid (a tile no block computes
+    stays NaN)."""
+    h, k, w = 700, 24, 260
+    m, n = torch.randn(h, k), torch.randn(k, w)
+    utils.check(ladder.matmul_rung10_order(m, n, utils.poisoned(h, w), group), m.double() @ n.double(),
+                **utils.dot_tol(k), name=f"rung 10, group {group}")
+
+
+def test_rung10_writes_an_out_that_is_not_16_byte_aligned(ladder):
+    """The kernel stores float4s when w % 4 == 0; an out starting 4 bytes past a boundary gets an aligned copy."""
+    h, k, w = 40, 12, 36
+    m, n = torch.randn(h, k), torch.randn(k, w)
+    out = torch.full((h * w + 1,), float("nan"))[1:].view(h, w)
+    utils.check(ladder.matmul_rung(m, n, out, 10), m.double() @ n.double(), **utils.dot_tol(k), name="rung 10")
+
+
+def test_rung10_order_refuses_bad_input(ladder):
+    m, n = torch.randn(8, 5), torch.randn(5, 6)
+    with pytest.raises(RuntimeError, match="group must be 0..1024"):
+        ladder.matmul_rung10_order(m, n, torch.empty(8, 6), -1)
+    with pytest.raises(RuntimeError, match="do not fit"):
+        ladder.matmul_rung10_order(m, torch.randn(4, 6), torch.empty(8, 6), 8)
+
+
 def test_ladder_refuses_bad_input(ladder):
     m, n = torch.randn(8, 5), torch.randn(5, 6)
     with pytest.raises(RuntimeError, match="rung must be 1..10, got 11"):
