@@ -572,14 +572,16 @@ def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templat
     expr = src[toks[ks].start:toks[i - 1].end]
     name = re.sub(r"<.*", "", expr).split("::")[-1].strip()
     params = ",".join(kernels.get(name, []))
-    if name not in kernels and re.fullmatch(r"[A-Za-z_]\w*", expr.strip()):
+    flat = " ".join(expr.split())
+    by_variable = name not in kernels and re.fullmatch(r"[A-Za-z_]\w*", flat)   # e.g. kern<<<...>>>
+    if by_variable:
         # a variable holding a kernel (``auto kern = mm_k<64, 4>; ... kern<<<...>>>``): its parameters
         decl = re.findall(rf"\b{name}\s*=\s*&?\s*(?:::)?(?:\w+::)*(\w+)\s*[<;]", src[:toks[i].start])
         if decl and decl[-1] in kernels:
             params = ",".join(kernels[decl[-1]])
-    rw.insert(toks[ks].start, f'::cuda_emu::kernel("{" ".join(expr.split())}", "{params}", __LINE__, '
+    rw.insert(toks[ks].start, f'::cuda_emu::kernel("{flat}", "{params}", __LINE__, '
                               f'[&](auto&&... cuda_emu_a) {{ ')
-    pretty, addr, flat = "", "", " ".join(expr.split())
+    pretty, addr = "", ""
     if toks[i - 1].text in (">", ">>") and name in (templates or {}):
         lt = next(k for k in range(ks, i) if toks[k].text == "<")
         nargs = len(_split_params(toks, lt, i - 1, match))
@@ -589,7 +591,7 @@ def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templat
             addr = f", ::cuda_emu::kaddr(&{flat})"
     elif name in plain and toks[i - 1].text not in (">", ">>"):
         addr = f", ::cuda_emu::kaddr(&{flat})"
-    elif name not in kernels and re.fullmatch(r"[A-Za-z_]\w*", flat):
+    elif by_variable:
         addr = f", ::cuda_emu::kaddr({flat})"  # a variable holding a kernel's address
     if addr and not pretty:
         pretty = ", nullptr"

@@ -168,11 +168,15 @@ static void fiber_main(void*) {
   std::abort();
 }
 
+/// The calling thread's fiber; `call` (e.g. "__syncthreads()") made from host code is an error.
+static Fiber* kernel_thread(const std::string& call, int line) {
+  if (!g.in_kernel || !g.cur) fail(call + " called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  return g.cur;
+}
+
 int barrier_wait(int line, int pred) {
-  if (!g.in_kernel || !g.cur)
-    fail("__syncthreads() called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  Fiber* f = kernel_thread("__syncthreads()", line);
   if (g_pending) check_not_awaited("reached __syncthreads()", line);
-  Fiber* f = g.cur;
   f->state = kWaiting;
   f->line = line;
   f->pred = pred;
@@ -350,8 +354,7 @@ static void complete(Warp& W, size_t k) {
 }
 
 uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int width) {
-  if (!g.in_kernel || !g.cur)
-    fail(std::string(op_name(op)) + "() called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  kernel_thread(std::string(op_name(op)) + "()", line);
   const unsigned tid = g.tid, w = tid / 32, lane = tid % 32, bit = 1u << lane;
   Warp& W = g_warps[w];
   if (!(mask & bit))
@@ -790,8 +793,7 @@ static void check_async_src(const char* p, size_t n, const char* lo, const char*
 
 void async_copy(void* dst, const void* src, size_t size, size_t zfill, int line, const char* lo, const char* hi,
                 const PtrInfo* info) {
-  if (!g.in_kernel || !g.cur)
-    fail("__pipeline_memcpy_async called outside a kernel (cuda_src line " + std::to_string(line) + ")");
+  Fiber* f = kernel_thread("__pipeline_memcpy_async", line);
   const std::string call = copy_call(size, zfill, line);
   if (size != 4 && size != 8 && size != 16)
     fail(call + " " + where() + ": the size must be 4, 8 or 16 bytes (cp.async copies one 4-, 8- or "
@@ -832,7 +834,6 @@ void async_copy(void* dst, const void* src, size_t size, size_t zfill, int line,
            " floats starts unaligned.");
     check_async_src(s, n, lo, hi, info, call);
   }
-  Fiber* f = g.cur;
   Fiber::AsyncCopy c{const_cast<char*>(d), slo == g.dyn ? static_cast<const void*>(g.dyn) : slo, f->batches, line,
                      static_cast<unsigned>(size), {}};
   if (n) std::memcpy(c.data, s, n);  // the rest stays zero: zfill
@@ -841,15 +842,11 @@ void async_copy(void* dst, const void* src, size_t size, size_t zfill, int line,
 }
 
 void async_commit(int line) {
-  if (!g.in_kernel || !g.cur)
-    fail("__pipeline_commit called outside a kernel (cuda_src line " + std::to_string(line) + ")");
-  g.cur->batches++;
+  kernel_thread("__pipeline_commit", line)->batches++;
 }
 
 void async_wait_prior(size_t prior, int line) {
-  if (!g.in_kernel || !g.cur)
-    fail("__pipeline_wait_prior called outside a kernel (cuda_src line " + std::to_string(line) + ")");
-  Fiber* f = g.cur;
+  Fiber* f = kernel_thread("__pipeline_wait_prior", line);
   if (prior >= f->batches) return;  // the newest `prior` batches may stay in flight: that is all of them
   const uint32_t done = f->batches - static_cast<uint32_t>(prior);  // batches 0 .. done-1 complete
   size_t k = 0;
