@@ -6,8 +6,10 @@
 * ``exercises``: ``exercise``, ``kernel_exercise``, ``formula_exercise``, ``hint``: self-checking
   exercises that never raise; a kernel exercise checks that the learner's kernel ran
 * ``launches``: ``launches``: record the Triton, Numba and CUDA C kernel launches of a block
-* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median
-* ``device_ceilings``: the device's measured ceilings and the ``throughput`` a timing achieves
+* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median; ``bench_user`` / ``compare``:
+  GPU time, time per step in a loop and CPU time per call; ``cuda_graph``
+* ``device_ceilings``: the device's measured ceilings, its spec-sheet peaks and the ``throughput``
+  a timing achieves
 * ``results``: ``report`` and ``save_result``: results/<device>.csv, the README's table
 * ``roofline``: recorded matmul results placed under the measured roofs of their precision
 * ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU
@@ -26,7 +28,8 @@ can be imported; nothing else happens at import time.
 from . import mode  # noqa: F401  first: sets NUMBA_ENABLE_CUDASIM / TRITON_INTERPRET for the mode
 
 from .claims import ClaimFailed, claim
-from .device_ceilings import CEILING_LABELS, CEILINGS_FILE, Throughput, ceilings, throughput
+from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, spec_peak,
+                              throughput)
 from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
 from .cuda import (CudaBuildError, CudaEmulationError, cuda_begin, get_sig, kernel_launches,
                    last_build_log, load_cuda)
@@ -36,18 +39,19 @@ from .exercises import (calls, differs_from, exercise, formula_exercise, grid_is
                         slow_work, threads_per_block, uses_shared_memory, watch_calls)
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
-from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, device_name, gpu_properties,
-                   synchronize, versions)
+from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, compute_capability, device_name,
+                   gpu_properties, gpu_supports, synchronize, versions)
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
-from .timing import Timing, bench, flush_l2, fmt_ms, fmt_num, spin_gpu
+from .timing import (Timing, UserTiming, bench, bench_user, compare, cpu_ms_per_call, cuda_graph, flush_l2,
+                     fmt_ms, fmt_num, loop_ms, spin_gpu)
 
 __all__ = [
     # mode
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
-    "gpu_properties", "synchronize",
+    "gpu_properties", "synchronize", "compute_capability", "gpu_supports",
     # launching kernels
     "dim3", "cdiv", "to_numba",
     # CUDA C
@@ -61,6 +65,7 @@ __all__ = [
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "throughput",
+    "bench_user", "UserTiming", "compare", "loop_ms", "cpu_ms_per_call", "cuda_graph", "spec_peak", "SPEC_PEAKS",
     "reference_ceilings", "plot_roofline",
     "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",
     "stored_results", "results_markdown", "results_file", "ROOT", "RESULTS_DIR",

@@ -9,7 +9,7 @@ import torch
 
 from .mode import DEVICE, ON_GPU, by_mode, device_name
 from .paths import RESULTS_DIR, now, read_json
-from .timing import Timing, bench, fmt_num
+from .timing import Timing, UserTiming, bench, fmt_num
 
 CEILINGS_FILE = RESULTS_DIR / "ceilings.json"
 CEILING_LABELS = {
@@ -20,6 +20,27 @@ CEILING_LABELS = {
     "bf16": "bf16 matmul",
 }
 _ceilings_cache: dict = {}
+
+# Spec-sheet peaks (dense, no sparsity) of GPUs the course has run on, by device name, with where
+# each figure comes from: what the vendor promises, not a measurement. Rates in TFLOP/s, "copy" in GB/s
+# (the memory's bandwidth: a copy reads and writes, and both count against it).
+SPEC_PEAKS = {
+    "NVIDIA H100 80GB HBM3": {
+        "fp16": 989.4, "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "copy": 3350.0,
+        "source": "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5, dense",
+    },
+}
+
+
+def spec_peak(kind: str, device: str | None = None) -> float | None:
+    """The spec-sheet peak of ``kind`` (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"fp32"`` in TFLOP/s,
+    ``"copy"`` in GB/s) for ``device`` (default: this one), or ``None`` if the course has no spec
+    sheet for it (the CPU, or a GPU not in :data:`SPEC_PEAKS`).
+
+    >>> spec_peak("fp16", "NVIDIA H100 80GB HBM3"), spec_peak("fp16", "CPU (x86_64)")
+    (989.4, None)
+    """
+    return SPEC_PEAKS.get(device or device_name(), {}).get(kind)
 
 
 def _measure_ceilings() -> dict:
@@ -71,21 +92,37 @@ def ceilings(refresh: bool = False) -> dict:
 
 @dataclass
 class Throughput:
-    """An achieved rate and its share of this device's measured ceiling."""
+    """An achieved rate beside two references: this device's measured best (``ceiling``: a large
+    copy, cuBLAS at 8192³) and its spec-sheet peak (``spec``, ``None`` where the course has no spec
+    sheet for the device). The measured figure is what a library reaches here, so a kernel can
+    exceed it; the spec-sheet peak is the hardware's promise, which nothing exceeds."""
     value: float       # in GB/s or TFLOP/s
     unit: str          # "GB/s" or "TFLOP/s"
     ceiling: float
     ceiling_key: str
+    spec: float | None = None
 
     @property
     def pct(self) -> float:
+        """The % of the measured ceiling (above 100 when a kernel beats the library's best here)."""
         return 100 * self.value / self.ceiling
+
+    @property
+    def pct_spec(self) -> float | None:
+        """The % of the spec-sheet peak, or ``None`` without a spec sheet."""
+        return None if self.spec is None else 100 * self.value / self.spec
 
     def __str__(self):
         if not ON_GPU:  # small CPU inputs sit in caches faster than its measured copy: no % here
             return f"{fmt_num(self.value)} {self.unit} (CPU: a % of a ceiling is reported on a GPU only)"
-        return (f"{fmt_num(self.value)} {self.unit} = {self.pct:.0f} % of this GPU's measured "
-                f"{CEILING_LABELS[self.ceiling_key]} ({fmt_num(self.ceiling)} {self.unit})")
+        label = CEILING_LABELS[self.ceiling_key]
+        vs_measured = (f"{self.pct:.0f} % of the best {label} measured here ({fmt_num(self.ceiling)} {self.unit})"
+                       if self.pct <= 100 else
+                       f"{self.value / self.ceiling:.2f}× the best {label} measured here ({fmt_num(self.ceiling)})")
+        if self.spec is None:
+            return f"{fmt_num(self.value)} {self.unit} = {vs_measured}"
+        return (f"{fmt_num(self.value)} {self.unit} = {self.pct_spec:.0f} % of the spec-sheet peak "
+                f"({fmt_num(self.spec)} {self.unit}), {vs_measured}")
 
 
 def throughput(t, nbytes: int | None = None, flops: int | None = None, kind: str | None = None) -> Throughput:
@@ -94,7 +131,7 @@ def throughput(t, nbytes: int | None = None, flops: int | None = None, kind: str
     ``"fp32"`` (default), ``"tf32"``, ``"fp16"`` or ``"bf16"`` for flops."""
     if (nbytes is None) == (flops is None):
         raise ValueError("throughput: give exactly one of nbytes= or flops=")
-    ms = t.median if isinstance(t, Timing) else float(t)
+    ms = t.median if isinstance(t, (Timing, UserTiming)) else float(t)
     if not ms > 0:
         raise ValueError(f"throughput: the time must be positive, got {ms} ms")
     if nbytes is not None:
@@ -106,4 +143,4 @@ def throughput(t, nbytes: int | None = None, flops: int | None = None, kind: str
     ceil = ceilings()
     if kind not in ceil:
         raise ValueError(f"throughput: no measured ceiling {kind!r} on this device; have {sorted(ceil)}")
-    return Throughput(value, unit, ceil[kind], kind)
+    return Throughput(value, unit, ceil[kind], kind, spec_peak(kind))

@@ -202,3 +202,60 @@ def synchronize() -> None:
     """
     if ON_GPU:
         torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------- what this GPU can do (a T4 vs an H100)
+CC_ENV = "COURSE_FAKE_CC"  # e.g. "7.5": act as a GPU of that compute capability (to test the guards)
+
+# feature -> (lowest compute capability, what a learner is told when the GPU lacks it)
+FEATURES = {
+    "bf16": ((8, 0), "bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer"),
+    "flash_sdpa": ((8, 0), "SDPA's flash-attention backend needs compute capability 8.0 (Ampere) or newer"),
+    "cudnn_sdpa": ((8, 0), "SDPA's cuDNN attention backend needs compute capability 8.0 (Ampere) or newer "
+                           "and a torch built with cuDNN 9"),
+    "cp_async": ((8, 0), "cp.async copies need compute capability 8.0 (Ampere) or newer"),
+    "wgmma": ((9, 0), "wgmma and TMA are Hopper instructions: compute capability 9.0 or newer"),
+}
+
+
+def compute_capability() -> tuple | None:
+    """The GPU's compute capability as ``(major, minor)`` (``COURSE_FAKE_CC=7.5`` pretends), or
+    ``None`` in cpu mode.
+
+    >>> compute_capability() is None or len(compute_capability()) == 2
+    True
+    """
+    fake = os.environ.get(CC_ENV)
+    if fake:
+        try:
+            major, minor = (int(v) for v in fake.split("."))
+        except ValueError:
+            raise ValueError(f"{CC_ENV}={fake!r}: write a compute capability as MAJOR.MINOR, e.g. 7.5") from None
+        return major, minor
+    if not ON_GPU:
+        return None
+    return tuple(torch.cuda.get_device_capability())
+
+
+def gpu_supports(feature: str) -> tuple:
+    """``(True, "")`` where this GPU has ``feature`` (one of :data:`FEATURES`), else ``(False, reason)``:
+    a notebook skips what the GPU lacks (Colab's T4 is sm_75) with the reason in one line. In cpu mode
+    every feature counts as present: the interpreters and the emulation run what they can and say
+    themselves what they cannot.
+
+    >>> gpu_supports("bf16")[0] or compute_capability() < (8, 0)
+    True
+    """
+    if feature not in FEATURES:
+        raise ValueError(f"gpu_supports: unknown feature {feature!r}; known: {', '.join(FEATURES)}")
+    cc = compute_capability()
+    if cc is None:
+        return True, ""
+    need, why = FEATURES[feature]
+    if cc < need:
+        return False, f"skipped on this GPU (sm_{cc[0]}{cc[1]}): {why}"
+    if feature == "cudnn_sdpa" and not os.environ.get(CC_ENV):
+        v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        if not v or v < 90000:
+            return False, f"skipped: {why} (this torch has cuDNN {v})"
+    return True, ""

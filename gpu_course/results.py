@@ -10,7 +10,7 @@ from pathlib import Path
 from .device_ceilings import Throughput, throughput
 from .mode import device_name
 from .paths import RESULTS_DIR, now
-from .timing import Timing, fmt_ms, fmt_num
+from .timing import Timing, UserTiming, fmt_ms, fmt_num
 
 SAVE_ENV = "COURSE_SAVE_RESULTS"  # "1": save_result writes (set by `python3 course.py execute`)
 
@@ -23,7 +23,9 @@ def saving_results() -> bool:
     return os.environ.get(SAVE_ENV) == "1"
 
 RESULT_FIELDS = ["when", "notebook", "kernel", "size", "device", "ms", "rate", "unit",
-                 "pct_of_ceiling", "ceiling", "baseline", "baseline_ms", "vs_baseline"]
+                 "pct_of_ceiling", "ceiling", "baseline", "baseline_ms", "vs_baseline",
+                 # what a caller in a Python loop gets (from a UserTiming; empty for a plain Timing)
+                 "loop_ms", "cpu_ms", "baseline_loop_ms", "vs_baseline_loop", "pct_of_spec"]
 
 
 def _slug(name: str) -> str:
@@ -47,6 +49,7 @@ def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Thro
     """
     if not t.on_gpu:
         return None
+    user, base_user = isinstance(t, UserTiming), isinstance(baseline, UserTiming)
     row = {"when": now(), "notebook": notebook, "kernel": kernel, "size": size,
            "device": t.device, "ms": f"{t.median:.5g}",
            "rate": f"{achieved.value:.4g}" if achieved else "",
@@ -55,11 +58,17 @@ def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Thro
            "ceiling": achieved.ceiling_key if achieved else "",
            "baseline": baseline_name if baseline else "",
            "baseline_ms": f"{baseline.median:.5g}" if baseline else "",
-           "vs_baseline": f"{baseline.median / t.median:.3f}" if baseline else ""}
+           "vs_baseline": f"{baseline.median / t.median:.3f}" if baseline else "",
+           "loop_ms": f"{t.loop_ms:.5g}" if user else "",
+           "cpu_ms": f"{t.cpu_ms:.5g}" if user else "",
+           "baseline_loop_ms": f"{baseline.loop_ms:.5g}" if base_user else "",
+           "vs_baseline_loop": f"{baseline.loop_ms / t.loop_ms:.3f}" if user and base_user else "",
+           "pct_of_spec": f"{achieved.pct_spec:.1f}" if achieved and achieved.spec else ""}
     if not saving_results():
         return row
     path = results_file(t.device)
     RESULTS_DIR.mkdir(exist_ok=True)
+    _upgrade_header(path)
     new = not path.exists()
     with path.open("a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
@@ -67,6 +76,23 @@ def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Thro
             w.writeheader()
         w.writerow(row)
     return row
+
+
+def _upgrade_header(path: Path) -> None:
+    """Rewrite a results file written with fewer columns than :data:`RESULT_FIELDS` (an older
+    course) with today's header, the old rows' new columns empty, so appended rows line up."""
+    if not path.exists():
+        return
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames == RESULT_FIELDS:
+            return
+        rows = list(reader)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k) or "" for k in RESULT_FIELDS})
 
 
 def stored_results(device: str | None = None, notebook: str | None = None) -> list:
@@ -109,16 +135,28 @@ def report(notebook: str, kernel: str, size: str, t: Timing, baseline: Timing | 
     """Turn a timing into one printed line (time, achieved rate with % of the ceiling, ratio to
     the baseline), record it on a GPU (:func:`save_result`), and return the line.
 
-    Give ``nbytes`` (bytes the work must move) or ``flops``, as for :func:`throughput`.
+    Give ``nbytes`` (bytes the work must move) or ``flops``, as for :func:`throughput`. ``t`` and
+    ``baseline`` may be :class:`UserTiming` s (from ``bench_user`` / ``compare``): the line and the
+    results row then carry the time per step in a loop and the CPU time per call too.
     """
     achieved = throughput(t, nbytes=nbytes, flops=flops, kind=kind) if (nbytes or flops) else None
     save_result(notebook, kernel, size, t, achieved, baseline, baseline_name)
     parts = [f"{kernel}: {fmt_ms(t.median)}"]
+    if isinstance(t, UserTiming):
+        parts = [f"{kernel}: GPU {fmt_ms(t.median)}, loop {fmt_ms(t.loop_ms)} a step, CPU {fmt_ms(t.cpu_ms)} a call"]
     if achieved and t.on_gpu:
-        parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {achieved.pct:.0f} % of "
-                     f"{kind or ('copy' if nbytes else 'fp32')} ceiling")
+        key = achieved.ceiling_key
+        measured = (f"{achieved.pct:.0f} % of the {key} rate measured here" if achieved.pct <= 100
+                    else f"{achieved.value / achieved.ceiling:.2f}× the {key} rate measured here")
+        if achieved.spec:
+            parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {achieved.pct_spec:.0f} % of the "
+                         f"spec-sheet {key} peak, {measured}")
+        else:
+            parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {measured}")
     if baseline:
         parts.append(f"{baseline.median / t.median:.2f}× {baseline_name}")
+        if isinstance(t, UserTiming) and isinstance(baseline, UserTiming):
+            parts.append(f"{baseline.loop_ms / t.loop_ms:.2f}× in a loop")
     line = ", ".join(parts) + ("" if t.on_gpu else "  (CPU: not a GPU figure)")
     print(line)
     return line

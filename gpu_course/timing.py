@@ -1,4 +1,6 @@
-"""Timing GPU work: ``bench`` (warm-up, repeats, the median), ``Timing`` and readable units.
+"""Timing GPU work: ``bench`` (warm-up, repeats, the median), ``Timing`` and readable units;
+``bench_user`` (what a caller in a Python loop gets: GPU time, time per step, CPU time per call),
+``compare`` (a table of those against a library) and ``cuda_graph`` (the cure for launch-bound code).
 
 Why a GPU timer needs care for short kernels: a CUDA event is a timestamp the GPU writes when it
 *reaches* the event in its queue. If the queue is empty when Python records the start event, the GPU
@@ -123,6 +125,8 @@ def bench(fn, *args, warmup: int = 3, reps: int | None = None, budget_ms: float 
     """
     if not callable(fn):
         raise TypeError(f"bench needs a callable, got {type(fn).__name__}")
+    if reps is not None and (type(reps) is not int or reps < 1):
+        raise ValueError(f"bench: reps must be a whole number >= 1 (or None: fill budget_ms), got {reps!r}")
     if budget_ms is None:
         budget_ms = 300.0 if ON_GPU else 1000.0
     launch = []  # on a GPU: the CPU's time to enqueue one run, each warm-up run on an empty queue
@@ -208,3 +212,177 @@ def _bench_cpu(fn, args, kwargs, reps, budget_ms, max_reps):
         elif len(times) >= max_reps or (len(times) >= 3 and time.perf_counter() > deadline):
             break
     return Timing(times, "wall clock", device_name(), False)
+
+
+# ------------------------------------------------------------------ what a user in a loop gets
+def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, **kwargs) -> float:
+    """Time per step of ``fn(*args, **kwargs)`` called back to back in a plain Python loop with one
+    synchronize at the end: what a training loop sees. When the CPU takes longer to make a call than
+    the GPU takes to run it, this is the CPU's time, not the GPU's. The median of ``rounds`` loops of
+    ``steps`` calls (default: about 20 ms a round on a GPU, at least 10 and at most 500 steps, 5
+    rounds; 2 steps and 1 round on the CPU), after one warm-up call.
+
+    >>> loop_ms(torch.ones, 10, steps=3, rounds=2) > 0
+    True
+    """
+    fn(*args, **kwargs)
+    synchronize_device()
+    if steps is None:
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        synchronize_device()
+        one = max(time.perf_counter() - t0, 1e-6)
+        steps = int(min(500, max(10, 0.02 / one))) if ON_GPU else 2
+    rounds = rounds if rounds is not None else (5 if ON_GPU else 1)
+    per = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fn(*args, **kwargs)
+        synchronize_device()
+        per.append((time.perf_counter() - t0) * 1e3 / steps)
+    return statistics.median(per)
+
+
+def cpu_ms_per_call(fn, *args, n: int | None = None, **kwargs) -> float:
+    """The CPU's time to make one call of ``fn(*args, **kwargs)``: the median of ``n`` calls (20 on a
+    GPU, 2 on the CPU), each made with the GPU idle (synchronized before, not timed), so no call
+    waits for a full launch queue. Python, torch's dispatch, the wrapper's checks and allocations and
+    the kernel launches all count; the GPU's run does not (unless ``fn`` synchronizes itself).
+
+    >>> cpu_ms_per_call(torch.ones, 10, n=3) > 0
+    True
+    """
+    n = n if n is not None else (20 if ON_GPU else 2)
+    times = []
+    for _ in range(n):
+        synchronize_device()
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        times.append((time.perf_counter() - t0) * 1e3)
+    synchronize_device()
+    return statistics.median(times)
+
+
+def synchronize_device() -> None:
+    """Wait for the GPU's queue to drain (nothing on the CPU)."""
+    if ON_GPU:
+        torch.cuda.synchronize()
+
+
+@dataclass(frozen=True)
+class UserTiming:
+    """What a caller of one function gets, three ways (milliseconds):
+
+    * ``gpu``: a :class:`Timing` from :func:`bench`, the GPU's own time (launch hidden);
+    * ``loop_ms``: time per step of a back-to-back Python loop (:func:`loop_ms`);
+    * ``cpu_ms``: the CPU's time to make one call (:func:`cpu_ms_per_call`).
+
+    ``median`` is the GPU time, so a ``UserTiming`` goes wherever a ``Timing`` does
+    (``utils.throughput``, ``utils.report``). ``launch_bound`` says whether the CPU's time per call
+    exceeds the GPU's time: a loop of such calls goes at the CPU's pace.
+    """
+    gpu: Timing
+    loop_ms: float
+    cpu_ms: float
+
+    @property
+    def median(self) -> float:
+        return self.gpu.median
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu.on_gpu
+
+    @property
+    def device(self) -> str:
+        return self.gpu.device
+
+    @property
+    def launch_bound(self) -> bool:
+        return self.cpu_ms > self.gpu.median
+
+    def __str__(self):
+        note = "" if self.on_gpu else " (CPU wall clock: says nothing about a GPU)"
+        return (f"GPU {fmt_ms(self.gpu.median)}, loop {fmt_ms(self.loop_ms)} a step, "
+                f"CPU {fmt_ms(self.cpu_ms)} a call{note}")
+
+
+def bench_user(fn, *args, l2_flush: bool = False, budget_ms: float | None = None, **kwargs) -> UserTiming:
+    """:class:`UserTiming` of ``fn(*args, **kwargs)``: :func:`bench` (GPU time, launch hidden; with
+    ``l2_flush`` and ``budget_ms`` as there), :func:`loop_ms` and :func:`cpu_ms_per_call`. On the CPU
+    each is a couple of wall-clock runs (simulators: the figures say nothing about a GPU).
+
+    >>> t = bench_user(torch.ones, 100)
+    >>> t.loop_ms > 0 and t.cpu_ms > 0 and t.median == t.gpu.median
+    True
+    """
+    gpu = bench(fn, *args, l2_flush=l2_flush, budget_ms=budget_ms,
+                reps=None if ON_GPU else 2, **kwargs)
+    return UserTiming(gpu, loop_ms(fn, *args, **kwargs), cpu_ms_per_call(fn, *args, **kwargs))
+
+
+def compare(fns: dict, *args, baseline: str | None = None, l2_flush: bool = False,
+            show: bool = True, **kwargs) -> dict:
+    """Time each of ``fns`` (name -> function of ``*args, **kwargs``) with :func:`bench_user` and print
+    one table: GPU time, time per step in a loop, CPU time per call, and the baseline's time over
+    each (``baseline``: a name of ``fns``, default the first; above 1.00 is faster than it), for the
+    GPU time and for the loop. Returns ``{name: UserTiming}``.
+
+    >>> t = compare({"ones": torch.ones, "zeros": torch.zeros}, 64, show=False)
+    >>> sorted(t), t["ones"].loop_ms > 0
+    (['ones', 'zeros'], True)
+    """
+    if not fns:
+        raise ValueError("compare: give at least one function, as {name: function}")
+    baseline = baseline if baseline is not None else next(iter(fns))
+    if baseline not in fns:
+        raise ValueError(f"compare: baseline {baseline!r} is not one of {list(fns)}")
+    times = {name: bench_user(f, *args, l2_flush=l2_flush, **kwargs) for name, f in fns.items()}
+    if show:
+        print(user_table(times, baseline))
+    return times
+
+
+def user_table(times: dict, baseline: str) -> str:
+    """The table :func:`compare` prints, from ``{name: UserTiming}``."""
+    b = times[baseline]
+    width = max(len(n) for n in times) + 2
+    lines = [f"{'':<{width}}{'GPU time':>11}{'loop/step':>11}{'CPU/call':>11}"
+             f"{'× ' + baseline[:18] + ' (GPU, loop)':>{max(24, len(baseline[:18]) + 16)}}"]
+    for name, t in times.items():
+        ratio = f"{b.median / t.median:5.2f}×, {b.loop_ms / t.loop_ms:5.2f}×"
+        lines.append(f"{name:<{width}}{fmt_ms(t.median):>11}{fmt_ms(t.loop_ms):>11}{fmt_ms(t.cpu_ms):>11}"
+                     f"{ratio:>{max(24, len(baseline[:18]) + 16)}}")
+    if not b.on_gpu:
+        lines.append("(CPU wall clock of simulators and interpreters: these figures say nothing about a GPU)")
+    return "\n".join(lines)
+
+
+def cuda_graph(fn, *args, warmup: int = 3, **kwargs):
+    """``fn(*args, **kwargs)`` captured once in a CUDA graph; returns a function of no arguments that
+    replays it: the whole call's kernels for one launch's CPU cost. The inputs and outputs are the
+    tensors of the capture (static: write new data into ``args`` to change what a replay computes).
+    ``fn`` runs ``warmup`` times first on a side stream (allocations, autotuning, Triton compiles).
+    On the CPU there are no CUDA graphs: the returned function calls ``fn(*args, **kwargs)``.
+
+    >>> replay = cuda_graph(torch.ones, 8)
+    >>> replay() is None or not ON_GPU
+    True
+    """
+    if not ON_GPU:
+        return lambda: fn(*args, **kwargs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn(*args, **kwargs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args, **kwargs)
+
+    def replay():
+        graph.replay()
+    replay.graph = graph  # keeps the graph (and its memory pool) alive as long as the function
+    return replay

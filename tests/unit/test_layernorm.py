@@ -19,7 +19,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import utils
+import utils  # first: chooses the mode before triton is imported
+import triton
 from torch._dynamo.backends.debugging import aot_eager
 from gpu_course.kernels import triton_layernorm as ln
 
@@ -106,7 +107,17 @@ def test_backward_is_deterministic():
     assert all(torch.equal(p, q) for p, q in zip(first, again))
 
 
-@pytest.mark.parametrize("wrap", [ln.layer_norm, ln.layer_norm_op])
+def _ln_through_torch_ops(x, wt, b):
+    """The custom op called directly, as torch.compile's graph calls it (layer_norm_op takes the
+    autograd.Function in eager mode)."""
+    return torch.ops.gpu_course.layer_norm(x, wt, b, 1e-5)[0]
+
+
+def _gelu_through_torch_ops(x):
+    return torch.ops.gpu_course.gelu(x)
+
+
+@pytest.mark.parametrize("wrap", [ln.layer_norm, ln.layer_norm_op, _ln_through_torch_ops])
 def test_autograd_wrappers_match_torch(wrap):
     x, wt, b = _inputs(grad=True)
     dy = torch.randn(H, W)
@@ -121,9 +132,33 @@ def test_gradcheck_fp64():
     x, wt, b = _inputs(h=3, w=5, dtype=torch.float64, grad=True)
     assert torch.autograd.gradcheck(ln.layer_norm, (x, wt, b), eps=1e-6, atol=1e-6)
     assert torch.autograd.gradcheck(ln.layer_norm_op, (x, wt, b), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(_ln_through_torch_ops, (x, wt, b), eps=1e-6, atol=1e-6)
     xg = torch.randn(11, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(ln.gelu, (xg,), eps=1e-6, atol=1e-6)
     assert torch.autograd.gradcheck(ln.gelu_op, (xg,), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(_gelu_through_torch_ops, (xg,), eps=1e-6, atol=1e-6)
+
+
+def test_eager_wrappers_skip_the_custom_op_dispatch(monkeypatch):
+    """In eager mode layer_norm_op / gelu_op go straight to the autograd.Functions (the custom op's
+    Python dispatch costs more CPU than the kernel's GPU time); the launchers' config is computed once
+    per shape."""
+    def refuse(*a, **k):
+        raise AssertionError("the custom op was called in eager mode")
+    x, wt, b = _inputs(grad=True)
+    with monkeypatch.context() as m:
+        m.setattr(torch.ops.gpu_course, "layer_norm", refuse, raising=False)
+        m.setattr(torch.ops.gpu_course, "gelu", refuse, raising=False)
+        ln.layer_norm_op(x, wt, b).sum().backward()
+        ln.gelu_op(x).sum().backward()
+    ln._CONFIGS.clear()
+    calls = []
+    monkeypatch.setattr(ln, "layer_norm_config", lambda *a, **k: calls.append(1) or dict(
+        BLOCK_W=triton.next_power_of_2(W), num_warps=4, GROUPS=4))
+    for _ in range(3):
+        ln.layer_norm_forward(x.detach(), wt.detach(), b.detach())
+    assert len(calls) == 1
+    ln._CONFIGS.clear()
 
 
 # ---------------------------------------------------------------------------------------- GeLU

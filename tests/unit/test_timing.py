@@ -32,3 +32,47 @@ def test_bench_counts_warmup_calls():
 def test_fmt():
     assert utils.fmt_ms(0.5) == "500.0 µs" and utils.fmt_ms(12.25) == "12.250 ms"
     assert utils.fmt_num(2912.4) == "2,912" and utils.fmt_num(0.01234) == "0.0123"
+
+
+def test_bench_refuses_zero_reps():
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="reps must be a whole number"):
+            utils.bench(torch.ones, 4, reps=bad)
+
+
+def test_loop_and_cpu_time_count_every_call():
+    calls = []
+    assert utils.loop_ms(calls.append, 1, steps=4, rounds=3) >= 0
+    assert len(calls) == 1 + 12  # one warm-up, then 3 rounds of 4
+    calls.clear()
+    assert utils.cpu_ms_per_call(calls.append, 1, n=5) >= 0 and len(calls) == 5
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="sleep does no GPU work")
+def test_loop_and_cpu_time_see_the_cpu_cost():
+    import time
+    t = utils.bench_user(time.sleep, 0.003)
+    assert t.loop_ms >= 3.0 and t.cpu_ms >= 3.0 and t.median >= 3.0
+    assert "says nothing about a GPU" in str(t)
+
+
+def test_compare_prints_one_row_per_function(capsys):
+    import time
+    out = utils.compare({"slow": lambda: time.sleep(0.004), "fast": lambda: None}, baseline="slow")
+    text = capsys.readouterr().out
+    assert set(out) == {"slow", "fast"} and text.count("\n") == 4  # header, 2 rows, the CPU note
+    slow_row = [line for line in text.splitlines() if line.startswith("slow")][0]
+    assert slow_row.rstrip().endswith("1.00×,  1.00×")
+    with pytest.raises(ValueError, match="baseline 'nope'"):
+        utils.compare({"a": lambda: None}, baseline="nope")
+    with pytest.raises(ValueError, match="at least one"):
+        utils.compare({})
+
+
+def test_cuda_graph_on_the_cpu_calls_the_function():
+    calls = []
+    replay = utils.cuda_graph(calls.append, 7)
+    if not utils.ON_GPU:
+        replay()
+        replay()
+        assert calls == [7, 7]
