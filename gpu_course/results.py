@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from .device_ceilings import Throughput, throughput
+from .device_ceilings import Throughput, spec_peak, throughput
 from .mode import device_name
 from .paths import RESULTS_DIR, now
 from .timing import Timing, UserTiming, fmt_ms, fmt_num
@@ -116,16 +116,22 @@ def stored_results(device: str | None = None, notebook: str | None = None) -> li
 
 def results_markdown(rows: list) -> str:
     """A Markdown table of result rows (as from :func:`stored_results`)."""
-    head = ("| notebook | kernel | size | device | time | achieved | % of ceiling | "
-            "vs baseline |\n|---|---|---|---|---:|---:|---:|---:|")
+    head = ("| notebook | kernel | size | device | GPU time | loop/step | CPU/call | achieved | "
+            "% of spec-sheet peak | vs baseline (GPU) | vs baseline (loop) |\n"
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for r in rows:
+        get = lambda k: r.get(k) or ""  # noqa: E731  (rows of older files lack the newer columns)
         achieved = f"{fmt_num(float(r['rate']))} {r['unit']}" if r["rate"] else ""
-        pct = f"{float(r['pct_of_ceiling']):.0f} % {r['ceiling']}" if r["pct_of_ceiling"] else ""
+        spec = spec_peak(r["ceiling"], r["device"]) if r["rate"] and r["ceiling"] else None
+        pct = f"{100 * float(r['rate']) / spec:.0f} % {r['ceiling']}" if spec else ""
         vs = f"{float(r['vs_baseline']):.2f}× {r['baseline']}" if r["vs_baseline"] else ""
+        vs_loop = f"{float(get('vs_baseline_loop')):.2f}×" if get("vs_baseline_loop") else ""
+        loop = fmt_ms(float(get("loop_ms"))) if get("loop_ms") else ""
+        cpu = fmt_ms(float(get("cpu_ms"))) if get("cpu_ms") else ""
         cell = {k: str(v).replace("|", "\\|") for k, v in r.items()}  # a | would split a cell
         lines.append(f"| {cell['notebook']} | {cell['kernel']} | {cell['size']} | {cell['device']} | "
-                     f"{fmt_ms(float(r['ms']))} | {achieved} | {pct} | {vs} |")
+                     f"{fmt_ms(float(r['ms']))} | {loop} | {cpu} | {achieved} | {pct} | {vs} | {vs_loop} |")
     return "\n".join(lines)
 
 

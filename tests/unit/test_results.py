@@ -80,8 +80,10 @@ def test_record_and_results_table(tmp_path, monkeypatch):
     assert [(x["kernel"], x["ms"]) for x in latest] == [("square", "1"), ("matmul", "5")]
     assert utils.stored_results(notebook="04")[0]["kernel"] == "matmul"
     table = utils.results_markdown(latest)
-    assert "| 01 | square | n=1e8 | Test GPU 9000 | 1.000 ms | 1,500 GB/s | 50 % copy | 1.90× torch |" in table
+    assert "| 01 | square | n=1e8 | Test GPU 9000 | 1.000 ms |  |  | 1,500 GB/s |  | 1.90× torch |  |" in table
     assert table.count("\n") == 3
+    h100 = {**latest[0], "device": "NVIDIA H100 80GB HBM3", "rate": "1675", "ceiling": "copy"}
+    assert "| 1,675 GB/s | 50 % copy |" in utils.results_markdown([h100])  # % of the H100's 3,350 GB/s
     assert "a \\| b" in utils.results_markdown([{**latest[0], "kernel": "a | b"}])
 
 def test_gpu_ceilings_are_cached_per_device(tmp_path, monkeypatch):
@@ -135,6 +137,8 @@ def test_report_of_user_timings_carries_the_loop(tmp_path, monkeypatch):
     assert (row["loop_ms"], row["cpu_ms"], row["baseline_loop_ms"], row["vs_baseline_loop"]) == \
         ("0.2", "0.21", "0.08", "0.400")
     assert ours.launch_bound and not torch_.launch_bound
+    table = utils.results_markdown([row])
+    assert "| 50.0 µs | 200.0 µs | 210.0 µs | 3,000 GB/s |  | 1.60× torch | 0.40× |" in table
 
 
 def test_old_results_file_gets_the_new_columns(tmp_path, monkeypatch):
