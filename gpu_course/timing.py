@@ -21,14 +21,18 @@ import torch
 from .mode import DEVICE, ON_GPU, device_name
 
 
-@dataclass
+@dataclass(frozen=True)
 class Timing:
-    """Run times of one callable, in milliseconds. ``str()`` says how they were taken."""
-    times_ms: list
+    """Run times of one callable, in milliseconds. ``str()`` says how they were taken. Frozen, and the
+    times kept as a tuple: a measurement is not edited after it is taken."""
+    times_ms: tuple
     method: str
     device: str
     on_gpu: bool
     launch_ms: float | None = None  # median CPU time to enqueue one run (GPU only)
+
+    def __post_init__(self):
+        object.__setattr__(self, "times_ms", tuple(self.times_ms))
 
     @property
     def median(self) -> float:

@@ -76,3 +76,15 @@ def test_cuda_graph_on_the_cpu_calls_the_function():
         replay()
         replay()
         assert calls == [7, 7]
+
+
+def test_a_timing_cannot_be_edited():
+    import dataclasses
+    t = utils.bench(torch.ones, 10, reps=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.times_ms = [0.0]
+    with pytest.raises(AttributeError):
+        t.times_ms.append(0.0)  # a tuple
+    u = utils.UserTiming(t, 1.0, 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        u.loop_ms = 0.0
