@@ -425,12 +425,15 @@ def test_output_overwritten_after_the_kernel_is_refused(capsys):
     assert "the output changed after add_relu_starter wrote it" in line, line
 
 
-def test_kernel_copying_a_torch_result_is_refused_by_only_reads(capsys):
-    check_add_relu(torch_then_copy, kernel="add_relu_copier")  # passes (a)-(c) ...
+def test_kernel_copying_a_torch_result_is_refused_once_the_inputs_are_named(capsys):
+    check_add_relu(torch_then_copy, kernel="add_relu_copier")  # passes (a)-(c): no inputs named ...
     check_add_relu(torch_then_copy, kernel="add_relu_copier", evidence=[utils.only_reads(XE, YE)])
-    ok, refused = lines(capsys)
+    check_add_relu(torch_then_copy, kernel="add_relu_copier", inputs=(XE, YE))
+    ok, refused, refused_too = lines(capsys)
     assert ok.startswith("✅")
-    assert "add_relu_copier was given tmp_ptr, which is neither an input nor the output" in refused
+    # ... the course's own launch poisons every buffer that is not a named input
+    for line in (refused, refused_too):
+        assert "the check launched add_relu_copier itself" in line and "did not compute the result" in line
 
 
 def test_unmodified_starter_is_not_an_answer(capsys):

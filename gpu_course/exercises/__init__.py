@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from .checking import CheckFailed, check
-from .launch import cdiv  # noqa: F401  (used by the doctest)
-from .launches import Launch, LaunchLog, dims3, launches
+from ..checking import CheckFailed, check
+from ..launch import cdiv  # noqa: F401  (used by the doctest)
+from ..launches import Launch, LaunchLog, dims3, launches
 
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
@@ -108,7 +108,7 @@ def _first_line(e: BaseException) -> str:
 _LIBRARIES = ("torch", "triton", "numba", "numba_cuda", "numpy", "builtins", "math", "operator",
               "functools")
 _COURSE = ("gpu_course", "utils")
-_COURSE_DIR = Path(__file__).resolve().parent  # where the course's own .cu kernels are
+_COURSE_DIR = Path(__file__).resolve().parent.parent  # where the course's own .cu kernels are
 _KINDS = {"triton": "Triton", "numba": "Numba", "cuda": "CUDA C"}
 _SYNTAX = {"triton": "{k}[grid](...)", "numba": "{k}[blocks, threads](...)",
            "cuda": "{k}<<<blocks, threads>>>(...) in your host function"}
@@ -176,7 +176,7 @@ def _check_scopes() -> list[_Scope]:
     """The code that is running a check: the caller of the exercise helper and its callers in
     the same file (a test and its helpers), and the notebook cell around them (the ``<module>``
     frame of an IPython cell) if there is one."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent  # this subpackage
     f = sys._getframe(1)
     while f is not None and (Path(f.f_code.co_filename).resolve().parent == here
                              or f.f_globals.get("__name__") in ("utils", "gpu_course")):
@@ -241,6 +241,8 @@ class Attempt:
     seen: LaunchLog
     output: torch.Tensor
     source: str | None = None
+    execution: object = None  # what ran in the course's own launch (replay.Execution)
+    replayed: torch.Tensor | None = None  # the output of the course's own launch
     _trees: dict = field(default_factory=dict)
 
     def functions(self) -> list:
@@ -292,7 +294,7 @@ def _is_stub(tree) -> bool:
 
 def _cuda_kernels(source: str) -> dict[str, list]:
     """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source``."""
-    from .cuda.cxx import match_brackets, tokenize
+    from ..cuda.cxx import match_brackets, tokenize
     toks = tokenize(source)
     pairs = match_brackets(toks)
     kernels = {}
@@ -342,7 +344,7 @@ def _evaluate(reference):
 
 def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
                  atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
-                 name: str | None = None, _scopes=None) -> Verdict:
+                 name: str | None = None, inputs=(), _scopes=None) -> Verdict:
     """The verdict of :func:`kernel_exercise` (same arguments), without printing it."""
     scopes = _check_scopes() if _scopes is None else _scopes
     note = _hint_note(title, hint)
@@ -394,6 +396,10 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
     except Exception as e:  # noqa: BLE001
         return Verdict(False, [f"❌ {title}: the check is set up wrongly (its reference raised "
                                f"{_first_line(e)})"])
+
+    # the inputs the check names (``inputs=`` and those of only_reads), kept by value
+    inputs = list(inputs) + [t for ev in evidence for t in getattr(ev, "inputs", ())]
+    before = [(t, t.detach().clone()) for t in inputs]
 
     # 2. run it, recording launches
     try:
@@ -474,8 +480,20 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
     except Exception as e:  # noqa: BLE001  a shape or dtype the check cannot compare
         return no(f"the result cannot be compared with the reference ({_first_line(e)})")
 
+    for i, (t, was) in enumerate(before):
+        if not _same_bytes(t, was):
+            return no(f"running it changed input {i + 1} of the check (a {_describe(t)}): a kernel "
+                      f"reads its inputs and writes only its output")
+
+    # 5b. the course launches the learner's kernel itself, on fresh memory
+    execution = replayed = None
+    if kind in ("triton", "numba"):
+        why, replayed, execution = _own_launch(mine, out, inputs, ref, atol, rtol, name or label, label)
+        if why:
+            return no(why)
+
     # 6. the method
-    attempt = Attempt(kind, label, mine, seen, out, source)
+    attempt = Attempt(kind, label, mine, seen, out, source, execution=execution, replayed=replayed)
     for ev in evidence:
         try:
             why = ev(attempt)
@@ -486,6 +504,65 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
         if why:
             return no(why)
     return Verdict(True, [f"✅ {title}: correct (your {Kind} kernel {label} wrote the result)"])
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and _same_bytes(a, b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype and bytes (so NaN equals NaN, and -0.0 is not 0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.detach().contiguous().view(torch.uint8) if a.dim() else a.detach().reshape(1).view(torch.uint8),
+                       b.detach().contiguous().view(torch.uint8) if b.dim() else b.detach().reshape(1).view(torch.uint8))
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{'×'.join(str(n) for n in t.shape) or 'scalar'} {str(t.dtype).replace('torch.', '')} tensor"
+
+
+def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
+    """The course's own launch of the learner's kernel(s) (:func:`.replay.replay`): the same
+    launches on fresh, poisoned memory. Returns (why not, or None; the replayed output; what ran)."""
+    from .replay import replay, written
+    try:
+        got, execution, mem = replay(mine, out, inputs)
+    except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
+        return f"the check launched {label} itself (your grid and arguments, on fresh memory) and it raised " \
+               f"{_first_line(e)}", None, None
+    changed = mem.changed_inputs()
+    if changed:
+        return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
+                f"its inputs and writes only its output"), got, execution
+    try:
+        check(got, ref, atol=atol, rtol=rtol, name=name)
+    except Exception as e:  # noqa: BLE001
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return (f"the check launched {label} itself (your grid and arguments, on fresh memory, without "
+                f"the rest of your function) and it did not compute the result: {first}"), got, execution
+    if len(mine) == 1 and execution.programs > 2:
+        L = mine[0]
+        unit = "program" if L.kind == "triton" else "block"
+        if execution.counted and L.kind == "triton":
+            idle = execution.programs - sum(1 for n in execution.stored.values() if n > 0)
+            if idle:
+                return (f"{idle} of the {execution.programs} programs of {label} stored nothing: split the "
+                        f"work so that each program computes and stores its own part"), got, execution
+        try:
+            one, _, _ = replay(mine, out, inputs, grid=(1, 1, 1))
+        except Exception as e:  # noqa: BLE001
+            return (f"the check launched {label} with a single {unit} and it raised {_first_line(e)}: "
+                    f"a {unit} must work on its own part, whatever the grid"), got, execution
+        n, share = int(written(one).sum()), 2 * out.numel() / execution.programs
+        if n > max(share, 1):
+            return (f"launched alone, {unit} 0 of {label} wrote {n} of the {out.numel()} outputs (its share of "
+                    f"the grid of {execution.programs} is about {out.numel() // execution.programs}): each "
+                    f"{unit} must compute its own part, not loop over the others'"), got, execution
+    return None, got, execution
 
 
 def _module_name_of(mod) -> str:
@@ -499,7 +576,7 @@ def _numpy_array_types():
 
 def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
                     atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
-                    name: str | None = None) -> None:
+                    name: str | None = None, inputs=()) -> None:
     """Check a kernel exercise for its method as well as its numbers; print ⬜/✅/❌ and a
     sentence that says what to do. Never raises.
 
@@ -529,7 +606,7 @@ def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=Non
     try:
         verdict = judge_kernel(title, answer, kind=kind, run=run, reference=reference, kernel=kernel,
                                build=build, atol=atol, rtol=rtol, evidence=evidence, hint=hint,
-                               name=name, _scopes=_check_scopes())
+                               name=name, inputs=inputs, _scopes=_check_scopes())
     except Exception as e:  # noqa: BLE001  never raise from a check
         verdict = Verdict(False, [f"❌ {title}: the check itself failed ({_first_line(e)})"])
     print(verdict)
@@ -707,23 +784,31 @@ def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
 
 
 def only_reads(*inputs: torch.Tensor):
-    """Evidence: the learner's kernel was given only the ``inputs`` and its output (so it cannot
-    copy a result torch computed beforehand)."""
-    from .launches import tensor_extent
+    """Evidence: the learner's kernel was given only the ``inputs`` (or copies of them, equal by
+    value) and its output, so it cannot copy a result torch computed beforehand. The ``inputs``
+    are also the ones the course's own launch copies (everything else it poisons), and the check
+    compares them before and after the learner's code ran."""
+    from ..launches import tensor_extent
 
     def holds(a: Attempt):
         allowed = [(tensor_extent(t), t.device.type) for t in inputs]
         out_lo, out_hi = tensor_extent(a.output)
         for L in a.launches:
+            tensors = [v for v in list(L.args) + list(L.kwargs.values()) if isinstance(v, torch.Tensor)]
             for b in L.buffers:
                 if b.contains(out_lo, out_hi, a.output.device.type):
                     continue
-                if not any(b.ptr <= lo and hi <= b.ptr + b.nbytes and dev == b.device
-                           or (lo <= b.ptr and b.ptr + b.nbytes <= hi and dev == b.device)
-                           for (lo, hi), dev in allowed):
-                    return (f"{a.name} was given {b.name}, which is neither an input nor the "
-                            f"output: compute from the inputs inside the kernel")
+                if any(b.ptr <= lo and hi <= b.ptr + b.nbytes and dev == b.device
+                       or (lo <= b.ptr and b.ptr + b.nbytes <= hi and dev == b.device)
+                       for (lo, hi), dev in allowed):
+                    continue
+                mine = [t for t in tensors if b.contains(*tensor_extent(t), t.device.type)]
+                if mine and all(any(_same_values(t, i) for i in inputs) for t in mine):
+                    continue  # a copy of an input
+                return (f"{a.name} was given {b.name}, which is neither an input nor the "
+                        f"output: compute from the inputs inside the kernel")
         return None
+    holds.inputs = tuple(inputs)
     return holds
 
 
@@ -956,8 +1041,8 @@ def slow_work(ms: float = 50.0, *, within=()):
     >>> waited >= 15
     True
     """
-    from . import mode
-    from .timing import spin_gpu
+    from .. import mode
+    from ..timing import spin_gpu
 
     if mode.ON_GPU:
         yield lambda: spin_gpu(ms)
