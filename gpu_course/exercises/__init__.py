@@ -18,6 +18,7 @@ calls the check (or inside the function that calls it) is refused as an answer.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import sys
 import textwrap
@@ -31,6 +32,8 @@ import torch
 from ..checking import CheckFailed, check
 from ..launch import cdiv  # noqa: F401  (used by the doctest)
 from ..launches import Launch, LaunchLog, dims3, launches
+from . import guard
+from .guard import genuine as _evidence
 
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
@@ -57,6 +60,10 @@ def exercise(title: str, answer, check, hint: str = "") -> None:
     note = _hint_note(title, hint)
     if answer is None:
         print(f"⬜ {title}: not answered yet{note}")
+        return
+    why = _rebound()
+    if why:
+        print(f"❌ {title}: not yet: {why}")
         return
     if callable(answer) and any(s.holds(answer) for s in _check_scopes()):
         print(f"❌ {title}: not yet: {_name_of(answer)} is defined inside the check cell: define it "
@@ -357,6 +364,13 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
                                f"{', '.join(_KINDS)}"])
     if answer is None:
         return Verdict(None, [f"⬜ {title}: not answered yet{note}"])
+    why = _rebound()
+    if why:
+        return no(why)
+    for ev in evidence:
+        if not guard.is_genuine(ev) and not any(s.holds(ev) for s in scopes):
+            return no(f"{_name_of(ev)} is not evidence the course made, nor a function of the check cell: "
+                      f"the check's evidence comes from utils (utils.grid_is(...), ...)")
     Kind = _KINDS[kind]
     what = "CUDA C source" if kind == "cuda" else "function or kernel"
 
@@ -565,6 +579,15 @@ def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
     return None, got, execution
 
 
+def _rebound() -> str | None:
+    """Why a check cannot be trusted now: a function of torch or of the course was reassigned."""
+    name = guard.reassigned()
+    if name:
+        return (f"{name} is not the original any more (it was reassigned in this session), and the check "
+                f"relies on it: restart the kernel and run the notebook again without reassigning it")
+    return None
+
+
 def _module_name_of(mod) -> str:
     return getattr(mod, "__name__", None) or f"module@{id(mod):x}"
 
@@ -624,6 +647,10 @@ def uses_shared_memory():
     kernel's code (its AST: a comment or a string does not count), a ``__shared__`` token in a
     CUDA C kernel's body."""
     def holds(a: Attempt):
+        if a.kind == "numba" and a.execution is not None:
+            why = _numba_shared_executed(a, None)
+            if why is not False:
+                return why
         if a.kind == "numba":
             for fn in a.functions():
                 if any(c == "shared.array" or c.endswith(".shared.array")
@@ -638,7 +665,7 @@ def uses_shared_memory():
                     f"shared memory")
         raise _SetupError("uses_shared_memory applies to Numba and CUDA C kernels; Triton places "
                           "shared memory itself")
-    return holds
+    return _evidence(holds)
 
 
 def shared_tiles(*shapes):
@@ -656,6 +683,17 @@ def shared_tiles(*shapes):
         if a.kind != "numba":
             raise _SetupError("shared_tiles applies to Numba kernels (CUDA C: uses_shared_memory; "
                               "Triton places shared memory itself)")
+        if a.execution is not None:
+            for shape in want:
+                why = _numba_shared_executed(a, shape)
+                if why is False:
+                    break
+                if why:
+                    return (f"{a.name} stages no {_show_shape(shape)} tile in shared memory that every thread "
+                            f"writes and reads ({why}): the exercise asks for tiles of "
+                            f"{', '.join(_show_shape(s) for s in want)}")
+            else:
+                return None
         have = Counter()
         for fn in a.functions():
             have.update(_staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
@@ -666,7 +704,49 @@ def shared_tiles(*shapes):
                     f"cuda.shared.array of that shape that the kernel writes and reads): the "
                     f"exercise asks for tiles of {', '.join(_show_shape(s) for s in want)}")
         return None
-    return holds
+    return _evidence(holds)
+
+
+def _numba_shared_executed(a: Attempt, shape):
+    """Executed evidence of shared memory in a Numba kernel (optionally of one ``shape``): None if
+    it holds, why not, or False when nothing was counted (no course launch to read)."""
+    ex = a.execution
+    if ex.counted:
+        blocks, threads = ex.blocks, ex.threads
+        uses = [u for u in ex.shared.values() if shape is None or u.shape == shape]
+        if not uses:
+            return ("no cuda.shared.array of that shape was created" if shape else
+                    "no cuda.shared.array was created when the check launched it")
+        for u in uses:
+            if all(len({w for w in u.writers if w[0] == b}) == threads
+                   and len({r for r in u.readers if r[0] == b}) == threads for b in blocks):
+                return None
+        u = max(uses, key=lambda u: len(u.writers) + len(u.readers))
+        return (f"in the check's launch, {len(u.writers)} (block, thread) pairs wrote the shared array "
+                f"and {len(u.readers)} read it, of {len(blocks) * threads}: every thread of a block loads "
+                f"its part of the tile and reads the tile back")
+    if ex.compiled or mode_on_gpu():
+        from .compiled import numba_ptx, ptx_ops, ptx_shared_bytes
+        try:
+            ptx = "\n".join(numba_ptx(L.kernel) for L in a.launches)
+        except Exception:  # noqa: BLE001
+            return False
+        ops = ptx_ops(ptx)
+        if not (ops["shared_load"] and ops["shared_store"]):
+            return "the compiled kernel has no shared-memory loads and stores"
+        if shape is not None:
+            n = 1
+            for v in shape:
+                n *= v
+            if not set(ptx_shared_bytes(ptx)) & {n * 2, n * 4, n * 8}:
+                return "the compiled kernel declares no shared array of that size"
+        return None
+    return False
+
+
+def mode_on_gpu() -> bool:
+    from .. import mode
+    return mode.ON_GPU
 
 
 def _as_shape(s) -> tuple:
@@ -733,7 +813,7 @@ def threads_per_block(*dims):
             return (f"{a.name} was launched with blocks of {_show(bad[0])} threads; the exercise "
                     f"asks for {_show(want)}")
         return None
-    return holds
+    return _evidence(holds)
 
 
 def grid_is(*dims, meaning: str | None = None):
@@ -752,25 +832,60 @@ def grid_is(*dims, meaning: str | None = None):
             return (f"{lead}expected a grid of {_show(want)} {unit}, but {a.name} was launched on "
                     f"{_show(bad[0])}")
         return None
-    return holds
+    return _evidence(holds)
 
 
 def calls(*names: str):
-    """Evidence: the kernel's code calls each of ``names`` (``"tl.dot"`` matches ``tl.dot(...)``
-    and ``triton.language.dot(...)``; for CUDA C an identifier followed by ``(``)."""
+    """Evidence: the kernel calls each of ``names``. For ``tl.dot`` this is what *executed*: in cpu
+    mode every program of the course's own launch that stored a result ran ``tl.dot`` (counted by
+    the interpreter), on a GPU the compiled kernel holds a dot (its GPU IR, where dead code is
+    gone). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
+    ``tl.dot(...)`` and ``triton.language.dot(...)``); for CUDA C, see :func:`_cuda_calls`."""
     def holds(a: Attempt):
         if a.kind == "cuda":
-            body = a.cuda_body()
-            have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
-            missing = [n for n in names if n.split("::")[-1].split(".")[-1] not in have]
-        else:
-            have = set().union(*(_called_names(a.tree(fn)) for fn in a.functions()))
-            last = {c.split(".")[-1] for c in have}
-            missing = [n for n in names if n not in have and n.split(".")[-1] not in last]
+            return _cuda_calls(a, names)
+        executed = [n for n in names if n.split(".")[-1] == "dot" and a.kind == "triton"]
+        for n in executed:
+            why = _dot_executed(a)
+            if why:
+                return why
+        rest = [n for n in names if n not in executed]
+        have = set().union(*(_called_names(a.tree(fn)) for fn in a.functions())) if rest else set()
+        last = {c.split(".")[-1] for c in have}
+        missing = [n for n in rest if n not in have and n.split(".")[-1] not in last]
         if missing:
             return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
         return None
-    return holds
+    return _evidence(holds)
+
+
+def _dot_executed(a: Attempt) -> str | None:
+    from .compiled import triton_ops
+    ex = a.execution
+    if ex is None:
+        return None
+    if ex.counted:
+        storing = [p for p, n in ex.stored.items() if n > 0]
+        idle = [p for p in storing if ex.dots.get(p, 0) == 0]
+        if not storing or idle:
+            return (f"{a.name} did not execute tl.dot when the check launched it (in {len(idle)} of the "
+                    f"{len(storing)} programs that stored a result): the exercise asks for the product "
+                    f"as tl.dot on tiles")
+        return None
+    if ex.compiled:
+        if not any(triton_ops(k)["dot"] for k in ex.compiled):
+            return (f"the compiled {a.name} holds no dot: the exercise asks for the product as tl.dot on "
+                    f"tiles (a tl.dot whose result is not used is removed by the compiler)")
+    return None
+
+
+def _cuda_calls(a: Attempt, names) -> str | None:
+    body = a.cuda_body()
+    have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
+    missing = [n for n in names if n.split("::")[-1].split(".")[-1] not in have]
+    if missing:
+        return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
+    return None
 
 
 def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
@@ -780,7 +895,7 @@ def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
         if total > n:
             return f"{why}: {total} launches of {a.name} were recorded, at most {n} expected"
         return None
-    return holds
+    return _evidence(holds)
 
 
 def only_reads(*inputs: torch.Tensor):
@@ -809,7 +924,7 @@ def only_reads(*inputs: torch.Tensor):
                         f"output: compute from the inputs inside the kernel")
         return None
     holds.inputs = tuple(inputs)
-    return holds
+    return _evidence(holds)
 
 
 def differs_from(*refs):
@@ -841,7 +956,7 @@ def differs_from(*refs):
                             + ("" if fn is other else " under another name")
                             + ": the exercise asks you to change it")
         return None
-    return holds
+    return _evidence(holds)
 
 
 def _body_dump(tree: ast.FunctionDef) -> str:
@@ -901,9 +1016,12 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
         return
     names = list(labels) if labels is not None else [_args(c) for c in cases]
-    refused = {getattr(_py_function(f), "__code__", None): _name_of(f) for f in (expected, *refuse)}
-    refused.pop(None, None)
-    if not callable(answer):
+    refused = {guard.code_key(c): _name_of(f) for f in (expected, *refuse)
+               for c in [getattr(_py_function(f), "__code__", None)] if c is not None}
+    rebound = _rebound()
+    if rebound:
+        why = rebound
+    elif not callable(answer):
         what = "number" if isinstance(answer, (int, float)) else type(answer).__name__
         why = (f"give a function of the question's parameters (e.g. lambda n: ...), not a {what}: "
                f"the check tries it on other cases")
@@ -917,7 +1035,8 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         why = None
         for c, e, name in zip(cases, expect, names):
             try:
-                got, called = _call_watching(answer, c, refused)
+                got, called = _call_watching(answer, copy.deepcopy(c), refused)
+                got = copy.deepcopy(got)  # judged as returned, whatever happens to it later
             except Exception as err:  # noqa: BLE001
                 why = f"for {name} it raised {_first_line(err)}"
                 break
@@ -925,7 +1044,12 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
                 why = f"for {name} it calls {called}, which computes the answer: work it out yourself"
                 break
             try:
-                good = bool(got == e) if not rtol else bool(abs(got - e) <= rtol * abs(e))
+                if not rtol:
+                    good = guard.same(got, e)
+                else:
+                    g, ee = guard.plain(got), guard.plain(e)
+                    good = (type(g) in (int, float) and type(ee) in (int, float)
+                            and abs(g - ee) <= rtol * abs(ee))
             except Exception:  # noqa: BLE001  e.g. a tensor, or a type that does not compare
                 good = False
             if not good:
@@ -941,9 +1065,16 @@ def _call_watching(fn, args, refused: dict):
         return fn(*args), None
     seen = []
 
+    keys: dict = {}
+
     def profiler(frame, event, arg):
-        if event == "call" and frame.f_code in refused and not seen:
-            seen.append(refused[frame.f_code])
+        if event == "call" and not seen:
+            code = frame.f_code
+            key = keys.get(code)
+            if key is None:
+                key = keys[code] = guard.code_key(code)
+            if key in refused:
+                seen.append(refused[key])
     old = sys.getprofile()
     sys.setprofile(profiler)
     try:
@@ -1061,3 +1192,6 @@ def slow_work(ms: float = 50.0, *, within=()):
     finally:
         for d, f in done:
             _unbind(d, f, wait)
+
+
+guard.remember()  # torch's and the course's functions as they are at import
