@@ -422,6 +422,11 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
     except Exception as e:  # noqa: BLE001  the learner's code may fail in any way
         return no(f"running it raised {_first_line(e)}")
 
+    for i, (t, was) in enumerate(before):
+        if not _same_bytes(t, was):
+            return no(f"running it changed input {i + 1} of the check (a {_describe(t)}): a kernel "
+                      f"reads its inputs and writes only its output")
+
     # 3. the learner's launches of the asked kind
     label = kname or f"your {Kind} kernel"
     syntax = _SYNTAX[kind].format(k=kname or "your_kernel")
@@ -493,11 +498,6 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
                        + [f"    {ln.strip()}" for ln in lines[1:]])
     except Exception as e:  # noqa: BLE001  a shape or dtype the check cannot compare
         return no(f"the result cannot be compared with the reference ({_first_line(e)})")
-
-    for i, (t, was) in enumerate(before):
-        if not _same_bytes(t, was):
-            return no(f"running it changed input {i + 1} of the check (a {_describe(t)}): a kernel "
-                      f"reads its inputs and writes only its output")
 
     # 5b. the course launches the learner's kernel itself, on fresh memory
     execution = replayed = None
