@@ -415,12 +415,17 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
     inputs = list(inputs) + [t for ev in evidence for t in getattr(ev, "inputs", ())]
     before = [(t, t.detach().clone()) for t in inputs]
 
-    # 2. run it, recording launches
+    # 2. run it, recording launches (and, for CUDA C, what torch did inside the host functions)
+    host_torch = _HostTorch()
     try:
-        with launches(modules=[mod] if mod is not None else (), snapshot=True) as seen:
+        with host_torch.watching(mod), launches(modules=[mod] if mod is not None else (), snapshot=True) as seen:
             out = run(mod if kind == "cuda" else answer)
     except Exception as e:  # noqa: BLE001  the learner's code may fail in any way
         return no(f"running it raised {_first_line(e)}")
+    if kind == "cuda" and isinstance(out, torch.Tensor):
+        why = host_torch.problem(out)
+        if why:
+            return no(why)
 
     for i, (t, was) in enumerate(before):
         if not _same_bytes(t, was):
@@ -571,12 +576,91 @@ def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
         except Exception as e:  # noqa: BLE001
             return (f"the check launched {label} with a single {unit} and it raised {_first_line(e)}: "
                     f"a {unit} must work on its own part, whatever the grid"), got, execution
-        n, share = int(written(one).sum()), 2 * out.numel() / execution.programs
-        if n > max(share, 1):
-            return (f"launched alone, {unit} 0 of {label} wrote {n} of the {out.numel()} outputs (its share of "
-                    f"the grid of {execution.programs} is about {out.numel() // execution.programs}): each "
-                    f"{unit} must compute its own part, not loop over the others'"), got, execution
+        n = int(written(one).sum())
+        if n >= out.numel():
+            return (f"launched alone, {unit} 0 of {label} wrote all {n} outputs, the work of the whole grid "
+                    f"of {execution.programs}: each {unit} must compute its own part, not loop over the "
+                    f"others'"), got, execution
     return None, got, execution
+
+
+# aten operators a host function may run: allocation, views, copies and conversions, zeroing
+_HOST_OPS_ALLOWED = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "zero_", "fill_", "clone", "contiguous", "copy_", "_to_copy", "to", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "t", "transpose", "permute", "select", "slice", "as_strided", "alias",
+    "detach", "expand", "unsqueeze", "squeeze", "flatten", "narrow", "lift_fresh", "resize_", "sym_size",
+    "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "_local_scalar_dense", "set_",
+    "record_stream", "view_as", "unflatten", "split", "chunk", "unbind", "item",
+}
+
+
+class _HostTorch:
+    """What torch did inside a CUDA C module's host functions (aten operators, seen through a
+    TorchDispatchMode, which sees the operators C++ code calls too): a host function allocates,
+    checks and launches; it does not compute, and it does not write the output, except to zero it."""
+
+    def __init__(self):
+        self.ops: list[tuple[str, str, list, object]] = []  # (host function, op, storages written, fill value)
+
+    @contextmanager
+    def watching(self, mod):
+        if mod is None:
+            yield
+            return
+        from torch.utils._python_dispatch import TorchDispatchMode
+        log = self
+
+        class Mode(TorchDispatchMode):
+            host = ""
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                written = []
+                for i, a in enumerate(func._schema.arguments):
+                    if a.alias_info is not None and a.alias_info.is_write:
+                        v = args[i] if i < len(args) else kwargs.get(a.name)
+                        if isinstance(v, torch.Tensor):
+                            written.append(v.untyped_storage().data_ptr())
+                name = func._overloadpacket.__name__
+                value = args[1] if name == "fill_" and len(args) > 1 else None
+                log.ops.append((self.host, name, written, value))
+                return func(*args, **kwargs)
+
+        wrapped = []
+        for attr in dir(mod):
+            f = getattr(mod, attr)
+            if attr.startswith("_") or not callable(f) or isinstance(f, type):
+                continue
+
+            def host_call(*args, _f=f, _attr=attr, **kwargs):
+                mode = Mode()
+                mode.host = _attr
+                with mode:
+                    return _f(*args, **kwargs)
+            wrapped.append((attr, attr in getattr(mod, "__dict__", {}), f))
+            setattr(mod, attr, host_call)
+        try:
+            yield
+        finally:
+            for attr, had_own, f in reversed(wrapped):
+                if had_own:
+                    setattr(mod, attr, f)
+                else:
+                    delattr(mod, attr)
+
+    def problem(self, out: torch.Tensor) -> str | None:
+        """Why the host functions' use of torch is not allowed, or None."""
+        ptr = out.untyped_storage().data_ptr()
+        for host, name, written, value in self.ops:
+            zeroing = name == "zero_" or (name == "fill_" and type(value) in (int, float) and value == 0)
+            if ptr in written and not zeroing:
+                return (f"your host function {host} writes the output with torch (aten.{name}): the "
+                        f"result must be what your kernel wrote (a host function may only zero it first)")
+            if name not in _HOST_OPS_ALLOWED:
+                return (f"your host function {host} computes with torch (aten.{name}): the kernel must do "
+                        f"the work; a host function checks, allocates, zeroes and launches")
+        return None
 
 
 def _rebound() -> str | None:
@@ -1016,8 +1100,11 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
         return
     names = list(labels) if labels is not None else [_args(c) for c in cases]
-    refused = {guard.code_key(c): _name_of(f) for f in (expected, *refuse)
-               for c in [getattr(_py_function(f), "__code__", None)] if c is not None}
+    # the check's function is refused as itself; the notebook's helpers also as copies of their code
+    refused = {c: _name_of(f) for f in (expected,) for c in [getattr(_py_function(f), "__code__", None)]
+               if c is not None}
+    refused.update({guard.code_key(c): _name_of(f) for f in refuse
+                    for c in [getattr(_py_function(f), "__code__", None)] if c is not None})
     rebound = _rebound()
     if rebound:
         why = rebound
@@ -1067,9 +1154,16 @@ def _call_watching(fn, args, refused: dict):
 
     keys: dict = {}
 
+    own = getattr(_py_function(fn), "__code__", None)
+
     def profiler(frame, event, arg):
         if event == "call" and not seen:
             code = frame.f_code
+            if code in refused:
+                seen.append(refused[code])
+                return
+            if code is own:
+                return
             key = keys.get(code)
             if key is None:
                 key = keys[code] = guard.code_key(code)

@@ -16,6 +16,7 @@ TypeError: a Yes, not a plain value (a number, a string, a tuple, list, set or d
 from __future__ import annotations
 
 import sys
+import sysconfig
 import types
 import weakref
 
@@ -57,15 +58,31 @@ def reassigned() -> str | None:
     for (where, k), v in _AT_IMPORT.items():
         mod = sys.modules.get(where)
         space = vars(mod) if mod is not None else next((s for w, s in _spaces() if w == where), None)
-        if space is not None and k in space and space[k] is not v:
+        if space is not None and k in space and space[k] is not v and _users(space[k]):
             return f"{where}.{k}"
     utils = sys.modules.get("utils")
     course = sys.modules.get("gpu_course")
     if utils is not None and course is not None and getattr(utils, "__file__", "").endswith("utils.py"):
         for k in getattr(course, "__all__", ()):
-            if k in vars(utils) and vars(utils)[k] is not vars(course).get(k, vars(utils)[k]):
+            if k in vars(utils) and vars(utils)[k] is not vars(course).get(k, vars(utils)[k]) \
+                    and _users(vars(utils)[k]):
                 return f"utils.{k}"
     return None
+
+
+_LIBRARY_DIRS = tuple({str(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                                         sysconfig.get_paths()["stdlib"])})
+
+
+def _users(value) -> bool:
+    """Whether ``value`` (what now stands where a recorded function stood) is the user's code, not
+    a library's: libraries wrap torch's functions for their own reasons (a test runner, a profiler),
+    a learner's cell or module replaces them to fool a check."""
+    fn = getattr(value, "__func__", value)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return not callable(value)  # a non-function object put there (or a C function: a library's)
+    return not code.co_filename.startswith(_LIBRARY_DIRS)
 
 
 def genuine(fn):

@@ -13,6 +13,7 @@ import gpu_course.exercises as ex
 import utils  # first: it sets the simulator switches that numba and triton read at import
 
 import numba
+import numpy as np
 import pytest
 import torch
 import triton
@@ -691,7 +692,7 @@ class FakeReluModule:
 
         def relu(x, out):
             n["relu_k"] += 1 if launches else 0
-            out.copy_(x.clamp_min(0))
+            out.numpy()[:] = np.maximum(x.numpy(), 0)  # as a kernel would: no torch operator
         self.relu = relu
         if counted:
             self._cuda_emu_launches = lambda: dict(n)

@@ -88,6 +88,56 @@ def test_1_inputs_are_compared_by_value_before_and_after(capsys):
                     "a kernel reads its inputs and writes only its output")
 
 
+RELU_HOST = r"""
+void relu(torch::Tensor x, torch::Tensor out) {
+    int n = x.numel();
+    relu_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    HOST_EXTRA
+}
+"""
+CUDA_CHEATS = {
+    "a kernel that writes nothing, then torch": (
+        "if (i < n) { float v = x[i]; (void)v; }", "out.copy_(x.clamp_min(0));",
+        "computes with torch (aten.clamp_min)"),
+    "half the work in the kernel, the rest by torch": (
+        "if (i < n) out[i] = fmaxf(x[i], 0.0f) * 0.5f;", "out.add_(out);",
+        "writes the output with torch (aten.add_)"),
+    "torch computes, the kernel copies": (
+        "if (i < n) out[i] = x[i];", "",  # with x replaced by torch's result below
+        "computes with torch (aten.clamp_min)"),
+}
+XR = torch.randn(700)
+
+
+def relu_source(body, extra, computed_input=False):
+    src = utils.cuda_begin + (
+        "__global__ void relu_k(const float* x, float* out, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    " + body + "\n}\n" + RELU_HOST.replace("HOST_EXTRA", extra))
+    if computed_input:
+        src = src.replace("int n = x.numel();", "int n = x.numel(); x = x.clamp_min(0);")
+    return src
+
+
+def run_cuda_relu(mod):
+    out = utils.poisoned(XR.shape)
+    mod.relu(XR, out)
+    return out
+
+
+def test_1_cuda_host_functions_that_compute_with_torch_are_refused(capsys):
+    build = lambda s: utils.load_cuda(s, utils.get_sig("relu", s), ["relu"])  # noqa: E731
+    answers = [relu_source("if (i < n) out[i] = fmaxf(x[i], 0.0f);", "")]
+    for i, (body, extra, _) in enumerate(CUDA_CHEATS.values()):
+        answers.append(relu_source(body, extra, computed_input=i == 2))
+    for src in answers:
+        utils.kernel_exercise("relu", src, kind="cuda", kernel="relu_k", build=build, run=run_cuda_relu,
+                              reference=lambda: torch.relu(XR), atol=0, rtol=0)
+    ok, *refused = out_lines(capsys)
+    assert ok == "✅ relu: correct (your CUDA C kernel relu_k wrote the result)"
+    for line, (what, (_, _, why)) in zip(refused, CUDA_CHEATS.items()):
+        assert line.startswith("❌ relu: not yet: your host function relu ") and why in line, (what, line)
+
+
 # ----------------------------------------------------------------------------------------------
 # 2. a token, not an execution
 
@@ -233,9 +283,9 @@ def test_3_one_program_or_one_thread_doing_all_the_work_is_refused(capsys):
     assert ok.startswith("✅ row max: correct"), ok
     assert program_0 == ("❌ row max: not yet: 8 of the 9 programs of row_max_by_program_0 stored nothing: "
                          "split the work so that each program computes and stores its own part")
-    assert thread_0 == ("❌ rect: not yet: launched alone, block 0 of one_thread_does_all wrote 1200 of the "
-                        "1200 outputs (its share of the grid of 12 is about 100): each block must compute its "
-                        "own part, not loop over the others'")
+    assert thread_0 == ("❌ rect: not yet: launched alone, block 0 of one_thread_does_all wrote all 1200 "
+                        "outputs, the work of the whole grid of 12: each block must compute its own part, not "
+                        "loop over the others'")
 
 
 # ----------------------------------------------------------------------------------------------
