@@ -54,6 +54,19 @@ SOLUTIONS = {
 
 CHEATS = {
     "ex03-1-answer": {
+        "a kernel that writes nothing, then torch in the host function": '''relu_src = utils.cuda_begin + r"""
+__global__ void relu_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; (void)v; }
+}
+
+void relu(torch::Tensor x, torch::Tensor out) {
+    int n = x.numel();
+    relu_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    out.copy_(x.clamp_min(0));
+}
+"""
+''',
         "a torch function": "relu_src = torch.relu",
         "the course's square kernel under the exercise's name": (
             'relu_src = utils.cuda_begin + r"""\n'

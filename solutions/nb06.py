@@ -72,6 +72,18 @@ def programs(n, cfg):
 
 CHEATS = {
     "ex06-1-answer": {
+        "torch's result in out before a kernel that never stores": '''
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+
+
+def add_relu(x, y, BLOCK=1024):
+    out = torch.relu(x + y)
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), BLOCK=BLOCK)
+    return out
+''',
         "a torch one-liner": "add_relu = lambda x, y: torch.relu(x + y)",
         "torch's result, copied by a kernel": '''
 @triton.jit
@@ -120,6 +132,22 @@ def add_relu(x, y, BLOCK=1024):
 ''',
     },
     "ex06-2-answer": {
+        "program 0 loops over every row, the others idle": '''
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
+    if tl.program_id(0) == 0:
+        cols = tl.arange(0, BLOCK_W)
+        for r in range(tl.num_programs(0)):
+            v = tl.load(x_ptr + r * x_row_stride + cols, mask=cols < w, other=float("-inf"))
+            tl.store(out_ptr + r, tl.max(v, axis=0))
+
+
+def row_max(x):
+    h, w = x.shape
+    out = utils.poisoned(h, device=x.device)
+    row_max_kernel[(h,)](x, out, x.stride(0), w, BLOCK_W=triton.next_power_of_2(w))
+    return out
+''',
         "a torch one-liner": "row_max = lambda x: x.amax(dim=1)",
         "other=0.0 for the masked-off lanes": '''
 @triton.jit

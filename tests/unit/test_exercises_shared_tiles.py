@@ -100,9 +100,10 @@ def test_shared_tiles_refuses_unused_and_other_shapes(capsys):
     check_rect(unused_tiles, (8, 16), (16, 16))  # right values, right shapes, tiles never read
     check_rect(square_tiles, (8, 16), (16, 16))  # right values, square tiles
     unused, square = capsys.readouterr().out.splitlines()
-    assert unused.endswith("unused_tiles stages no 8 × 16 tile in shared memory (a cuda.shared.array "
-                           "of that shape that the kernel writes and reads): the exercise asks for "
-                           "tiles of 8 × 16, 16 × 16"), unused
+    assert unused.endswith("unused_tiles stages no 8 × 16 tile in shared memory that every thread writes "
+                           "and reads (in the check's launch, 256 (block, thread) pairs wrote the shared array "
+                           "and 0 read it, of 256: every thread of a block loads its part of the tile and reads "
+                           "the tile back): the exercise asks for tiles of 8 × 16, 16 × 16"), unused
     assert "square_tiles stages no 8 × 16 tile in shared memory" in square, square
 
 

@@ -18,6 +18,7 @@ calls the check (or inside the function that calls it) is refused as an answer.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import sys
 import textwrap
@@ -28,9 +29,11 @@ from pathlib import Path
 
 import torch
 
-from .checking import CheckFailed, check
-from .launch import cdiv  # noqa: F401  (used by the doctest)
-from .launches import Launch, LaunchLog, dims3, launches
+from ..checking import CheckFailed, check
+from ..launch import cdiv  # noqa: F401  (used by the doctest)
+from ..launches import Launch, LaunchLog, dims3, launches
+from . import guard
+from .guard import genuine as _evidence
 
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
@@ -57,6 +60,10 @@ def exercise(title: str, answer, check, hint: str = "") -> None:
     note = _hint_note(title, hint)
     if answer is None:
         print(f"⬜ {title}: not answered yet{note}")
+        return
+    why = _rebound()
+    if why:
+        print(f"❌ {title}: not yet: {why}")
         return
     if callable(answer) and any(s.holds(answer) for s in _check_scopes()):
         print(f"❌ {title}: not yet: {_name_of(answer)} is defined inside the check cell: define it "
@@ -108,7 +115,7 @@ def _first_line(e: BaseException) -> str:
 _LIBRARIES = ("torch", "triton", "numba", "numba_cuda", "numpy", "builtins", "math", "operator",
               "functools")
 _COURSE = ("gpu_course", "utils")
-_COURSE_DIR = Path(__file__).resolve().parent  # where the course's own .cu kernels are
+_COURSE_DIR = Path(__file__).resolve().parent.parent  # where the course's own .cu kernels are
 _KINDS = {"triton": "Triton", "numba": "Numba", "cuda": "CUDA C"}
 _SYNTAX = {"triton": "{k}[grid](...)", "numba": "{k}[blocks, threads](...)",
            "cuda": "{k}<<<blocks, threads>>>(...) in your host function"}
@@ -176,7 +183,7 @@ def _check_scopes() -> list[_Scope]:
     """The code that is running a check: the caller of the exercise helper and its callers in
     the same file (a test and its helpers), and the notebook cell around them (the ``<module>``
     frame of an IPython cell) if there is one."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent  # this subpackage
     f = sys._getframe(1)
     while f is not None and (Path(f.f_code.co_filename).resolve().parent == here
                              or f.f_globals.get("__name__") in ("utils", "gpu_course")):
@@ -241,6 +248,8 @@ class Attempt:
     seen: LaunchLog
     output: torch.Tensor
     source: str | None = None
+    execution: object = None  # what ran in the course's own launch (replay.Execution)
+    replayed: torch.Tensor | None = None  # the output of the course's own launch
     _trees: dict = field(default_factory=dict)
 
     def functions(self) -> list:
@@ -292,7 +301,7 @@ def _is_stub(tree) -> bool:
 
 def _cuda_kernels(source: str) -> dict[str, list]:
     """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source``."""
-    from .cuda.cxx import match_brackets, tokenize
+    from ..cuda.cxx import match_brackets, tokenize
     toks = tokenize(source)
     pairs = match_brackets(toks)
     kernels = {}
@@ -342,7 +351,7 @@ def _evaluate(reference):
 
 def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
                  atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
-                 name: str | None = None, _scopes=None) -> Verdict:
+                 name: str | None = None, inputs=(), _scopes=None) -> Verdict:
     """The verdict of :func:`kernel_exercise` (same arguments), without printing it."""
     scopes = _check_scopes() if _scopes is None else _scopes
     note = _hint_note(title, hint)
@@ -355,6 +364,13 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
                                f"{', '.join(_KINDS)}"])
     if answer is None:
         return Verdict(None, [f"⬜ {title}: not answered yet{note}"])
+    why = _rebound()
+    if why:
+        return no(why)
+    for ev in evidence:
+        if not guard.is_genuine(ev) and not any(s.holds(ev) for s in scopes):
+            return no(f"{_name_of(ev)} is not evidence the course made, nor a function of the check cell: "
+                      f"the check's evidence comes from utils (utils.grid_is(...), ...)")
     Kind = _KINDS[kind]
     what = "CUDA C source" if kind == "cuda" else "function or kernel"
 
@@ -395,12 +411,26 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
         return Verdict(False, [f"❌ {title}: the check is set up wrongly (its reference raised "
                                f"{_first_line(e)})"])
 
-    # 2. run it, recording launches
+    # the inputs the check names (``inputs=`` and those of only_reads), kept by value
+    inputs = list(inputs) + [t for ev in evidence for t in getattr(ev, "inputs", ())]
+    before = [(t, t.detach().clone()) for t in inputs]
+
+    # 2. run it, recording launches (and, for CUDA C, what torch did inside the host functions)
+    host_torch = _HostTorch()
     try:
-        with launches(modules=[mod] if mod is not None else (), snapshot=True) as seen:
+        with host_torch.watching(mod), launches(modules=[mod] if mod is not None else (), snapshot=True) as seen:
             out = run(mod if kind == "cuda" else answer)
     except Exception as e:  # noqa: BLE001  the learner's code may fail in any way
         return no(f"running it raised {_first_line(e)}")
+    if kind == "cuda" and isinstance(out, torch.Tensor):
+        why = host_torch.problem(out)
+        if why:
+            return no(why)
+
+    for i, (t, was) in enumerate(before):
+        if not _same_bytes(t, was):
+            return no(f"running it changed input {i + 1} of the check (a {_describe(t)}): a kernel "
+                      f"reads its inputs and writes only its output")
 
     # 3. the learner's launches of the asked kind
     label = kname or f"your {Kind} kernel"
@@ -474,8 +504,15 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
     except Exception as e:  # noqa: BLE001  a shape or dtype the check cannot compare
         return no(f"the result cannot be compared with the reference ({_first_line(e)})")
 
+    # 5b. the course launches the learner's kernel itself, on fresh memory
+    execution = replayed = None
+    if kind in ("triton", "numba"):
+        why, replayed, execution = _own_launch(mine, out, inputs, ref, atol, rtol, name or label, label)
+        if why:
+            return no(why)
+
     # 6. the method
-    attempt = Attempt(kind, label, mine, seen, out, source)
+    attempt = Attempt(kind, label, mine, seen, out, source, execution=execution, replayed=replayed)
     for ev in evidence:
         try:
             why = ev(attempt)
@@ -486,6 +523,153 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
         if why:
             return no(why)
     return Verdict(True, [f"✅ {title}: correct (your {Kind} kernel {label} wrote the result)"])
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and _same_bytes(a, b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype and bytes (so NaN equals NaN, and -0.0 is not 0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.detach().contiguous().view(torch.uint8) if a.dim() else a.detach().reshape(1).view(torch.uint8),
+                       b.detach().contiguous().view(torch.uint8) if b.dim() else b.detach().reshape(1).view(torch.uint8))
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{'×'.join(str(n) for n in t.shape) or 'scalar'} {str(t.dtype).replace('torch.', '')} tensor"
+
+
+def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
+    """The course's own launch of the learner's kernel(s) (:func:`.replay.replay`): the same
+    launches on fresh, poisoned memory. Returns (why not, or None; the replayed output; what ran)."""
+    from .replay import replay, written
+    try:
+        got, execution, mem = replay(mine, out, inputs)
+    except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
+        return f"the check launched {label} itself (your grid and arguments, on fresh memory) and it raised " \
+               f"{_first_line(e)}", None, None
+    changed = mem.changed_inputs()
+    if changed:
+        return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
+                f"its inputs and writes only its output"), got, execution
+    try:
+        check(got, ref, atol=atol, rtol=rtol, name=name)
+    except Exception as e:  # noqa: BLE001
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return (f"the check launched {label} itself (your grid and arguments, on fresh memory, without "
+                f"the rest of your function) and it did not compute the result: {first}"), got, execution
+    if len(mine) == 1 and execution.programs > 2:
+        L = mine[0]
+        unit = "program" if L.kind == "triton" else "block"
+        if execution.counted and L.kind == "triton":
+            idle = execution.programs - sum(1 for n in execution.stored.values() if n > 0)
+            if idle:
+                return (f"{idle} of the {execution.programs} programs of {label} stored nothing: split the "
+                        f"work so that each program computes and stores its own part"), got, execution
+        try:
+            one, _, _ = replay(mine, out, inputs, grid=(1, 1, 1))
+        except Exception as e:  # noqa: BLE001
+            return (f"the check launched {label} with a single {unit} and it raised {_first_line(e)}: "
+                    f"a {unit} must work on its own part, whatever the grid"), got, execution
+        n = int(written(one).sum())
+        if n >= out.numel():
+            return (f"launched alone, {unit} 0 of {label} wrote all {n} outputs, the work of the whole grid "
+                    f"of {execution.programs}: each {unit} must compute its own part, not loop over the "
+                    f"others'"), got, execution
+    return None, got, execution
+
+
+# aten operators a host function may run: allocation, views, copies and conversions, zeroing
+_HOST_OPS_ALLOWED = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "zero_", "fill_", "clone", "contiguous", "copy_", "_to_copy", "to", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "t", "transpose", "permute", "select", "slice", "as_strided", "alias",
+    "detach", "expand", "unsqueeze", "squeeze", "flatten", "narrow", "lift_fresh", "resize_", "sym_size",
+    "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "_local_scalar_dense", "set_",
+    "record_stream", "view_as", "unflatten", "split", "chunk", "unbind", "item",
+}
+
+
+class _HostTorch:
+    """What torch did inside a CUDA C module's host functions (aten operators, seen through a
+    TorchDispatchMode, which sees the operators C++ code calls too): a host function allocates,
+    checks and launches; it does not compute, and it does not write the output, except to zero it."""
+
+    def __init__(self):
+        self.ops: list[tuple[str, str, list, object]] = []  # (host function, op, storages written, fill value)
+
+    @contextmanager
+    def watching(self, mod):
+        if mod is None:
+            yield
+            return
+        from torch.utils._python_dispatch import TorchDispatchMode
+        log = self
+
+        class Mode(TorchDispatchMode):
+            host = ""
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                written = []
+                for i, a in enumerate(func._schema.arguments):
+                    if a.alias_info is not None and a.alias_info.is_write:
+                        v = args[i] if i < len(args) else kwargs.get(a.name)
+                        if isinstance(v, torch.Tensor):
+                            written.append(v.untyped_storage().data_ptr())
+                name = func._overloadpacket.__name__
+                value = args[1] if name == "fill_" and len(args) > 1 else None
+                log.ops.append((self.host, name, written, value))
+                return func(*args, **kwargs)
+
+        wrapped = []
+        for attr in dir(mod):
+            f = getattr(mod, attr)
+            if attr.startswith("_") or not callable(f) or isinstance(f, type):
+                continue
+
+            def host_call(*args, _f=f, _attr=attr, **kwargs):
+                mode = Mode()
+                mode.host = _attr
+                with mode:
+                    return _f(*args, **kwargs)
+            wrapped.append((attr, attr in getattr(mod, "__dict__", {}), f))
+            setattr(mod, attr, host_call)
+        try:
+            yield
+        finally:
+            for attr, had_own, f in reversed(wrapped):
+                if had_own:
+                    setattr(mod, attr, f)
+                else:
+                    delattr(mod, attr)
+
+    def problem(self, out: torch.Tensor) -> str | None:
+        """Why the host functions' use of torch is not allowed, or None."""
+        ptr = out.untyped_storage().data_ptr()
+        for host, name, written, value in self.ops:
+            zeroing = name == "zero_" or (name == "fill_" and type(value) in (int, float) and value == 0)
+            if ptr in written and not zeroing:
+                return (f"your host function {host} writes the output with torch (aten.{name}): the "
+                        f"result must be what your kernel wrote (a host function may only zero it first)")
+            if name not in _HOST_OPS_ALLOWED:
+                return (f"your host function {host} computes with torch (aten.{name}): the kernel must do "
+                        f"the work; a host function checks, allocates, zeroes and launches")
+        return None
+
+
+def _rebound() -> str | None:
+    """Why a check cannot be trusted now: a function of torch or of the course was reassigned."""
+    name = guard.reassigned()
+    if name:
+        return (f"{name} is not the original any more (it was reassigned in this session), and the check "
+                f"relies on it: restart the kernel and run the notebook again without reassigning it")
+    return None
 
 
 def _module_name_of(mod) -> str:
@@ -499,7 +683,7 @@ def _numpy_array_types():
 
 def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
                     atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
-                    name: str | None = None) -> None:
+                    name: str | None = None, inputs=()) -> None:
     """Check a kernel exercise for its method as well as its numbers; print ⬜/✅/❌ and a
     sentence that says what to do. Never raises.
 
@@ -529,7 +713,7 @@ def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=Non
     try:
         verdict = judge_kernel(title, answer, kind=kind, run=run, reference=reference, kernel=kernel,
                                build=build, atol=atol, rtol=rtol, evidence=evidence, hint=hint,
-                               name=name, _scopes=_check_scopes())
+                               name=name, inputs=inputs, _scopes=_check_scopes())
     except Exception as e:  # noqa: BLE001  never raise from a check
         verdict = Verdict(False, [f"❌ {title}: the check itself failed ({_first_line(e)})"])
     print(verdict)
@@ -547,6 +731,10 @@ def uses_shared_memory():
     kernel's code (its AST: a comment or a string does not count), a ``__shared__`` token in a
     CUDA C kernel's body."""
     def holds(a: Attempt):
+        if a.kind == "numba" and a.execution is not None:
+            why = _numba_shared_executed(a, None)
+            if why is not False:
+                return why
         if a.kind == "numba":
             for fn in a.functions():
                 if any(c == "shared.array" or c.endswith(".shared.array")
@@ -561,7 +749,7 @@ def uses_shared_memory():
                     f"shared memory")
         raise _SetupError("uses_shared_memory applies to Numba and CUDA C kernels; Triton places "
                           "shared memory itself")
-    return holds
+    return _evidence(holds)
 
 
 def shared_tiles(*shapes):
@@ -579,6 +767,17 @@ def shared_tiles(*shapes):
         if a.kind != "numba":
             raise _SetupError("shared_tiles applies to Numba kernels (CUDA C: uses_shared_memory; "
                               "Triton places shared memory itself)")
+        if a.execution is not None:
+            for shape in want:
+                why = _numba_shared_executed(a, shape)
+                if why is False:
+                    break
+                if why:
+                    return (f"{a.name} stages no {_show_shape(shape)} tile in shared memory that every thread "
+                            f"writes and reads ({why}): the exercise asks for tiles of "
+                            f"{', '.join(_show_shape(s) for s in want)}")
+            else:
+                return None
         have = Counter()
         for fn in a.functions():
             have.update(_staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
@@ -589,7 +788,49 @@ def shared_tiles(*shapes):
                     f"cuda.shared.array of that shape that the kernel writes and reads): the "
                     f"exercise asks for tiles of {', '.join(_show_shape(s) for s in want)}")
         return None
-    return holds
+    return _evidence(holds)
+
+
+def _numba_shared_executed(a: Attempt, shape):
+    """Executed evidence of shared memory in a Numba kernel (optionally of one ``shape``): None if
+    it holds, why not, or False when nothing was counted (no course launch to read)."""
+    ex = a.execution
+    if ex.counted:
+        blocks, threads = ex.blocks, ex.threads
+        uses = [u for u in ex.shared.values() if shape is None or u.shape == shape]
+        if not uses:
+            return ("no cuda.shared.array of that shape was created" if shape else
+                    "no cuda.shared.array was created when the check launched it")
+        for u in uses:
+            if all(len({w for w in u.writers if w[0] == b}) == threads
+                   and len({r for r in u.readers if r[0] == b}) == threads for b in blocks):
+                return None
+        u = max(uses, key=lambda u: len(u.writers) + len(u.readers))
+        return (f"in the check's launch, {len(u.writers)} (block, thread) pairs wrote the shared array "
+                f"and {len(u.readers)} read it, of {len(blocks) * threads}: every thread of a block loads "
+                f"its part of the tile and reads the tile back")
+    if ex.compiled or mode_on_gpu():
+        from .compiled import numba_ptx, ptx_ops, ptx_shared_bytes
+        try:
+            ptx = "\n".join(numba_ptx(L.kernel) for L in a.launches)
+        except Exception:  # noqa: BLE001
+            return False
+        ops = ptx_ops(ptx)
+        if not (ops["shared_load"] and ops["shared_store"]):
+            return "the compiled kernel has no shared-memory loads and stores"
+        if shape is not None:
+            n = 1
+            for v in shape:
+                n *= v
+            if not set(ptx_shared_bytes(ptx)) & {n * 2, n * 4, n * 8}:
+                return "the compiled kernel declares no shared array of that size"
+        return None
+    return False
+
+
+def mode_on_gpu() -> bool:
+    from .. import mode
+    return mode.ON_GPU
 
 
 def _as_shape(s) -> tuple:
@@ -656,7 +897,7 @@ def threads_per_block(*dims):
             return (f"{a.name} was launched with blocks of {_show(bad[0])} threads; the exercise "
                     f"asks for {_show(want)}")
         return None
-    return holds
+    return _evidence(holds)
 
 
 def grid_is(*dims, meaning: str | None = None):
@@ -675,25 +916,60 @@ def grid_is(*dims, meaning: str | None = None):
             return (f"{lead}expected a grid of {_show(want)} {unit}, but {a.name} was launched on "
                     f"{_show(bad[0])}")
         return None
-    return holds
+    return _evidence(holds)
 
 
 def calls(*names: str):
-    """Evidence: the kernel's code calls each of ``names`` (``"tl.dot"`` matches ``tl.dot(...)``
-    and ``triton.language.dot(...)``; for CUDA C an identifier followed by ``(``)."""
+    """Evidence: the kernel calls each of ``names``. For ``tl.dot`` this is what *executed*: in cpu
+    mode every program of the course's own launch that stored a result ran ``tl.dot`` (counted by
+    the interpreter), on a GPU the compiled kernel holds a dot (its GPU IR, where dead code is
+    gone). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
+    ``tl.dot(...)`` and ``triton.language.dot(...)``); for CUDA C, see :func:`_cuda_calls`."""
     def holds(a: Attempt):
         if a.kind == "cuda":
-            body = a.cuda_body()
-            have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
-            missing = [n for n in names if n.split("::")[-1].split(".")[-1] not in have]
-        else:
-            have = set().union(*(_called_names(a.tree(fn)) for fn in a.functions()))
-            last = {c.split(".")[-1] for c in have}
-            missing = [n for n in names if n not in have and n.split(".")[-1] not in last]
+            return _cuda_calls(a, names)
+        executed = [n for n in names if n.split(".")[-1] == "dot" and a.kind == "triton"]
+        for n in executed:
+            why = _dot_executed(a)
+            if why:
+                return why
+        rest = [n for n in names if n not in executed]
+        have = set().union(*(_called_names(a.tree(fn)) for fn in a.functions())) if rest else set()
+        last = {c.split(".")[-1] for c in have}
+        missing = [n for n in rest if n not in have and n.split(".")[-1] not in last]
         if missing:
             return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
         return None
-    return holds
+    return _evidence(holds)
+
+
+def _dot_executed(a: Attempt) -> str | None:
+    from .compiled import triton_ops
+    ex = a.execution
+    if ex is None:
+        return None
+    if ex.counted:
+        storing = [p for p, n in ex.stored.items() if n > 0]
+        idle = [p for p in storing if ex.dots.get(p, 0) == 0]
+        if not storing or idle:
+            return (f"{a.name} did not execute tl.dot when the check launched it (in {len(idle)} of the "
+                    f"{len(storing)} programs that stored a result): the exercise asks for the product "
+                    f"as tl.dot on tiles")
+        return None
+    if ex.compiled:
+        if not any(triton_ops(k)["dot"] for k in ex.compiled):
+            return (f"the compiled {a.name} holds no dot: the exercise asks for the product as tl.dot on "
+                    f"tiles (a tl.dot whose result is not used is removed by the compiler)")
+    return None
+
+
+def _cuda_calls(a: Attempt, names) -> str | None:
+    body = a.cuda_body()
+    have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
+    missing = [n for n in names if n.split("::")[-1].split(".")[-1] not in have]
+    if missing:
+        return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
+    return None
 
 
 def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
@@ -703,28 +979,36 @@ def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
         if total > n:
             return f"{why}: {total} launches of {a.name} were recorded, at most {n} expected"
         return None
-    return holds
+    return _evidence(holds)
 
 
 def only_reads(*inputs: torch.Tensor):
-    """Evidence: the learner's kernel was given only the ``inputs`` and its output (so it cannot
-    copy a result torch computed beforehand)."""
-    from .launches import tensor_extent
+    """Evidence: the learner's kernel was given only the ``inputs`` (or copies of them, equal by
+    value) and its output, so it cannot copy a result torch computed beforehand. The ``inputs``
+    are also the ones the course's own launch copies (everything else it poisons), and the check
+    compares them before and after the learner's code ran."""
+    from ..launches import tensor_extent
 
     def holds(a: Attempt):
         allowed = [(tensor_extent(t), t.device.type) for t in inputs]
         out_lo, out_hi = tensor_extent(a.output)
         for L in a.launches:
+            tensors = [v for v in list(L.args) + list(L.kwargs.values()) if isinstance(v, torch.Tensor)]
             for b in L.buffers:
                 if b.contains(out_lo, out_hi, a.output.device.type):
                     continue
-                if not any(b.ptr <= lo and hi <= b.ptr + b.nbytes and dev == b.device
-                           or (lo <= b.ptr and b.ptr + b.nbytes <= hi and dev == b.device)
-                           for (lo, hi), dev in allowed):
-                    return (f"{a.name} was given {b.name}, which is neither an input nor the "
-                            f"output: compute from the inputs inside the kernel")
+                if any(b.ptr <= lo and hi <= b.ptr + b.nbytes and dev == b.device
+                       or (lo <= b.ptr and b.ptr + b.nbytes <= hi and dev == b.device)
+                       for (lo, hi), dev in allowed):
+                    continue
+                mine = [t for t in tensors if b.contains(*tensor_extent(t), t.device.type)]
+                if mine and all(any(_same_values(t, i) for i in inputs) for t in mine):
+                    continue  # a copy of an input
+                return (f"{a.name} was given {b.name}, which is neither an input nor the "
+                        f"output: compute from the inputs inside the kernel")
         return None
-    return holds
+    holds.inputs = tuple(inputs)
+    return _evidence(holds)
 
 
 def differs_from(*refs):
@@ -756,7 +1040,7 @@ def differs_from(*refs):
                             + ("" if fn is other else " under another name")
                             + ": the exercise asks you to change it")
         return None
-    return holds
+    return _evidence(holds)
 
 
 def _body_dump(tree: ast.FunctionDef) -> str:
@@ -816,9 +1100,15 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
         return
     names = list(labels) if labels is not None else [_args(c) for c in cases]
-    refused = {getattr(_py_function(f), "__code__", None): _name_of(f) for f in (expected, *refuse)}
-    refused.pop(None, None)
-    if not callable(answer):
+    # the check's function is refused as itself; the notebook's helpers also as copies of their code
+    refused = {c: _name_of(f) for f in (expected,) for c in [getattr(_py_function(f), "__code__", None)]
+               if c is not None}
+    refused.update({guard.code_key(c): _name_of(f) for f in refuse
+                    for c in [getattr(_py_function(f), "__code__", None)] if c is not None})
+    rebound = _rebound()
+    if rebound:
+        why = rebound
+    elif not callable(answer):
         what = "number" if isinstance(answer, (int, float)) else type(answer).__name__
         why = (f"give a function of the question's parameters (e.g. lambda n: ...), not a {what}: "
                f"the check tries it on other cases")
@@ -832,7 +1122,8 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         why = None
         for c, e, name in zip(cases, expect, names):
             try:
-                got, called = _call_watching(answer, c, refused)
+                got, called = _call_watching(answer, copy.deepcopy(c), refused)
+                got = copy.deepcopy(got)  # judged as returned, whatever happens to it later
             except Exception as err:  # noqa: BLE001
                 why = f"for {name} it raised {_first_line(err)}"
                 break
@@ -840,7 +1131,12 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
                 why = f"for {name} it calls {called}, which computes the answer: work it out yourself"
                 break
             try:
-                good = bool(got == e) if not rtol else bool(abs(got - e) <= rtol * abs(e))
+                if not rtol:
+                    good = guard.same(got, e)
+                else:
+                    g, ee = guard.plain(got), guard.plain(e)
+                    good = (type(g) in (int, float) and type(ee) in (int, float)
+                            and abs(g - ee) <= rtol * abs(ee))
             except Exception:  # noqa: BLE001  e.g. a tensor, or a type that does not compare
                 good = False
             if not good:
@@ -856,9 +1152,23 @@ def _call_watching(fn, args, refused: dict):
         return fn(*args), None
     seen = []
 
+    keys: dict = {}
+
+    own = getattr(_py_function(fn), "__code__", None)
+
     def profiler(frame, event, arg):
-        if event == "call" and frame.f_code in refused and not seen:
-            seen.append(refused[frame.f_code])
+        if event == "call" and not seen:
+            code = frame.f_code
+            if code in refused:
+                seen.append(refused[code])
+                return
+            if code is own:
+                return
+            key = keys.get(code)
+            if key is None:
+                key = keys[code] = guard.code_key(code)
+            if key in refused:
+                seen.append(refused[key])
     old = sys.getprofile()
     sys.setprofile(profiler)
     try:
@@ -956,8 +1266,8 @@ def slow_work(ms: float = 50.0, *, within=()):
     >>> waited >= 15
     True
     """
-    from . import mode
-    from .timing import spin_gpu
+    from .. import mode
+    from ..timing import spin_gpu
 
     if mode.ON_GPU:
         yield lambda: spin_gpu(ms)
@@ -976,3 +1286,6 @@ def slow_work(ms: float = 50.0, *, within=()):
     finally:
         for d, f in done:
             _unbind(d, f, wait)
+
+
+guard.remember()  # torch's and the course's functions as they are at import

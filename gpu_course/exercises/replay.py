@@ -1,0 +1,370 @@
+"""The course's own launch of the learner's kernel: the launches the learner's code made (recorded
+by :mod:`gpu_course.launches`) are made again by the check, with the same kernel, grid, block and
+scalar arguments, on memory the check owns:
+
+* the output (the tensor the learner's function returned) is replaced by fresh poisoned memory,
+  so a value torch put there before or after the launch is not there;
+* the inputs are replaced by copies of their values, so a kernel that writes into its inputs is
+  seen (the copies are compared afterwards), and a copy made by the learner's function counts as
+  the input it equals (inputs are matched by value, not by storage);
+* every other buffer (scratch, or a result torch computed beforehand) is poisoned when the check
+  names its inputs: a kernel must write it before it reads it.
+
+While the course's launch runs in cpu mode, the Triton interpreter's stores and ``tl.dot`` calls are
+counted per program, and the Numba simulator's shared arrays record which threads of which block
+wrote and read them (:class:`Execution`); on a GPU the compiled code is what the evidence reads
+(see :mod:`.compiled`).
+
+>>> m = _Memory(output=torch.zeros(3), inputs=[])
+>>> m.tensor(torch.zeros(2)).isnan().all().item()  # not the output, no inputs named: copied
+False
+"""
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import mode
+
+POISON = 0xFF  # every byte: NaN for floats, -1 for signed integers
+
+
+@dataclass
+class SharedUse:
+    """One Numba shared array in the simulator: its shape, and the (block, thread) pairs that
+    wrote into it and read from it."""
+    shape: tuple
+    writers: set = field(default_factory=set)
+    readers: set = field(default_factory=set)
+
+
+@dataclass
+class Execution:
+    """What ran in the course's own launch (cpu mode; None/empty where not counted).
+
+    ``programs``: Triton programs or Numba blocks launched; ``stored``: elements each Triton
+    program stored ({program: count}); ``dots``: ``tl.dot`` calls each program executed;
+    ``blocks``: the Numba blocks that ran (their (x, y, z)); ``threads``: threads per block;
+    ``shared``: the Numba shared arrays, by where they are declared; ``barriers``: barriers each
+    Numba thread passed; ``compiled``: the compiled Triton kernels (gpu mode)."""
+    programs: int = 0
+    stored: dict = field(default_factory=lambda: defaultdict(int))
+    dots: dict = field(default_factory=lambda: defaultdict(int))
+    blocks: set = field(default_factory=set)
+    threads: int = 0
+    shared: dict = field(default_factory=dict)
+    barriers: dict = field(default_factory=lambda: defaultdict(int))
+    compiled: list = field(default_factory=list)
+    counted: bool = False
+
+
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of ``t``'s whole storage, as a uint8 tensor sharing them."""
+    st = t.untyped_storage()
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(st, 0, (st.nbytes(),), (1,))
+
+
+def _view(raw: torch.Tensor, dtype, byte_offset: int, shape, byte_strides) -> torch.Tensor:
+    item = torch.empty(0, dtype=dtype).element_size()
+    return torch.empty(0, dtype=dtype, device=raw.device).set_(
+        raw.untyped_storage(), byte_offset // item, tuple(shape), tuple(s // item for s in byte_strides))
+
+
+def _torch_dtype(np_dtype):
+    import numpy as np
+    return torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
+
+
+class _Memory:
+    """The check's memory for one replay: one replacement per storage the launches were given."""
+
+    def __init__(self, output: torch.Tensor, inputs):
+        self.out_raw = _raw(output)
+        self.inputs = [(t, _raw(t).clone()) for t in inputs]
+        self.named_inputs = bool(inputs)
+        self.regions: dict[tuple, tuple] = {}  # (device, ptr) -> (replacement uint8, role, name)
+        self.role_of_output = None
+
+    # which memory an argument is in -----------------------------------------------------------
+    def _known(self, ptr: int, device: str):
+        """The torch storage of the output or of a named input that holds ``ptr``, or None."""
+        for raw, role in [(self.out_raw, "output")] + [(_raw(t), "input") for t, _ in self.inputs]:
+            lo = raw.data_ptr()
+            if raw.device.type == device and lo <= ptr < lo + raw.numel():
+                return raw, role
+        return None
+
+    def _replacement(self, raw: torch.Tensor, role_hint, value_view, name: str):
+        key = (raw.device.type, raw.data_ptr(), raw.numel())
+        if key in self.regions:
+            return self.regions[key][0]
+        if role_hint == "output":
+            new, role = torch.full_like(raw, POISON), "output"
+        elif role_hint == "input":
+            pre = next((c for t, c in self.inputs if _raw(t).data_ptr() == raw.data_ptr()), None)
+            new, role = (pre if pre is not None else raw).clone(), "input"
+        elif not self.named_inputs:
+            new, role = raw.clone(), "input"
+        elif value_view is not None and any(_same_values(value_view, t) for t, _ in self.inputs):
+            new, role = raw.clone(), "input"   # a copy of an input: the input, by value
+        else:
+            new, role = torch.full_like(raw, POISON), "scratch"
+        self.regions[key] = (new, role, name)
+        return new
+
+    # replacements --------------------------------------------------------------------------
+    def tensor(self, t: torch.Tensor, name: str = "") -> torch.Tensor:
+        raw = _raw(t)
+        known = self._known(raw.data_ptr(), t.device.type)
+        if known is not None and known[0].data_ptr() != raw.data_ptr():
+            raw = known[0]  # a view whose storage object differs (same memory)
+        new = self._replacement(raw, known[1] if known else None, t.detach(), name)
+        item = t.element_size()
+        off = t.data_ptr() - raw.data_ptr()
+        return _view(new, t.dtype, off, t.shape, [s * item for s in t.stride()])
+
+    def array(self, a, name: str = ""):
+        """A NumPy array (Numba simulator) or a CUDA array (Numba on a GPU) over the check's memory."""
+        import numpy as np
+        sim = getattr(a, "_ary", None)
+        host = sim if sim is not None else a
+        iface = getattr(host, "__array_interface__", None)
+        device = "cpu"
+        if iface is None:
+            iface, device = a.__cuda_array_interface__, "cuda"
+        ptr, shape = int(iface["data"][0] or 0), tuple(iface["shape"])
+        dtype = np.dtype(iface["typestr"])
+        strides = iface.get("strides") or tuple(int(s) for s in np.empty(shape, dtype).strides)
+        known = self._known(ptr, device)
+        if known is not None:
+            raw, role = known
+        else:  # memory of its own: a NumPy array's root, as bytes
+            if device == "cpu":
+                root = host
+                while isinstance(getattr(root, "base", None), np.ndarray):
+                    root = root.base
+                raw = torch.from_numpy(root.reshape(-1).view(np.uint8)) if root.flags.c_contiguous else \
+                    torch.from_numpy(np.ascontiguousarray(host).reshape(-1).view(np.uint8))
+            else:
+                from numba import cuda
+                raw = _raw(torch.as_tensor(cuda.as_cuda_array(a), device="cuda"))
+            role = None
+        off = ptr - raw.data_ptr()
+        value = None
+        if role is None and device == "cpu":
+            value = torch.from_numpy(np.lib.stride_tricks.as_strided(host, shape, strides).copy())
+        new = self._replacement(raw, role, value, name)
+        view = _view(new, _torch_dtype(dtype), off, shape, strides)
+        if device == "cpu":
+            return view.numpy()
+        from numba import cuda
+        return cuda.as_cuda_array(view)
+
+    def substitute(self, value, name: str = ""):
+        if isinstance(value, torch.Tensor):
+            return self.tensor(value, name)
+        if isinstance(value, tuple):
+            return tuple(self.substitute(v, f"{name}[{i}]") for i, v in enumerate(value))
+        if isinstance(value, list):
+            return [self.substitute(v, f"{name}[{i}]") for i, v in enumerate(value)]
+        if hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__") \
+                or hasattr(getattr(value, "_ary", None), "__array_interface__"):
+            if not isinstance(value, (int, float, bool)):
+                return self.array(value, name)
+        return value
+
+    def output_view(self, output: torch.Tensor) -> torch.Tensor:
+        return self.tensor(output, "the output")
+
+    def changed_inputs(self) -> list[str]:
+        """Names of the input copies that the replayed kernel wrote into."""
+        return [name for (dev, ptr, n), (new, role, name) in self.regions.items()
+                if role == "input" and not torch.equal(new, self._original(dev, ptr, n))]
+
+    def _original(self, dev, ptr, n):
+        for t, pre in self.inputs:
+            r = _raw(t)
+            if r.device.type == dev and r.data_ptr() == ptr:
+                return pre
+        self_copy = self._snap.get((dev, ptr, n)) if hasattr(self, "_snap") else None
+        return self_copy if self_copy is not None else self.regions[(dev, ptr, n)][0]
+
+    def freeze_inputs(self):
+        """Keep the starting value of every input copy (to see writes into it afterwards)."""
+        self._snap = {k: new.clone() for k, (new, role, name) in self.regions.items() if role == "input"}
+
+
+def _same_values(view: torch.Tensor, t: torch.Tensor) -> bool:
+    try:
+        return view.shape == t.shape and view.dtype == t.dtype and bool(torch.equal(view, t.detach()))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Counting what runs (cpu mode)
+
+@contextmanager
+def _count_triton(ex: Execution):
+    """While open: the Triton interpreter counts stores and ``tl.dot`` calls per program."""
+    import sys
+    interp = sys.modules.get("triton.runtime.interpreter")
+    b = getattr(interp, "interpreter_builder", None)
+    if b is None:
+        yield
+        return
+    store, dot = b.create_masked_store, b.create_dot
+
+    def create_masked_store(ptrs, value, mask, cache_policy):
+        ex.stored[b.grid_idx] += int(mask.data.sum())
+        return store(ptrs, value, mask, cache_policy)
+
+    def create_dot(*args, **kwargs):
+        ex.dots[b.grid_idx] += 1
+        return dot(*args, **kwargs)
+    b.create_masked_store, b.create_dot = create_masked_store, create_dot
+    ex.counted = True
+    try:
+        yield
+    finally:
+        del b.create_masked_store, b.create_dot  # the class's methods again
+
+
+@contextmanager
+def _count_numba(ex: Execution):
+    """While open: the Numba simulator's shared arrays record which threads wrote and read them,
+    and its barriers count per thread."""
+    import sys
+    api = sys.modules.get("numba.cuda.simulator.kernelapi")
+    kern = sys.modules.get("numba.cuda.simulator.kernel")
+    if api is None or kern is None:
+        yield
+        return
+    import numpy as np
+
+    def numpy_dtype(dtype):
+        from numba.core import types
+        from numba.np import numpy_support
+        return numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype
+    array, sync = api.FakeCUDAShared.array, kern.BlockThread.syncthreads
+    lock = threading.Lock()
+
+    def who():
+        t = threading.current_thread()
+        b, th = getattr(t, "blockIdx", None), getattr(t, "threadIdx", None)
+        return (tuple(b), tuple(th)) if b is not None else None
+
+    class Counted(np.ndarray):
+        def __getitem__(self, key):
+            use, w = getattr(self, "_use", None), who()
+            if use is not None and w is not None:
+                with lock:
+                    use.readers.add(w)
+            return np.ndarray.__getitem__(self, key)
+
+        def __setitem__(self, key, value):
+            use, w = getattr(self, "_use", None), who()
+            if use is not None and w is not None:
+                with lock:
+                    use.writers.add(w)
+            return np.ndarray.__setitem__(self, key, value)
+
+    def shared_array(self, shape, dtype):
+        # the simulator tells its arrays apart by the line that declares them (its caller): the
+        # same here, one frame further up
+        f = sys._getframe(1)
+        caller = (f.f_code.co_filename, f.f_lineno)
+        if shape == 0:
+            res = array(self, shape, dtype)
+        else:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, numpy_dtype(dtype))
+        use = ex.shared.setdefault(caller, SharedUse(tuple(res.shape)))
+        view = res.view(Counted)
+        view._use = use
+        return view
+
+    def syncthreads(self):
+        w = who()
+        if w is not None:
+            with lock:
+                ex.barriers[w] += 1
+        return sync(self)
+    api.FakeCUDAShared.array, kern.BlockThread.syncthreads = shared_array, syncthreads
+    ex.counted = True
+    try:
+        yield
+    finally:
+        api.FakeCUDAShared.array, kern.BlockThread.syncthreads = array, sync
+
+
+# ----------------------------------------------------------------------------------------------
+# The replay
+
+class ReplayError(Exception):
+    """The course's own launch could not be made (the message says why)."""
+
+
+def replay(launches, output: torch.Tensor, inputs=(), grid=None):
+    """Launch the learner's recorded ``launches`` (Triton or Numba) again, in order, on the check's
+    memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
+    grid shows how the work is split). Returns ``(output, execution, memory)``: the output as the
+    replay wrote it, what ran (:class:`Execution`), and the :class:`_Memory` used."""
+    mem = _Memory(output, list(inputs))
+    calls = []
+    for L in launches:
+        if L.kind not in ("triton", "numba"):
+            raise ReplayError(f"a {L.kind} launch is not replayed here")
+        args = [mem.substitute(a, f"argument {i}") for i, a in enumerate(L.args)]
+        kwargs = {k: mem.substitute(v, k) for k, v in L.kwargs.items()}
+        calls.append((L, args, kwargs))
+    out = mem.output_view(output)
+    mem.freeze_inputs()
+    ex = Execution()
+    counting = []
+    if not mode.ON_GPU:
+        counting = [_count_triton(ex), _count_numba(ex)]
+    with _all(counting):
+        for L, args, kwargs in calls:
+            g = tuple(grid) if grid is not None else L.grid
+            if g is None:
+                raise ReplayError(f"the grid of {L.name}'s launch was not recorded")
+            ex.programs += g[0] * g[1] * g[2]
+            if L.kind == "triton":
+                got = L.kernel.run(*args, grid=g, warmup=False, **kwargs)
+                if got is not None and hasattr(got, "asm"):
+                    ex.compiled.append(got)
+            else:
+                ex.threads = L.block[0] * L.block[1] * L.block[2]
+                L.kernel[g, L.block](*args)
+                for bx in range(g[0]):
+                    for by in range(g[1]):
+                        for bz in range(g[2]):
+                            ex.blocks.add((bx, by, bz))
+    mode.synchronize()
+    if mode.ON_GPU and any(L.kind == "numba" for L in launches):
+        from numba import cuda
+        cuda.synchronize()
+    return out, ex, mem
+
+
+@contextmanager
+def _all(managers):
+    if not managers:
+        yield
+        return
+    with managers[0]:
+        with _all(managers[1:]):
+            yield
+
+
+def written(out: torch.Tensor) -> torch.Tensor:
+    """A bool tensor: which elements of ``out`` are not all poison bytes (were written)."""
+    raw = out.detach().contiguous().view(torch.uint8).reshape(*out.shape, out.element_size()) \
+        if out.dim() else out.detach().reshape(1).contiguous().view(torch.uint8).reshape(1, -1)
+    return (raw != POISON).any(dim=-1)
