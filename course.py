@@ -283,10 +283,12 @@ def cmd_colab(args) -> int:
 
 
 # The notebooks' first two cells, written by `setup-cells` from here so the repository is named once.
-SETUP_MARK = "# Setup (same in every notebook"
-SETUP_CELL = f'''{SETUP_MARK}; written by `python3 course.py setup-cells`).
-# In Colab: fetch the course and install what Colab lacks. Elsewhere this does nothing:
-# `python3 course.py lab` installed the course, which is what makes `import utils` work.
+# The setup cell speaks to the learner: what it does in Colab and on their own machine.
+SETUP_MARK = "# Setup: in Colab,"
+OLD_SETUP_MARKS = ("# Setup (same in every notebook",)  # earlier wordings, replaced by `setup-cells`
+SETUP_CELL = f'''{SETUP_MARK} this cell downloads the course and installs the packages Colab lacks
+# (about a minute, the first time in a session). On your own machine it does nothing: there the
+# course is already installed (`python3 course.py lab`), which is what makes `import utils` work.
 import os, subprocess, sys
 if "google.colab" in sys.modules:
     COURSE_DIR = os.environ.get("COURSE_DIR", "/content/gpu-course")
@@ -295,6 +297,12 @@ if "google.colab" in sys.modules:
         subprocess.run(["git", "clone", "-q", "--depth", "1", repo, COURSE_DIR], check=True)
     subprocess.run([sys.executable, os.path.join(COURSE_DIR, "course.py"), "colab"], check=True)
     sys.path.insert(0, COURSE_DIR)'''
+
+
+def is_setup_cell(cell) -> bool:
+    """Whether ``cell`` is the Colab setup cell, in the current wording or an earlier one."""
+    return cell.get("id") == "course-setup" or (
+        cell["cell_type"] == "code" and _src(cell).startswith((SETUP_MARK, *OLD_SETUP_MARKS)))
 
 
 def badge(nb_name: str) -> str:
@@ -328,7 +336,7 @@ def write_setup_cells(path: Path, write: bool = True) -> bool:
         changed = True
     setup_cell = {"cell_type": "code", "execution_count": None, "id": "course-setup",
                   "metadata": {}, "outputs": [], "source": _lines(SETUP_CELL)}
-    if len(cells) > 1 and cells[1]["cell_type"] == "code" and _src(cells[1]).startswith(SETUP_MARK):
+    if len(cells) > 1 and cells[1]["cell_type"] == "code" and is_setup_cell(cells[1]):
         if _src(cells[1]) != SETUP_CELL:
             cells[1]["source"] = _lines(SETUP_CELL)
             changed = True
@@ -491,7 +499,7 @@ def slide_type(cell) -> str:
     """The reveal.js role of a cell when the notebook says none (``metadata.slideshow``): a ``#``
     or ``##`` heading starts a slide, ``###`` a sub-slide (below it), the Colab setup cell is left
     out, everything else continues the current slide."""
-    if cell.get("id") == "course-setup" or _src(cell).startswith(SETUP_MARK):
+    if is_setup_cell(cell):
         return "skip"
     if cell["cell_type"] == "markdown":
         first = next((line for line in _src(cell).splitlines() if line.strip()), "")

@@ -14,6 +14,8 @@
 * ``roofline``: recorded matmul results placed under the measured roofs of their precision
 * ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU
 * ``display``: ``show_img``, ``capture_printf``, ``show_source``, ``say``
+* ``profiling``, ``inductor`` (imported by name: ``from gpu_course import profiling``): reading ncu's
+  report and torch.profiler's tables; reading what torch.compile generated
 * ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
 * ``kernels``: the kernels a notebook teaches and a benchmark times, defined once
 * ``paths``: where results are kept

@@ -240,3 +240,18 @@ def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
     config.dist = "loadgroup"
     sched = conf.pytest_xdist_make_scheduler(config, None)
     assert sched._split_scope(solutions) == sched._split_scope("notebooks/02_profiling.ipynb::Cell 7") == "nb02"
+
+
+# ------------------------------------------------------------------------------------- setup cell
+def test_setup_cell_speaks_to_the_learner_and_replaces_an_older_wording(tmp_path):
+    assert "setup-cells" not in course.SETUP_CELL and "Colab" in course.SETUP_CELL.split("\n")[0]
+    old = {"cell_type": "code", "id": "course-setup", "metadata": {}, "outputs": [], "execution_count": None,
+           "source": "# Setup (same in every notebook; written by `python3 course.py setup-cells`).\nimport os"}
+    nb = {"cells": [md("# 42 · Title"), old, md("text")], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "42_x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert course.is_setup_cell(old) and not course.is_setup_cell(md("# Setup: in Colab, not code"))
+    assert course.write_setup_cells(path) is True
+    cells = json.loads(path.read_text())["cells"]
+    assert len(cells) == 3 and course._src(cells[1]) == course.SETUP_CELL  # replaced in place, not added
+    assert course.write_setup_cells(path, write=False) is False             # what `--check` then finds

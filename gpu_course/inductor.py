@@ -1,0 +1,114 @@
+"""Reading what ``torch.compile`` generates: torch's logs captured into a string (``capture_logs``),
+the kernels and library calls of Inductor's output code (``kernels_in``, ``extern_calls``), and paths
+shown without this machine's user name or temporary files (``shown_path``)."""
+from __future__ import annotations
+
+import contextlib
+import getpass
+import io
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from .profiling import readable_frames
+
+# "V1121 20:19:30.315000 4009 torch/_inductor/graph.py:2045] [0/0] [__output_code] " before each line
+_LOG_PREFIX = re.compile(r"^[DIVWEC]\d{4} [\d:.]+\s+\d+ \S+:\d+\] (?:\[[^\]]*\] ?)*")
+_KERNEL_SRC = re.compile(r"^(\w+) = async_compile\.\w+\(.*?'''(.*?)'''", re.S | re.M)
+
+
+class Captured:
+    """What :func:`capture_logs` caught: ``.text`` (raw, with logging prefixes) and ``.clean``."""
+    text = ""
+
+    @property
+    def clean(self) -> str:
+        return clean_log(self.text)
+
+
+@contextlib.contextmanager
+def capture_logs(**kinds):
+    """Turn on torch's logs of ``kinds`` (the keywords of ``torch._logging.set_logs``, the in-process
+    form of ``TORCH_LOGS``: ``output_code=True``, ``recompiles=True``...) and send them to a string
+    instead of the terminal for the ``with`` block; the logs are back to the default after it.
+
+    >>> with capture_logs(recompiles=True) as cap:
+    ...     pass
+    >>> cap.text
+    ''
+    """
+    import torch
+    torch._logging.set_logs(**kinds)
+    buf, swapped = io.StringIO(), []
+    for name in [n for n in logging.root.manager.loggerDict if n == "torch" or n.startswith("torch.")]:
+        for h in logging.getLogger(name).handlers:
+            if type(h) is logging.StreamHandler and h not in [s for s, _ in swapped]:
+                swapped.append((h, h.setStream(buf)))
+    cap = Captured()
+    try:
+        yield cap
+    finally:
+        for h, old in swapped:
+            h.setStream(old)
+        torch._logging.set_logs()
+        cap.text = buf.getvalue()
+
+
+def clean_log(text: str) -> str:
+    """torch's log lines without their prefixes (level, date, time, process, file, [frame] [artifact]),
+    with a notebook cell's temporary file shown as ``<cell>``.
+
+    >>> clean_log("V1123 09:03:52.649000 4009 torch/_dynamo/guards.py:4760] [5/1] [__recompiles] Recompiling "
+    ...           "function <lambda> in /tmp/ipykernel_4009/1015473912.py:3")
+    'Recompiling function <lambda> in <cell>:3'
+    """
+    return "\n".join(readable_frames(_LOG_PREFIX.sub("", line)) for line in text.splitlines())
+
+
+def kernels_in(log_text: str) -> dict:
+    """``{kernel name: source}`` of every kernel in captured output code (``output_code=True``), in
+    order: the strings passed to ``async_compile.triton(...)`` (GPU) or ``cpp_pybinding`` (CPU)."""
+    return {name: src.strip("\n") for name, src in _KERNEL_SRC.findall(clean_log(log_text))}
+
+
+def extern_calls(log_text: str) -> list:
+    """The library calls in captured output code, in order: ``['addmm', 'mm', ...]`` for each
+    ``extern_kernels.<name>(`` (cuBLAS on a GPU, the CPU's BLAS on a CPU).
+
+    >>> extern_calls("buf1 = ...\\n        extern_kernels.addmm(b, x, w, alpha=1, beta=1, out=buf1)")
+    ['addmm']
+    """
+    return re.findall(r"extern_kernels\.(\w+)\(", clean_log(log_text))
+
+
+def inductor_cache_dir() -> Path:
+    """Where Inductor keeps its generated modules: ``$TORCHINDUCTOR_CACHE_DIR``, by default
+    ``/tmp/torchinductor_<user>``."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:  # older torch
+        from torch._inductor.codecache import cache_dir
+    return Path(cache_dir())
+
+
+def shown_path(path) -> str:
+    """``path`` as a learner's machine would show it: inside Inductor's cache it starts with
+    ``$TORCHINDUCTOR_CACHE_DIR`` (when that is set) or the default ``/tmp/torchinductor_<user>``, inside the
+    home folder with ``~``; this machine's user name never appears.
+
+    >>> shown_path(Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}" / "ji" / "c.py")
+    '/tmp/torchinductor_<user>/ji/c.py'
+    """
+    path = Path(path)
+    user = getpass.getuser()
+    env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    anchors = [(Path(env), "$TORCHINDUCTOR_CACHE_DIR")] if env else []
+    anchors += [(Path(tempfile.gettempdir()) / f"torchinductor_{user}", "/tmp/torchinductor_<user>"),
+                (Path.home(), "~")]
+    for base, label in anchors:
+        if path == base or path.is_relative_to(base):
+            rel = path.relative_to(base).as_posix()
+            return label if rel == "." else f"{label}/{rel}"
+    return path.as_posix().replace(user, "<user>")

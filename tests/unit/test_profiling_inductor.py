@@ -1,0 +1,108 @@
+"""Unit tests of gpu_course/profiling.py and gpu_course/inductor.py (CPU)."""
+import types
+
+import torch
+
+from gpu_course import inductor, profiling
+
+NCU_TEXT = """==PROF== Connected to process 123
+==PROF== Profiling "vectorized_elementwise_kernel": 0%....50%....100% - 11 passes
+    DRAM Frequency                  Ghz         2.62
+    SM Frequency                    Ghz         1.59
+    Memory Throughput                 %        88.65
+    DRAM Throughput                   %        88.65
+    Duration                         us       262.34
+    Compute (SM) Throughput           %         5.71
+    Memory Throughput           Tbyte/s         2.97
+    Elapsed Cycles                cycle      416,855
+"""
+
+
+def test_parse_ncu_reads_the_metrics_and_their_units():
+    r = profiling.parse_ncu(NCU_TEXT)
+    assert r.problem is None and "vectorized_elementwise_kernel" in r.kernel
+    assert r.duration_us == 262.34 and r.dram_pct == 88.65 and r.sm_pct == 5.71
+    assert r.bytes_per_s == 2.97e12                     # the Tbyte/s row, not the % row of the same name
+    assert r.metric("Elapsed Cycles", {"cycle": 1}) == 416855
+    assert "Duration" in str(r) and "262.34" in str(r)
+
+
+def test_parse_ncu_without_metrics_says_why():
+    r = profiling.parse_ncu("==ERROR== ERR_NVGPUCTRPERM - no permission\n", returncode=1)
+    assert r.rows == [] and r.duration_us is None
+    assert "exit code 1" in r.problem and "ERR_NVGPUCTRPERM" in r.problem and "developer.nvidia.com" in str(r)
+
+
+def test_run_ncu_without_ncu_returns_a_report(monkeypatch, tmp_path):
+    monkeypatch.setattr(profiling, "find_ncu", lambda: None)
+    r = profiling.run_ncu(tmp_path / "s.py", "vectorized")
+    assert r.problem.startswith("ncu not found") and r.rows == []
+
+
+def test_run_ncu_runs_the_command_and_saves_the_text(monkeypatch, tmp_path):
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\ncat <<'X'\n" + NCU_TEXT + "X\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(profiling, "find_ncu", lambda: str(fake))
+    script = tmp_path / "s.py"
+    r = profiling.run_ncu(script, "vectorized", save_to=tmp_path / "out.txt", root=tmp_path)
+    assert r.duration_us == 262.34 and (tmp_path / "out.txt").read_text().startswith("==PROF==")
+    assert r.command.startswith("ncu --kernel-name regex:vectorized") and r.command.endswith("python3 s.py")
+
+
+def test_kernel_times_leaves_out_the_profilers_own_rows():
+    cuda = torch.autograd.DeviceType.CUDA
+    row = lambda key, us, dev=cuda: types.SimpleNamespace(key=key, count=2, self_device_time_total=us, device_type=dev)
+    prof = types.SimpleNamespace(key_averages=lambda: [row("gemm", 10.0), row("Activity Buffer Request", 10.0),
+                                                       row("aten::mm", 10.0, torch.autograd.DeviceType.CPU),
+                                                       row("idle", 0.0)])
+    assert profiling.kernel_times(prof) == {"gemm": (2, 10.0)}
+
+
+def test_readable_frames_hides_cell_files_and_addresses():
+    s = "/tmp/ipykernel_1/22.py(2):_f;<built-in_method_pow_of_type_object_at_0xdeadbeef>;x.py(3):_g"
+    assert profiling.readable_frames(s) == "<cell>(2):_f;<built-in_method_pow_of_type_object>;x.py(3):_g"
+
+
+OUTPUT_CODE = """V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] Output code:
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] triton_poi_fused_gelu_1 = async_compile.triton('triton_poi_fused_gelu_1', '''
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] @triton.jit
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] def triton_poi_fused_gelu_1(in_ptr0):
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code]     pass
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] ''', device_str='cuda')
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code]         extern_kernels.mm(buf1, x, out=buf2)
+V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code]         extern_kernels.addmm(b, buf3, w, alpha=1, beta=1, out=buf4)
+"""
+
+
+def test_output_code_kernels_and_library_calls():
+    kernels = inductor.kernels_in(OUTPUT_CODE)
+    assert list(kernels) == ["triton_poi_fused_gelu_1"]
+    assert kernels["triton_poi_fused_gelu_1"].startswith("@triton.jit\ndef triton_poi_fused_gelu_1(")
+    assert inductor.extern_calls(OUTPUT_CODE) == ["mm", "addmm"]
+    assert inductor.clean_log(OUTPUT_CODE).splitlines()[0] == "Output code:"
+
+
+def test_capture_logs_catches_a_recompilation():
+    graphs = []
+    f = torch.compile(lambda t: t + 1, backend=lambda gm, ex: graphs.append(1) or gm.forward)
+    with inductor.capture_logs(recompiles=True) as cap:
+        f(torch.ones(3))
+        f(torch.ones(3, 2))                     # a new rank: a recompilation, logged
+    assert len(graphs) == 2 and "Recompiling function" in cap.text
+    assert "rank mismatch" in cap.clean and not cap.clean.startswith("V")
+    with inductor.capture_logs() as quiet:       # logs are back to the default after the block
+        f(torch.ones(3, 2, 2))
+    assert quiet.text == ""
+
+
+def test_shown_path_hides_the_user(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert inductor.shown_path(tmp_path / "ab" / "c.py") == "$TORCHINDUCTOR_CACHE_DIR/ab/c.py"
+    assert inductor.shown_path(tmp_path) == "$TORCHINDUCTOR_CACHE_DIR"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    import getpass, tempfile
+    from pathlib import Path
+    assert inductor.shown_path(Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}" / "triton" / "0") \
+        == "/tmp/torchinductor_<user>/triton/0"
+    assert inductor.shown_path(Path.home() / ".triton" / "cache") == "~/.triton/cache"
