@@ -837,7 +837,7 @@ def profiled_kernels(fn, *args, **kwargs):
     from torch.profiler import ProfilerActivity, profile
     fn(*args, **kwargs)  # compiled and tuned outside the profile
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn(*args, **kwargs)
         torch.cuda.synchronize()
     names = []
