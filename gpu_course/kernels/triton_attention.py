@@ -13,9 +13,12 @@ shape (batch, heads, N, d).
   The forward saves one number per query row, the log-sum-exp (LSE) of its scores, from which the
   backward rebuilds the probabilities instead of storing them.
 
-Measured against PyTorch's own FlashAttention (``scaled_dot_product_attention`` restricted to its
-flash backend, :func:`sdpa_flash`) by :func:`errors_like_sdpa`, :func:`time_attention` and
-:func:`forward_memory`: the code that notebook 11 and ``bench/flash_attention.py`` share.
+Measured against PyTorch's own attentions (``scaled_dot_product_attention`` restricted to one backend:
+cuDNN, flash, memory-efficient, :data:`SDPA_BACKENDS`, those that run here from :func:`sdpa_baselines`)
+by :func:`errors_like_sdpa`, :func:`time_attention` (GPU time, time per step in a loop, CPU time per
+call), :func:`speed_table`, :func:`record_speed` and :func:`forward_memory`, and looked into by
+:func:`count_dots`, :func:`tensor_core_instructions` (PTX) and :func:`profiled_kernels`: the code that
+notebook 11 and ``bench/flash_attention.py`` share.
 
 Inside the Triton kernels exponentials are base 2 (``exp2(x * log2(e)) == exp(x)``, one instruction
 cheaper); the LSE handed out is in natural log. Scores and running statistics are fp32 whatever
@@ -41,8 +44,10 @@ import triton.language as tl
 
 from ..checking import CheckFailed
 from ..launch import cdiv
-from ..mode import DEVICE, ON_GPU, by_mode
-from ..timing import bench
+from ..device_ceilings import ceilings, spec_peak, throughput
+from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports
+from ..results import report, save_result, stored_results
+from ..timing import bench_user, fmt_ms
 from .triton_matmul import dot_precision
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -121,7 +126,8 @@ def online_softmax_attention(q, k, v, causal=False, block=64, scale=None):
 def attention_flops(batch, heads, n, d, causal=False, backward=False):
     """Floating-point operations counted for attention (the usual convention): two N x N x d
     matmuls of 2 flops per multiply-add, ``4 * batch * heads * N² * d``, halved when causal (half
-    the scores are skipped); the backward does 2.5 times the forward's (five matmuls, not two)."""
+    the scores are skipped); the backward 2.5 times the forward's: five matmuls' worth (S recomputed,
+    dV, dP, dQ, dK), although our two backward kernels execute seven (:data:`BACKWARD_MATMULS`)."""
     f = 4 * batch * heads * n * n * d
     if causal:
         f //= 2
@@ -480,65 +486,382 @@ def flash_attention(q, k, v, causal=False, scale=None):
     return FlashAttention.apply(q, k, v, causal, scale)
 
 
-# ------------------------------------------------ against PyTorch's FlashAttention (notebook 11 and the bench)
-TARGETS = {"forward": 0.80, "backward": 0.6}  # time of SDPA-flash / ours on an H100 (issue 17)
+# ------------------------------------------------ against PyTorch's attentions (notebook 11 and the bench)
 ERROR_FLOORS = {"out": 2e-3, "dq": 1e-2, "dk": 1e-2, "dv": 1e-2}  # fp16 outputs round at ~5e-4
 
+# SDPA's fused backends, strongest first on an H100: name -> (SDPBackend member, gpu_supports feature).
+# "SDPA flash" is FlashAttention-2 (Ampere's mma.sync), "SDPA cuDNN" NVIDIA's cuDNN attention (Hopper
+# kernels on sm_90), "SDPA efficient" the memory-efficient kernel (xFormers'; it runs on older GPUs too).
+SDPA_BACKENDS = {
+    "SDPA cuDNN": ("CUDNN_ATTENTION", "cudnn_sdpa"),
+    "SDPA flash": ("FLASH_ATTENTION", "flash_sdpa"),
+    "SDPA efficient": ("EFFICIENT_ATTENTION", None),
+}
 
-def sdpa_backend():
-    """A context in which ``scaled_dot_product_attention`` may use only its FlashAttention kernel
-    (on a GPU); in cpu mode a context that changes nothing (SDPA's default CPU kernel)."""
+
+def sdpa_backend(name="SDPA flash"):
+    """A context in which ``scaled_dot_product_attention`` may use only the backend ``name`` (a key of
+    :data:`SDPA_BACKENDS`) on a GPU; in cpu mode a context that changes nothing (SDPA's default CPU
+    kernel stands in for every backend there)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    return sdpa_kernel(SDPBackend.FLASH_ATTENTION) if ON_GPU else contextlib.nullcontext()
+    if name not in SDPA_BACKENDS:
+        raise ValueError(f"sdpa_backend: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
+    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[name][0])) if ON_GPU else contextlib.nullcontext()
+
+
+def sdpa_with(name):
+    """A function ``(q, k, v, causal=False) -> out``: SDPA restricted to the backend ``name``."""
+    def sdpa(q, k, v, causal=False):
+        with sdpa_backend(name):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    sdpa.__name__ = sdpa.__qualname__ = name.replace(" ", "_").lower()
+    return sdpa
 
 
 def sdpa_flash(q, k, v, causal=False):
-    """PyTorch's attention restricted to its flash backend (:func:`sdpa_backend`): the baseline."""
-    with sdpa_backend():
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    """PyTorch's attention restricted to its flash backend (FlashAttention-2)."""
+    return sdpa_with("SDPA flash")(q, k, v, causal)
+
+
+def accuracy_baseline():
+    """``(name, function)`` of the SDPA backend ours is held to in :func:`errors_like_sdpa`: the flash
+    backend where this GPU has it, else the memory-efficient one (Colab's T4, sm_75, has no flash SDPA).
+
+    >>> accuracy_baseline()[0] in SDPA_BACKENDS
+    True
+    """
+    name = "SDPA flash" if gpu_supports("flash_sdpa")[0] else "SDPA efficient"
+    return name, sdpa_with(name)
+
+
+def half_dtypes():
+    """``(dtypes, skipped)``: the half-precision dtypes this GPU computes (fp16 always; bf16 from
+    compute capability 8.0) and ``{dtype: one-line reason}`` for the others.
+
+    >>> torch.float16 in half_dtypes()[0]
+    True
+    """
+    ok, why = gpu_supports("bf16")
+    return ([torch.float16, torch.bfloat16], {}) if ok else ([torch.float16], {torch.bfloat16: why})
+
+
+def _one_line(e):
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:140] if text else ''}"
+
+
+def sdpa_baselines(q, k, v, dout, causal=False, names=tuple(SDPA_BACKENDS)):
+    """The SDPA backends (of ``names``) that run here for these inputs: ``(fns, skipped)`` with
+    ``fns = {name: function(q, k, v, causal)}`` and ``skipped = {name: one-line reason}``. A backend
+    is skipped where ``utils.gpu_supports`` says this GPU lacks it, in cpu mode (except "SDPA flash",
+    for which SDPA's default CPU kernel stands in), or where one forward and backward with it raises
+    (the exception's first line is the reason). ``q, k, v`` must require grad."""
+    import warnings
+    fns, skipped = {}, {}
+    for name in names:
+        if name not in SDPA_BACKENDS:
+            raise ValueError(f"sdpa_baselines: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
+        feature = SDPA_BACKENDS[name][1]
+        ok, why = gpu_supports(feature) if feature else (True, "")
+        if not ok:
+            skipped[name] = f"{name}: {why}"
+            continue
+        if not ON_GPU and name != "SDPA flash":
+            skipped[name] = f"{name}: skipped in cpu mode (a GPU backend; on the CPU SDPA has its own kernel)"
+            continue
+        fn = sdpa_with(name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch warns why a backend refuses, then raises
+                out = fn(q, k, v, causal)
+                torch.autograd.grad(out, (q, k, v), dout)
+        except Exception as e:  # noqa: BLE001 - any failure of the library means: not available here
+            skipped[name] = f"{name}: skipped, it raised {_one_line(e)}"
+            continue
+        fns[name] = fn
+    return fns, skipped
 
 
 def _max_err(a, b):
     return (a.detach().double() - b.detach().double()).abs().max().item()
 
 
-def errors_like_sdpa(q, k, v, dout, causal=False):
-    """Max abs errors of the output and of dQ, dK, dV, of ours and of :func:`sdpa_flash`, against
-    an fp32 reference (SDPA's math kernel on fp32 copies): ``{"out": (ours, sdpa), "dq": ...}``.
-    Raises :class:`CheckFailed` where ours errs more than twice as much as SDPA-flash plus
-    :data:`ERROR_FLOORS`. ``q, k, v`` must require grad."""
+def errors_like_sdpa(q, k, v, dout, causal=False, baseline=None):
+    """Max abs errors of the output and of dQ, dK, dV, of ours and of an SDPA backend (``baseline``:
+    ``(name, function)``, default :func:`accuracy_baseline`), against an fp32 reference (SDPA's math
+    kernel on fp32 copies): ``{"out": (ours, sdpa), "dq": ...}``. Raises :class:`CheckFailed` where
+    ours errs more than twice as much as the library plus :data:`ERROR_FLOORS`. ``q, k, v`` must
+    require grad."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    name, sdpa = baseline or accuracy_baseline()
     ref_in = [t.detach().float().requires_grad_() for t in (q, k, v)]
     with sdpa_kernel(SDPBackend.MATH):
         ref = F.scaled_dot_product_attention(*ref_in, is_causal=causal)
     refs = (ref, *torch.autograd.grad(ref, ref_in, dout.float()))
     got = {}
-    for name, fn in (("ours", flash_attention), ("sdpa", sdpa_flash)):
+    for who, fn in (("ours", flash_attention), ("sdpa", sdpa)):
         out = fn(q, k, v, causal)
-        got[name] = (out, *torch.autograd.grad(out, (q, k, v), dout))
+        got[who] = (out, *torch.autograd.grad(out, (q, k, v), dout))
     errors = {}
     for i, what in enumerate(ERROR_FLOORS):
         ours, theirs = _max_err(got["ours"][i], refs[i]), _max_err(got["sdpa"][i], refs[i])
         errors[what] = (ours, theirs)
         if not ours <= 2 * theirs + ERROR_FLOORS[what]:
-            raise CheckFailed(f"flash_attention, causal={causal}: {what} errs by {ours:.2e}, SDPA-flash by "
+            raise CheckFailed(f"flash_attention, causal={causal}: {what} errs by {ours:.2e}, {name} by "
                               f"{theirs:.2e} (allowed: 2x + {ERROR_FLOORS[what]})")
     return errors
 
 
-def time_attention(q, k, v, dout, causal=False, reps=None):
-    """Forward and backward times (:func:`~gpu_course.timing.bench`) of ours and of
-    :func:`sdpa_flash`: ``{("ours", "forward"): Timing, ("ours", "backward"): ..., ("sdpa", ...)}``.
-    The backward is ``torch.autograd.grad`` of one forward's output (kept between runs).
-    ``q, k, v`` must require grad."""
+def time_attention(q, k, v, dout, causal=False, baselines=None):
+    """What a caller gets from ours and from each baseline (``{name: function(q, k, v, causal)}``,
+    default: the flash backend alone), forward and backward: ``{(name, "forward"): UserTiming, ...}``
+    with name ``"ours"`` or a baseline's (:func:`~gpu_course.timing.bench_user`: GPU time, time per
+    step in a loop, CPU time per call). The backward is ``torch.autograd.grad`` of one forward's output
+    (kept between runs). ``q, k, v`` must require grad."""
+    baselines = {"SDPA flash": sdpa_flash} if baselines is None else baselines
     times = {}
-    for name, fn in (("ours", flash_attention), ("sdpa", sdpa_flash)):
-        times[name, "forward"] = bench(fn, q, k, v, causal, reps=reps)
+    for name, fn in {"ours": flash_attention, **baselines}.items():
+        times[name, "forward"] = bench_user(fn, q, k, v, causal)
         out = fn(q, k, v, causal)
-        times[name, "backward"] = bench(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True),
-                                        reps=reps)
+        times[name, "backward"] = bench_user(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
         del out
     return times
+
+
+def rate_label():
+    """``(kind, peak TFLOP/s, label)`` that attention's fp16 rates are set against: the spec-sheet fp16
+    peak where the course has this GPU's spec sheet, else cuBLAS's fp16 rate measured here; ``None`` on
+    the CPU (no fp16 ceiling there)."""
+    if not ON_GPU:
+        return None
+    spec = spec_peak("fp16")
+    if spec:
+        return "spec", spec, f"of the spec-sheet fp16 peak ({spec:.0f} TFLOP/s)"
+    best = ceilings()["fp16"]
+    return "measured", best, f"of cuBLAS fp16 at 8192³ measured here ({best:.0f} TFLOP/s)"
+
+
+def shape_tag(d, causal):
+    """``"d=64"`` or ``"d=64, causal"``: how the notebook and the results name a shape of the timings."""
+    return f"d={d}" + (", causal" if causal else "")
+
+
+def speed_table(times, phase, flops):
+    """One table of :func:`time_attention`'s timings for ``phase``: per name, GPU time, time per step
+    in a loop, CPU time per call, TFLOP/s (``flops`` over the GPU time) and, on a GPU, its % of the
+    peak of :func:`rate_label`; a last line names any launch-bound call (CPU per call > GPU time)."""
+    names = [n for n, ph in times if ph == phase]
+    label = rate_label()
+    lines = [f"{phase:<16}{'GPU time':>11}{'loop/step':>11}{'CPU/call':>11}{'TFLOP/s':>9}"
+             + (f"{'% peak':>8}" if label else "")]
+    for name in names:
+        t = times[name, phase]
+        rate = flops / t.median / 1e9
+        lines.append(f"{name:<16}{fmt_ms(t.median):>11}{fmt_ms(t.loop_ms):>11}{fmt_ms(t.cpu_ms):>11}{rate:>9.0f}"
+                     + (f"{100 * rate / label[1]:>7.0f}%" if label else ""))
+    if label:
+        lines.append(f"(% peak: {label[2]})")
+    launch_bound = [n for n in names if times[n, phase].launch_bound]
+    if launch_bound and ON_GPU:
+        lines.append(f"launch-bound (CPU per call > GPU time): {', '.join(launch_bound)}")
+    return "\n".join(lines)
+
+
+def speed_ratios(speed, baseline, phase):
+    """``{(d, causal): (gpu, loop)}``: ``baseline``'s time over ours (above 1: ours is faster) by GPU
+    time and by time per step in a loop, for each shape of ``speed`` (``{(d, causal): times}`` of
+    :func:`time_attention`) where ``baseline`` ran."""
+    out = {}
+    for key, times in speed.items():
+        if (baseline, phase) in times:
+            b, o = times[baseline, phase], times["ours", phase]
+            out[key] = (b.median / o.median, b.loop_ms / o.loop_ms)
+    return out
+
+
+def ratio_table(speed, baselines=("SDPA flash", "SDPA cuDNN")):
+    """A table of :func:`speed_ratios`: per shape, ours against each of ``baselines`` (those that ran),
+    forward and backward, GPU time and loop; ``1.00x`` is the library's speed, above is faster."""
+    cols = [(b, ph) for ph in ("forward", "backward") for b in baselines
+            if any((b, ph) in t for t in speed.values())]
+    ratios = {c: speed_ratios(speed, *c) for c in cols}
+    lines = ["ours: the library's time over ours (GPU time, loop); above 1.00x ours is faster",
+             f"{'shape':<14}" + "".join(f"{dict(forward='fwd', backward='bwd')[ph] + ' vs ' + b[5:]:>19}" for b, ph in cols)]
+    for key in speed:
+        cells = []
+        for c in cols:
+            g, lp = ratios[c].get(key, (math.nan, math.nan))
+            cells.append(f"{g:>11.2f}x,{lp:>5.2f}x")
+        lines.append(f"{shape_tag(*key):<14}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def record_speed(notebook, tag, size, times, phase, flops):
+    """Record :func:`time_attention`'s timings of ``phase`` in the results (on a GPU, during
+    ``course.py execute``): each SDPA backend's row quietly, and ours with :func:`~gpu_course.results.report`
+    once against each of SDPA flash and SDPA cuDNN that ran (kernel ``flash attention {phase}, {tag}``
+    and ``... vs cuDNN``), which prints those lines. Returns the printed lines."""
+    rate = dict(flops=flops, kind="fp16") if ON_GPU else {}
+    for name, ph in times:
+        if ph == phase and name != "ours" and ON_GPU:
+            save_result(notebook, f"{name} {phase}, {tag}", size, times[name, ph],
+                        throughput(times[name, ph], **rate), baseline_name=name)
+    lines = []
+    for base, suffix in (("SDPA flash", ""), ("SDPA cuDNN", " vs cuDNN")):
+        if (base, phase) in times:
+            lines.append(report(notebook, f"flash attention {phase}, {tag}{suffix}", size, times["ours", phase],
+                                baseline=times[base, phase], baseline_name=base, **rate))
+    return lines
+
+
+def summary_rows(speed, shape):
+    """The closing table's rows from this run's ``speed`` (``{(d, causal): times}`` of
+    :func:`time_attention`, at ``shape`` = (batch, heads, N)): one dict per shape and phase with
+    ``what``, ``ms`` (ours, GPU time), ``tflops``, ``pct_spec`` (% of the spec-sheet fp16 peak, or
+    None), ``vs_flash`` and ``vs_cudnn`` (the library's GPU time over ours, None where it did not run)."""
+    spec, rows = spec_peak("fp16") if ON_GPU else None, []
+    for (d, causal), times in speed.items():
+        for phase in ("forward", "backward"):
+            ms = times["ours", phase].median
+            tflops = attention_flops(*shape, d, causal, backward=phase == "backward") / ms / 1e9
+            ratio = {b: times[b, phase].median / ms if (b, phase) in times else None
+                     for b in ("SDPA flash", "SDPA cuDNN")}
+            rows.append(dict(what=f"flash attention {phase}, {shape_tag(d, causal)}", ms=ms, tflops=tflops,
+                             pct_spec=100 * tflops / spec if spec else None,
+                             vs_flash=ratio["SDPA flash"], vs_cudnn=ratio["SDPA cuDNN"]))
+    return rows
+
+
+def stored_summary_rows(notebook):
+    """:func:`summary_rows` from the results stored by a GPU run of ``notebook`` (for the CPU): ours
+    against SDPA flash (kernel ``flash attention ...``) and SDPA cuDNN (``... vs cuDNN``), and the
+    device they come from (``None`` without stored results)."""
+    stored = [r for r in stored_results(notebook=notebook) if r["kernel"].startswith("flash attention")]
+    vs_cudnn = {r["kernel"][:-len(" vs cuDNN")]: r for r in stored if r["kernel"].endswith(" vs cuDNN")}
+    rows = []
+    for r in stored:
+        if r["kernel"].endswith(" vs cuDNN"):
+            continue
+        spec = spec_peak("fp16", r["device"])
+        c = vs_cudnn.get(r["kernel"])
+        rows.append(dict(what=r["kernel"], ms=float(r["ms"]), tflops=float(r["rate"]),
+                         pct_spec=100 * float(r["rate"]) / spec if spec else None,
+                         vs_flash=float(r["vs_baseline"]) if r["vs_baseline"] else None,
+                         vs_cudnn=float(c["vs_baseline"]) if c and c["vs_baseline"] else None))
+    return rows, (stored[0]["device"] if stored else None)
+
+
+def summary_table(rows):
+    """The closing table of :func:`summary_rows` as text."""
+    def x(v):
+        return f"{v:5.2f}x" if v is not None else f"{'-':>6}"
+    lines = [f"{'':<40}{'ours':>10}{'TFLOP/s':>9}{'% spec':>8}{'vs flash':>10}{'vs cuDNN':>10}"]
+    for r in rows:
+        pct = f"{r['pct_spec']:6.0f}%" if r["pct_spec"] is not None else f"{'-':>7}"
+        lines.append(f"{r['what']:<40}{fmt_ms(r['ms']):>10}{r['tflops']:>9.0f}{pct:>8}{x(r['vs_flash']):>10}"
+                     f"{x(r['vs_cudnn']):>10}")
+    lines.append("(% spec: of the spec-sheet fp16 peak; vs: the library's GPU time over ours, above 1.00x ours is "
+                 "faster)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------- what the kernels are made of (source, PTX, profiler)
+def count_dots(*fns):
+    """How many ``tl.dot`` calls the source of each Triton function in ``fns`` makes (in its loop
+    body: one per tile pair visited): ``{name: count}``.
+
+    >>> count_dots(_dkdv_inner, _dq_inner)
+    {'_dkdv_inner': 4, '_dq_inner': 3}
+    """
+    import inspect
+    import re
+    out = {}
+    for fn in fns:
+        src = inspect.getsource(getattr(fn, "fn", fn))
+        out[getattr(fn, "__name__", None) or fn.fn.__name__] = len(re.findall(r"\btl\.dot\(", src))
+    return out
+
+
+BACKWARD_MATMULS = {"counted": 5, "ours": sum(count_dots(_dkdv_inner, _dq_inner).values())}
+"""Matmuls of N x N x d per (batch, head) in the backward: as the usual FLOP count has it (S recomputed,
+dV, dP, dQ, dK: 2.5 forwards), and as our two kernels execute them (S and dP in both kernels: 7)."""
+
+
+def mma_instructions(ptx):
+    """The tensor-core opcodes in PTX text (``wgmma.mma_async...`` on Hopper, ``mma.sync...`` before),
+    sorted and without repeats.
+
+    >>> mma_instructions("  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {...};\\n  mma.sync.aligned.m16n8k16 x;")
+    ['mma.sync.aligned.m16n8k16', 'wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16']
+    """
+    ops = set()
+    for line in ptx.splitlines():
+        op = line.strip().split(" ")[0]
+        if op.startswith(("wgmma.mma_async", "mma.sync")):
+            ops.add(op)
+    return sorted(ops)
+
+
+def tensor_core_instructions(q, k, v, dout, causal=False):
+    """``{"forward": [...], "dK/dV": [...], "dQ": [...]}``: the tensor-core opcodes (:func:`mma_instructions`)
+    in the PTX that Triton compiled for each of our kernels, with the configuration its autotuner kept for
+    these inputs (run once here). GPU only: the interpreter compiles nothing."""
+    if not ON_GPU:
+        raise RuntimeError("tensor_core_instructions needs a GPU: in cpu mode Triton interprets and compiles no PTX")
+    q, k, v, dout = (t.detach().contiguous() for t in (q, k, v, dout))
+    out, lse = attention_forward(q, k, v, causal)          # tunes the forward for these inputs
+    attention_backward(q, k, v, out, lse, dout, causal)    # and the backward
+    B, H, N, D = q.shape
+    sc, sw = default_scale(D), dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
+    delta = (out.float() * dout.float()).sum(-1)
+    dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+
+    def cfg(tuned):
+        c = tuned.best_config
+        return dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
+    fc, kc, qc = cfg(attention_fwd_tuned), cfg(attention_bwd_dkdv_tuned), cfg(attention_bwd_dq_tuned)
+    compiled = {
+        "forward": attention_fwd_kernel[(cdiv(N, fc["BLOCK_M"]), B * H)](q, k, v, out, lse.clone(), sc, N, **sw, **fc),
+        "dK/dV": attention_bwd_dkdv_kernel[(cdiv(N, kc["BLOCK_N"]), B * H)](
+            q, k, v, dout, lse, delta, dk, dv, sc, N, **sw, **kc),
+        "dQ": attention_bwd_dq_kernel[(cdiv(N, qc["BLOCK_M"]), B * H)](q, k, v, dout, lse, delta, dq, sc, N, **sw, **qc),
+    }
+    return {name: mma_instructions(c.asm["ptx"]) for name, c in compiled.items()}
+
+
+def profiled_kernels(fn, *args, **kwargs):
+    """The names of the GPU kernels that ``fn(*args, **kwargs)`` launched, in order of first launch,
+    from ``torch.profiler`` (memory copies and fills left out). GPU only."""
+    if not ON_GPU:
+        raise RuntimeError("profiled_kernels needs a GPU: in cpu mode no GPU kernel runs")
+    from torch.profiler import ProfilerActivity, profile
+    fn(*args, **kwargs)  # compiled and tuned outside the profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(*args, **kwargs)
+        torch.cuda.synchronize()
+    names = []
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
+            if e.name not in names:
+                names.append(e.name)
+    return names
+
+
+def short_kernel_name(name, width=110):
+    """A kernel's name cut to ``width`` characters (C++ template arguments make them long)."""
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def distinct_grads(fn, q, k, v, dout, causal=False, runs=5):
+    """How many different dQ (bit for bit) ``runs`` backwards of ``fn`` give for the same inputs: 1 for a
+    deterministic backward; more where the gradient is summed with atomics in a run-dependent order."""
+    seen = set()
+    for _ in range(runs):
+        out = fn(q, k, v, causal)
+        dq = torch.autograd.grad(out, (q,), dout)[0]
+        seen.add(dq.cpu().numpy().tobytes())
+    return len(seen)
 
 
 def config_str(cfg):

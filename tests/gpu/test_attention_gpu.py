@@ -62,3 +62,53 @@ def test_every_backward_config(i, causal, d):
     _, _, ref_grads = reference(q, k, v, do, causal)
     for g, r, name in zip(grads, ref_grads, ("dq", "dk", "dv")):
         utils.check(g, r, atol=2e-2, rtol=2e-2, name=name)
+
+
+# ------------------------------------------------ notebook 11's comparison with SDPA, and what it shows
+def grad_inputs(d=64, shape=(2, 3, 1000)):
+    q, k, v, do = (torch.randn(*shape, d, device="cuda", dtype=torch.float16) for _ in range(4))
+    return (*(t.requires_grad_() for t in (q, k, v)), do)
+
+
+def test_sdpa_baselines_run_or_say_why():
+    q, k, v, do = grad_inputs()
+    fns, skipped = ta.sdpa_baselines(q, k, v, do)
+    assert set(fns) | set(skipped) == set(ta.SDPA_BACKENDS) and not set(fns) & set(skipped)
+    assert all("\n" not in why for why in skipped.values()), skipped
+    for feature, name in (("flash_sdpa", "SDPA flash"), ("cudnn_sdpa", "SDPA cuDNN")):
+        if not utils.gpu_supports(feature)[0]:
+            assert name in skipped
+    if utils.gpu_supports("flash_sdpa")[0]:
+        assert "SDPA flash" in fns, skipped
+    for name, fn in fns.items():  # each backend that runs computes attention
+        utils.check(fn(q, k, v, True).float(), F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                    is_causal=True), atol=5e-3, rtol=1e-2, name=name)
+
+
+def test_time_attention_gives_user_timings_for_every_backend():
+    q, k, v, do = grad_inputs(shape=(1, 2, 512))
+    fns, _ = ta.sdpa_baselines(q, k, v, do)
+    times = ta.time_attention(q, k, v, do, baselines=fns)
+    assert set(times) == {(n, p) for n in ("ours", *fns) for p in ("forward", "backward")}
+    assert all(t.on_gpu and t.median > 0 and t.loop_ms > 0 and t.cpu_ms > 0 for t in times.values())
+
+
+def test_our_kernels_use_the_tensor_cores_of_this_gpu():
+    q, k, v, do = grad_inputs()
+    ops = ta.tensor_core_instructions(q, k, v, do)
+    assert set(ops) == {"forward", "dK/dV", "dQ"}
+    want = "wgmma.mma_async" if utils.gpu_supports("wgmma")[0] else "mma.sync"
+    assert all(any(op.startswith(want) for op in found) for found in ops.values()), ops
+
+
+def test_profiler_names_our_three_backward_kernels():
+    q, k, v, do = grad_inputs()
+    names = ta.profiled_kernels(lambda: torch.autograd.grad(ta.flash_attention(q, k, v), (q, k, v), do))
+    for kernel in ("attention_fwd_kernel", "attention_bwd_delta_kernel", "attention_bwd_dkdv_kernel",
+                   "attention_bwd_dq_kernel"):
+        assert any(kernel in n for n in names), names
+
+
+def test_our_backward_is_deterministic_on_the_gpu():
+    q, k, v, do = grad_inputs()
+    assert ta.distinct_grads(ta.flash_attention, q, k, v, do, causal=True, runs=5) == 1

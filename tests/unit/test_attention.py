@@ -149,11 +149,133 @@ def test_errors_like_sdpa_reports_both_and_refuses_a_wrong_attention(monkeypatch
         ta.errors_like_sdpa(q, k, v, do, causal=True)
 
 
-def test_time_attention_times_forward_and_backward_of_both():
-    q, k, v = (t.requires_grad_() for t in qkv((1, 1, 17, 16), dtype=torch.float16, seed=12))
-    times = ta.time_attention(q, k, v, torch.ones_like(q), causal=False, reps=1)
-    assert set(times) == {(n, p) for n in ("ours", "sdpa") for p in ("forward", "backward")}
-    assert all(t.n == 1 and t.median > 0 for t in times.values())
+def small_grad_inputs(n=17, seed=12):
+    q, k, v = (t.requires_grad_() for t in qkv((1, 1, n, 16), dtype=torch.float16, seed=seed))
+    return q, k, v, torch.ones_like(q)
+
+
+def test_time_attention_gives_what_a_user_gets_for_ours_and_each_baseline():
+    q, k, v, do = small_grad_inputs()
+    times = ta.time_attention(q, k, v, do, causal=False, baselines={"SDPA flash": ta.sdpa_flash})
+    assert set(times) == {(n, p) for n in ("ours", "SDPA flash") for p in ("forward", "backward")}
+    assert all(isinstance(t, utils.UserTiming) and t.median > 0 and t.loop_ms > 0 and t.cpu_ms > 0
+               for t in times.values())
+    table = ta.speed_table(times, "backward", flops=10**6)
+    assert table.splitlines()[0].split()[:4] == ["backward", "GPU", "time", "loop/step"]
+    assert [line.split()[0] for line in table.splitlines()[1:3]] == ["ours", "SDPA"]
+    # the library's time over ours, GPU and loop, per shape; a baseline that did not run has no entry
+    speed = {(16, False): times}
+    (g, lp), = ta.speed_ratios(speed, "SDPA flash", "forward").values()
+    assert g == pytest.approx(times["SDPA flash", "forward"].median / times["ours", "forward"].median)
+    assert lp == pytest.approx(times["SDPA flash", "forward"].loop_ms / times["ours", "forward"].loop_ms)
+    assert ta.speed_ratios(speed, "SDPA cuDNN", "forward") == {}
+    assert "nan" in ta.ratio_table({**speed, (16, True): {k: t for k, t in times.items() if k[0] == "ours"}})
+    rows = ta.summary_rows(speed, (1, 1, 17))
+    assert [r["what"] for r in rows] == ["flash attention forward, d=16", "flash attention backward, d=16"]
+    assert rows[0]["vs_flash"] == pytest.approx(g) and rows[0]["vs_cudnn"] is None
+    assert "vs cuDNN" in ta.summary_table(rows)
+
+
+def test_record_speed_reports_ours_against_flash_and_cudnn(capsys):
+    q, k, v, do = small_grad_inputs()
+    times = ta.time_attention(q, k, v, do, baselines={"SDPA flash": ta.sdpa_flash, "SDPA cuDNN": ta.sdpa_flash})
+    lines = ta.record_speed("nb", "d=16", "tiny", times, "forward", flops=10**6)
+    assert [line.split(":")[0] for line in lines] == ["flash attention forward, d=16",
+                                                      "flash attention forward, d=16 vs cuDNN"]
+    assert "SDPA flash" in lines[0] and "SDPA cuDNN" in lines[1] and "in a loop" in lines[1]
+    assert capsys.readouterr().out.count("flash attention forward") == 2
+
+
+def test_stored_summary_rows_pair_the_flash_and_cudnn_rows(tmp_path, monkeypatch):
+    from gpu_course import results
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    rows = [{"when": "t", "notebook": "nbx", "kernel": k, "size": "s", "device": "NVIDIA H100 80GB HBM3", "ms": "2",
+             "rate": "494.7", "unit": "TFLOP/s", "pct_of_ceiling": "", "ceiling": "fp16", "baseline": b,
+             "baseline_ms": "", "vs_baseline": vs} for k, b, vs in
+            [("SDPA flash forward, d=64", "", ""), ("flash attention forward, d=64", "SDPA flash", "1.3"),
+             ("flash attention forward, d=64 vs cuDNN", "SDPA cuDNN", "0.9")]]
+    import csv
+    with (tmp_path / "nvidia-h100-80gb-hbm3.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=results.RESULT_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    got, device = ta.stored_summary_rows("nbx")
+    assert device == "NVIDIA H100 80GB HBM3"
+    assert got == [dict(what="flash attention forward, d=64", ms=2.0, tflops=494.7, pct_spec=pytest.approx(50.0),
+                        vs_flash=1.3, vs_cudnn=0.9)]
+
+
+def test_sdpa_baselines_skip_with_one_line_reasons(monkeypatch):
+    q, k, v, do = small_grad_inputs()
+    fns, skipped = ta.sdpa_baselines(q, k, v, do)
+    if not utils.ON_GPU:  # SDPA's CPU kernel stands in for flash; the GPU backends are skipped, and say so
+        assert list(fns) == ["SDPA flash"] and set(skipped) == {"SDPA cuDNN", "SDPA efficient"}
+    assert all("\n" not in why and why.startswith(name) for name, why in skipped.items())
+    # a backend that raises is tried once and skipped with the exception's first line
+    def broken(name):
+        def fn(q, k, v, causal=False):
+            raise RuntimeError("No available kernel. Aborting execution.\nsecond line")
+        return fn
+    monkeypatch.setattr(ta, "sdpa_with", broken)
+    fns, skipped = ta.sdpa_baselines(q, k, v, do, names=("SDPA flash",))
+    assert fns == {} and skipped == {
+        "SDPA flash": "SDPA flash: skipped, it raised RuntimeError: No available kernel. Aborting execution."}
+    with pytest.raises(ValueError, match="unknown backend"):
+        ta.sdpa_baselines(q, k, v, do, names=("SDPA math",))
+
+
+def test_colab_t4_guards(monkeypatch):
+    """A T4 (sm_75) has no flash or cuDNN SDPA and no bf16: they are skipped with the reason, and the
+    accuracy check falls back on SDPA's memory-efficient backend."""
+    monkeypatch.setenv("COURSE_FAKE_CC", "7.5")
+    q, k, v, do = small_grad_inputs()
+    fns, skipped = ta.sdpa_baselines(q, k, v, do, names=("SDPA cuDNN", "SDPA flash"))
+    assert fns == {}
+    assert "sm_75" in skipped["SDPA flash"] and "flash-attention backend needs compute capability 8.0" in \
+        skipped["SDPA flash"]
+    assert "sm_75" in skipped["SDPA cuDNN"]
+    assert ta.accuracy_baseline()[0] == "SDPA efficient"
+    dtypes, no = ta.half_dtypes()
+    assert dtypes == [torch.float16] and "sm_75" in no[torch.bfloat16]
+    if not utils.ON_GPU:  # the memory-efficient stand-in is SDPA's CPU kernel here: the check still runs
+        assert set(ta.errors_like_sdpa(q, k, v, do)) == {"out", "dq", "dk", "dv"}
+    monkeypatch.setenv("COURSE_FAKE_CC", "9.0")
+    assert ta.accuracy_baseline()[0] == "SDPA flash" and ta.half_dtypes()[1] == {}
+
+
+def test_backward_matmuls_are_counted_from_the_source():
+    assert ta.count_dots(ta._dkdv_inner, ta._dq_inner) == {"_dkdv_inner": 4, "_dq_inner": 3}
+    assert ta.count_dots(ta._fwd_inner) == {"_fwd_inner": 2}
+    assert ta.BACKWARD_MATMULS == {"counted": 5, "ours": 7}
+    # the usual count: 2.5 forwards = 5 matmuls of N x N x d, 2 flops per multiply-add
+    assert ta.attention_flops(1, 1, 8, 16, backward=True) == 5 * 2 * 8 * 8 * 16
+
+
+def test_ptx_and_profiler_helpers():
+    ptx = ("  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {a}, b;\n  wgmma.fence.sync.aligned;\n"
+           "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {c}, d;\n  mma.sync.aligned.m16n8k16.row.col x;")
+    assert ta.mma_instructions(ptx) == ["mma.sync.aligned.m16n8k16.row.col",
+                                        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"]
+    assert ta.mma_instructions("ld.global.b32 r, [p];") == []
+    assert ta.short_kernel_name("k" * 200, width=20) == "k" * 17 + "..."
+    assert ta.short_kernel_name("attention_fwd_kernel") == "attention_fwd_kernel"
+    if not utils.ON_GPU:
+        q = torch.zeros(1, 1, 8, 16)
+        with pytest.raises(RuntimeError, match="needs a GPU"):
+            ta.tensor_core_instructions(q, q, q, q)
+        with pytest.raises(RuntimeError, match="needs a GPU"):
+            ta.profiled_kernels(lambda: None)
+
+
+def test_our_backward_is_deterministic():
+    q, k, v = (t.requires_grad_() for t in qkv((1, 2, 33, 16), seed=13))
+    do = qkv((1, 2, 33, 16), seed=14)[0]
+    assert ta.distinct_grads(ta.flash_attention, q, k, v, do, causal=True, runs=2) == 1
+    # a backward that changes from run to run is counted as such
+    calls = iter(range(10))
+    def noisy(q, k, v, causal=False):
+        return ta.naive_attention(q, k, v, causal) * (1 + 1e-3 * next(calls))
+    assert ta.distinct_grads(noisy, q, k, v, do, runs=3) == 3
 
 
 def test_forward_memory_and_configs_in_cpu_mode():
