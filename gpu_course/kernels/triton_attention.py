@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -837,11 +838,14 @@ def profiled_kernels(fn, *args, **kwargs):
     from torch.profiler import ProfilerActivity, profile
     fn(*args, **kwargs)  # compiled and tuned outside the profile
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn(*args, **kwargs)
-        torch.cuda.synchronize()
+    with warnings.catch_warnings():  # torch says once that its profiler clears events each cycle: one cycle here
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn(*args, **kwargs)
+            torch.cuda.synchronize()
+        events = prof.events()
     names = []
-    for e in prof.events():
+    for e in events:
         if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
             if e.name not in names:
                 names.append(e.name)
