@@ -6,7 +6,9 @@ rung 7), so :func:`source` joins them in order.
 Host functions (every output is a tensor the caller passes, so checks can hand in poisoned ones):
 
 * ``sum_rung(x, out, rung, blocks)``: the sum of fp32 ``x`` into the one-element ``out`` with rung
-  1..8 (:data:`RUNGS`); ``blocks`` is the grid of the grid-stride rungs 5-8;
+  1..8 (:data:`RUNGS`); ``blocks`` is the grid of the grid-stride rungs 5-8. Rungs 2-4 write one
+  partial per block and run again on the partials (:func:`tree_grids` gives the passes' grids),
+  rungs 5-6 run a second launch of one block over their ``blocks`` partials;
 * ``scan_kogge_stone(x, out)`` (n <= 1024), ``scan_brent_kung(x, out)`` (n <= 2048): one block;
   ``scan_three_pass(x, out)``, ``scan_lookback(x, out)``: any n, inclusive, fp32;
 * ``histogram(x, counts, lo, hi, privatized, blocks)``: int32 ``counts`` with torch.histc's bins;
@@ -18,6 +20,8 @@ Host functions (every output is a tensor the caller passes, so checks can hand i
 'reduce/08_last_block.cu'
 >>> FUNCS[:2]
 ['sum_rung', 'scan_kogge_stone']
+>>> tree_grids(100_000_000)
+[390625, 1526, 6, 1]
 """
 from __future__ import annotations
 
@@ -39,6 +43,38 @@ DISPATCHER = "reduce/sum_rung.cu"
 
 FUNCS = ["sum_rung", "scan_kogge_stone", "scan_brent_kung", "scan_three_pass", "scan_lookback",
          "histogram", "rgb_to_grey", "blur"]
+
+
+RB = 256   # threads per block of every rung (``RB`` in ``reduce/01_atomic.cu``)
+
+
+def tree_grids(n: int, block: int = RB) -> list:
+    """The grid (blocks) of each launch rungs 2-4 make for a sum of ``n`` values: each block sums
+    ``block`` values into one partial, and the next launch sums the partials, until one block is left.
+
+    >>> tree_grids(70_001)
+    [274, 2, 1]
+    """
+    if n < 1:
+        return []
+    grids = []
+    while True:
+        n = -(-n // block)
+        grids.append(n)
+        if n == 1:
+            return grids
+
+
+def launches(rung: int, n: int, blocks: int) -> dict:
+    """``{kernel name: launches}`` that ``sum_rung(x, out, rung, blocks)`` makes for ``n >= 1`` values.
+
+    >>> launches(4, 70_001, 3), launches(6, 70_001, 3), launches(6, 70_001, 1)
+    ({'sum_sequential_k': 3}, {'sum_shuffle_k': 2}, {'sum_shuffle_k': 1})
+    """
+    kernel = {1: "sum_atomic_k", 2: "sum_tree_divergent_k", 3: "sum_tree_conflicts_k", 4: "sum_sequential_k",
+              5: "sum_coarsened_k", 6: "sum_shuffle_k", 7: "sum_float4_k", 8: "sum_last_block_k"}[rung]
+    count = len(tree_grids(n)) if rung in (2, 3, 4) else (2 if rung in (5, 6) and blocks > 1 else 1)
+    return {kernel: count}
 
 
 def rung_file(rung: int) -> str:

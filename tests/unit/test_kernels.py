@@ -355,6 +355,23 @@ def test_every_sum_rung_matches_float64(reduce_mod):
             utils.check(out, x.double().sum().reshape(1), atol=1e-6 * max(n, 1), rtol=1e-6, name=f"{name}, n={n}")
 
 
+def test_tree_rungs_write_partials_and_run_again_on_them(reduce_mod):
+    # Rungs 2-4: one launch per level of partials (70,001 -> 274 -> 2 -> 1), rungs 5-6: a second launch
+    # of one block; none of rungs 2-6 adds with a float atomic (each block's partial goes to an array).
+    x = torch.randn(70_001)
+    for rung in (2, 3, 4, 5, 6):
+        for blocks in (3, 1):
+            reduce_mod._cuda_emu_reset_launches()
+            out = utils.poisoned(1)
+            reduce_mod.sum_rung(x, out, rung, blocks)
+            utils.check(out, x.double().sum().reshape(1), atol=1e-6 * x.numel(), rtol=1e-6, name=f"rung {rung}")
+            got = {k: v for k, v in reduce_mod._cuda_emu_launches().items() if v}
+            assert got == reductions.launches(rung, x.numel(), blocks), (rung, blocks, got)
+        assert "atomicAdd" not in reductions.rung_source(rung)
+    assert reductions.tree_grids(100_000_000) == [390_625, 1_526, 6, 1]
+    assert reductions.tree_grids(256) == [1] and reductions.tree_grids(257) == [2, 1] and reductions.tree_grids(0) == []
+
+
 def test_last_block_rung_resets_its_counter_and_repeats_its_bits(reduce_mod):
     x = torch.randn(50_001)
     bits = set()
