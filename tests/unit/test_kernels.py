@@ -372,6 +372,20 @@ def test_tree_rungs_write_partials_and_run_again_on_them(reduce_mod):
     assert reductions.tree_grids(256) == [1] and reductions.tree_grids(257) == [2, 1] and reductions.tree_grids(0) == []
 
 
+def test_lookback_walk_publishes_the_running_totals_in_any_order():
+    import itertools
+    sums = [3, 5, 4, 7]
+    for order in itertools.permutations(range(4)):
+        events = [("scan", t) for t in order] + [("look", t) for t in (3, 2, 1)] * 3
+        final = reductions.lookback_walk(sums, events)[-1][1]
+        assert final == [("PREFIX", v) for v in (3, 8, 12, 19)], (order, final)
+    steps = reductions.lookback_walk([3, 5, 4])
+    assert "waits" in steps[0][0] and steps[0][1] == [("-", 0), ("AGG", 5), ("-", 0)]
+    assert steps[3][1][2] == ("PREFIX", 12) and steps[3][1][1] == ("AGG", 5)   # tile 2 used tile 1's AGG
+    with pytest.raises(ValueError, match="bad event"):
+        reductions.lookback_walk([1, 2], [("scan", 2)])
+
+
 def test_last_block_rung_resets_its_counter_and_repeats_its_bits(reduce_mod):
     x = torch.randn(50_001)
     bits = set()
