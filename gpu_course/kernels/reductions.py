@@ -6,7 +6,9 @@ rung 7), so :func:`source` joins them in order.
 Host functions (every output is a tensor the caller passes, so checks can hand in poisoned ones):
 
 * ``sum_rung(x, out, rung, blocks)``: the sum of fp32 ``x`` into the one-element ``out`` with rung
-  1..8 (:data:`RUNGS`); ``blocks`` is the grid of the grid-stride rungs 5-8;
+  1..8 (:data:`RUNGS`); ``blocks`` is the grid of the grid-stride rungs 5-8. Rungs 2-4 write one
+  partial per block and run again on the partials (:func:`tree_grids` gives the passes' grids),
+  rungs 5-6 run a second launch of one block over their ``blocks`` partials;
 * ``scan_kogge_stone(x, out)`` (n <= 1024), ``scan_brent_kung(x, out)`` (n <= 2048): one block;
   ``scan_three_pass(x, out)``, ``scan_lookback(x, out)``: any n, inclusive, fp32;
 * ``histogram(x, counts, lo, hi, privatized, blocks)``: int32 ``counts`` with torch.histc's bins;
@@ -18,6 +20,8 @@ Host functions (every output is a tensor the caller passes, so checks can hand i
 'reduce/08_last_block.cu'
 >>> FUNCS[:2]
 ['sum_rung', 'scan_kogge_stone']
+>>> tree_grids(100_000_000)
+[390625, 1526, 6, 1]
 """
 from __future__ import annotations
 
@@ -39,6 +43,38 @@ DISPATCHER = "reduce/sum_rung.cu"
 
 FUNCS = ["sum_rung", "scan_kogge_stone", "scan_brent_kung", "scan_three_pass", "scan_lookback",
          "histogram", "rgb_to_grey", "blur"]
+
+
+RB = 256   # threads per block of every rung (``RB`` in ``reduce/01_atomic.cu``)
+
+
+def tree_grids(n: int, block: int = RB) -> list:
+    """The grid (blocks) of each launch rungs 2-4 make for a sum of ``n`` values: each block sums
+    ``block`` values into one partial, and the next launch sums the partials, until one block is left.
+
+    >>> tree_grids(70_001)
+    [274, 2, 1]
+    """
+    if n < 1:
+        return []
+    grids = []
+    while True:
+        n = -(-n // block)
+        grids.append(n)
+        if n == 1:
+            return grids
+
+
+def launches(rung: int, n: int, blocks: int) -> dict:
+    """``{kernel name: launches}`` that ``sum_rung(x, out, rung, blocks)`` makes for ``n >= 1`` values.
+
+    >>> launches(4, 70_001, 3), launches(6, 70_001, 3), launches(6, 70_001, 1)
+    ({'sum_sequential_k': 3}, {'sum_shuffle_k': 2}, {'sum_shuffle_k': 1})
+    """
+    kernel = {1: "sum_atomic_k", 2: "sum_tree_divergent_k", 3: "sum_tree_conflicts_k", 4: "sum_sequential_k",
+              5: "sum_coarsened_k", 6: "sum_shuffle_k", 7: "sum_float4_k", 8: "sum_last_block_k"}[rung]
+    count = len(tree_grids(n)) if rung in (2, 3, 4) else (2 if rung in (5, 6) and blocks > 1 else 1)
+    return {kernel: count}
 
 
 def rung_file(rung: int) -> str:
@@ -74,3 +110,81 @@ def cpp_source(funcs=None) -> str:
 def build(**load_cuda_kwargs):
     """Build (or load from the cache) every kernel of notebook 09: a module with :data:`FUNCS`."""
     return load_cuda(source(), cpp_source(), FUNCS, **load_cuda_kwargs)
+
+
+# ------------------------------------------------------------------ decoupled look-back, walked through
+LOOKBACK_EVENTS = (("scan", 1), ("scan", 2), ("scan", 0), ("look", 2), ("look", 1))
+
+
+def lookback_walk(sums, events=LOOKBACK_EVENTS) -> list:
+    """Decoupled look-back (``scan/05_lookback.cu``) on a few tiles, one event at a time, as a list of
+    ``(what happened, statuses)``; ``statuses[t]`` is tile t's published ``(flag, value)``, flag one of
+    ``"-"`` (nothing yet), ``"AGG"`` (its own total), ``"PREFIX"`` (the sum of it and every tile before).
+
+    ``sums`` are the tiles' totals. An event ``("scan", t)``: tile t has scanned its tile and publishes
+    its total (tile 0 publishes it as its PREFIX: nothing comes before it), then looks back once; an
+    event ``("look", t)``: tile t looks back again. Looking back, as the kernel's warp does: if a tile
+    before it has published nothing, it waits (looks again later); otherwise it adds the values from
+    the tile just before it down to the nearest PREFIX, and publishes its own PREFIX.
+
+    >>> [s for _, s in lookback_walk([3, 5, 4])][-1]
+    [('PREFIX', 3), ('PREFIX', 8), ('PREFIX', 12)]
+    """
+    status = [("-", 0)] * len(sums)
+    steps = []
+
+    def look(t):
+        if status[t][0] == "PREFIX":
+            return f"tile {t} is done"
+        if any(flag == "-" for flag, _ in status[:t]):
+            waiting = max(p for p in range(t) if status[p][0] == "-")
+            return f"tile {t} looks back: tile {waiting} has published nothing, so it waits"
+        before, used = 0, []
+        for p in range(t - 1, -1, -1):
+            flag, value = status[p]
+            before += value
+            used.append(f"{flag} {value} of tile {p}")
+            if flag == "PREFIX":
+                break
+        status[t] = ("PREFIX", before + sums[t])
+        return (f"tile {t} looks back: {' + '.join(used)} = {before}; it publishes PREFIX {before} + {sums[t]} "
+                f"= {before + sums[t]} and adds {before} to its tile")
+
+    for kind, t in events:
+        if not 0 <= t < len(sums) or kind not in ("scan", "look"):
+            raise ValueError(f"lookback_walk: bad event {(kind, t)!r} for {len(sums)} tiles")
+        if kind == "scan":
+            if t == 0:
+                status[0] = ("PREFIX", sums[0])
+                text = f"tile 0 scans its tile and publishes PREFIX {sums[0]} (no tile before it)"
+            else:
+                status[t] = ("AGG", sums[t])
+                text = f"tile {t} scans its tile and publishes AGG {sums[t]}; " + look(t)
+        else:
+            text = look(t)
+        steps.append((text, list(status)))
+    return steps
+
+
+def plot_lookback(steps, ax=None):
+    """Draw :func:`lookback_walk`'s steps: one row per event, one box per tile (grey: nothing published,
+    orange: AGG, green: PREFIX), the event's text to the right. Returns the matplotlib axes."""
+    import matplotlib.pyplot as plt
+
+    tiles = len(steps[0][1])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(13, 0.75 * len(steps) + 0.6))
+    colours = {"-": "#dddddd", "AGG": "#f5b041", "PREFIX": "#58d68d"}
+    for row, (text, status) in enumerate(steps):
+        y = len(steps) - 1 - row
+        for t, (flag, value) in enumerate(status):
+            ax.add_patch(plt.Rectangle((t * 1.1, y + 0.1), 1, 0.8, color=colours[flag]))
+            ax.text(t * 1.1 + 0.5, y + 0.5, "-" if flag == "-" else f"{flag}\n{value}", ha="center", va="center",
+                    fontsize=9)
+        ax.text(tiles * 1.1 + 0.1, y + 0.5, f"{row + 1}. {text}", va="center", fontsize=9, wrap=True)
+    for t in range(tiles):
+        ax.text(t * 1.1 + 0.5, len(steps) + 0.15, f"tile {t}", ha="center", fontsize=10)
+    ax.set_xlim(0, tiles * 1.1 + 9.5)
+    ax.set_ylim(0, len(steps) + 0.6)
+    ax.axis("off")
+    return ax

@@ -355,6 +355,37 @@ def test_every_sum_rung_matches_float64(reduce_mod):
             utils.check(out, x.double().sum().reshape(1), atol=1e-6 * max(n, 1), rtol=1e-6, name=f"{name}, n={n}")
 
 
+def test_tree_rungs_write_partials_and_run_again_on_them(reduce_mod):
+    # Rungs 2-4: one launch per level of partials (70,001 -> 274 -> 2 -> 1), rungs 5-6: a second launch
+    # of one block; none of rungs 2-6 adds with a float atomic (each block's partial goes to an array).
+    x = torch.randn(70_001)
+    for rung in (2, 3, 4, 5, 6):
+        for blocks in (3, 1):
+            reduce_mod._cuda_emu_reset_launches()
+            out = utils.poisoned(1)
+            reduce_mod.sum_rung(x, out, rung, blocks)
+            utils.check(out, x.double().sum().reshape(1), atol=1e-6 * x.numel(), rtol=1e-6, name=f"rung {rung}")
+            got = {k: v for k, v in reduce_mod._cuda_emu_launches().items() if v}
+            assert got == reductions.launches(rung, x.numel(), blocks), (rung, blocks, got)
+        assert "atomicAdd" not in reductions.rung_source(rung)
+    assert reductions.tree_grids(100_000_000) == [390_625, 1_526, 6, 1]
+    assert reductions.tree_grids(256) == [1] and reductions.tree_grids(257) == [2, 1] and reductions.tree_grids(0) == []
+
+
+def test_lookback_walk_publishes_the_running_totals_in_any_order():
+    import itertools
+    sums = [3, 5, 4, 7]
+    for order in itertools.permutations(range(4)):
+        events = [("scan", t) for t in order] + [("look", t) for t in (3, 2, 1)] * 3
+        final = reductions.lookback_walk(sums, events)[-1][1]
+        assert final == [("PREFIX", v) for v in (3, 8, 12, 19)], (order, final)
+    steps = reductions.lookback_walk([3, 5, 4])
+    assert "waits" in steps[0][0] and steps[0][1] == [("-", 0), ("AGG", 5), ("-", 0)]
+    assert steps[3][1][2] == ("PREFIX", 12) and steps[3][1][1] == ("AGG", 5)   # tile 2 used tile 1's AGG
+    with pytest.raises(ValueError, match="bad event"):
+        reductions.lookback_walk([1, 2], [("scan", 2)])
+
+
 def test_last_block_rung_resets_its_counter_and_repeats_its_bits(reduce_mod):
     x = torch.randn(50_001)
     bits = set()

@@ -1,7 +1,7 @@
-// rung 3: the same tree, with the work given to the FIRST RB/(2s) threads (thread t adds at index
-// 2*s*t): whole warps now idle together, no divergence. But the threads of a warp touch words
-// 2s apart, so for s >= 1 several of them hit the same shared-memory bank: bank conflicts.
-__global__ void sum_tree_conflicts_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+// rung 3: rung 2's tree with the work given to the FIRST RB/(2s) threads (thread t adds at index
+// 2*s*t): whole warps now idle together, no divergence and no modulo. But the threads of a warp touch
+// words 2s apart, so for s >= 1 several of them hit the same shared-memory bank: bank conflicts.
+__global__ void sum_tree_conflicts_k(const float* __restrict__ x, float* __restrict__ partial, int n) {
     __shared__ float sh[RB];
     int t = threadIdx.x, i = blockIdx.x * RB + t;
     sh[t] = i < n ? x[i] : 0.0f;
@@ -11,5 +11,5 @@ __global__ void sum_tree_conflicts_k(const float* __restrict__ x, float* __restr
         if (k < RB) sh[k] += sh[k + s];
         __syncthreads();
     }
-    if (t == 0) atomicAdd(out, sh[0]);
+    if (t == 0) partial[blockIdx.x] = sh[0];
 }

@@ -1,5 +1,7 @@
 // rung 7: rung 6 reading 16 bytes per load instruction (float4), with U independent loads in flight
-// per thread in each turn of the grid-stride loop (bytes in flight: notebook 03, section 6).
+// per thread in each turn of the grid-stride loop (bytes in flight: notebook 03, section 6). And one
+// launch instead of two: each block adds its sum to out with one atomicAdd, in whatever order the
+// blocks finish (so the last bits of the result can change from run to run).
 constexpr int SUM_U = 4;
 
 __device__ __forceinline__ float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }

@@ -1,6 +1,27 @@
 // The sum ladder's dispatcher (notebook 09; gpu_course/kernels/reductions.py names the rungs):
 // sum_rung(x, out, rung, blocks) writes the sum of the fp32 tensor x into the one-element out.
-// Rungs 1-4 use one thread per element; `blocks` is the grid of the grid-stride rungs 5-8.
+// Rung 1 adds every element into out with an atomic. Rungs 2-4 use one thread per element: each
+// block writes its sum to an array of partials, and the same kernel runs again on the partials
+// (RB times fewer each pass) until one block writes out. Rungs 5-6 run `blocks` blocks over x with a
+// grid-stride loop, then one block over their `blocks` partials. Rungs 7-8 are single launches.
+
+// One pass of rung 2, 3 or 4 over n values: cdiv(n, RB) blocks, one partial each.
+static void tree_pass(int rung, const float* in, float* partial, int n) {
+    switch (rung) {
+        case 2: sum_tree_divergent_k<<<cdiv(n, RB), RB>>>(in, partial, n); break;
+        case 3: sum_tree_conflicts_k<<<cdiv(n, RB), RB>>>(in, partial, n); break;
+        case 4: sum_sequential_k<<<cdiv(n, RB), RB>>>(in, partial, n); break;
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// One pass of rung 5 or 6 over n values with `blocks` blocks, one partial each.
+static void stride_pass(int rung, const float* in, float* partial, int n, int blocks) {
+    if (rung == 5) sum_coarsened_k<<<blocks, RB>>>(in, partial, n);
+    else sum_shuffle_k<<<blocks, RB>>>(in, partial, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) {
     CHECK_INPUT(x); CHECK_INPUT(out);
     TORCH_CHECK(x.scalar_type() == torch::kFloat && out.scalar_type() == torch::kFloat,
@@ -14,15 +35,33 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
     int n = x.numel();
     const float* xp = x.data_ptr<float>();
     float* op = out.data_ptr<float>();
-    if (rung != 8 || n == 0) out.zero_();   // the atomic rungs add into out
+    if (n == 0 || rung == 1 || rung == 7) out.zero_();   // the atomic rungs add into out
     if (n == 0) return;
+    if (rung >= 2 && rung <= 4) {
+        // ping-pong between two arrays: a pass must not overwrite partials another block still reads
+        int g = cdiv(n, RB);
+        auto a = torch::empty({g}, x.options()), b = torch::empty({cdiv(g, RB)}, x.options());
+        float* buf[2] = {a.data_ptr<float>(), b.data_ptr<float>()};
+        const float* in = xp;
+        for (int k = 0; ; k ^= 1) {
+            g = cdiv(n, RB);
+            float* dst = g == 1 ? op : buf[k];
+            tree_pass(rung, in, dst, n);
+            if (g == 1) break;
+            in = dst;
+            n = g;
+        }
+        return;
+    }
     switch (rung) {
         case 1: sum_atomic_k<<<cdiv(n, RB), RB>>>(xp, op, n); break;
-        case 2: sum_tree_divergent_k<<<cdiv(n, RB), RB>>>(xp, op, n); break;
-        case 3: sum_tree_conflicts_k<<<cdiv(n, RB), RB>>>(xp, op, n); break;
-        case 4: sum_sequential_k<<<cdiv(n, RB), RB>>>(xp, op, n); break;
-        case 5: sum_coarsened_k<<<blocks, RB>>>(xp, op, n); break;
-        case 6: sum_shuffle_k<<<blocks, RB>>>(xp, op, n); break;
+        case 5: case 6: {
+            if (blocks == 1) { stride_pass(rung, xp, op, n, 1); return; }
+            auto partials = torch::empty({blocks}, x.options());
+            stride_pass(rung, xp, partials.data_ptr<float>(), n, blocks);
+            stride_pass(rung, partials.data_ptr<float>(), op, blocks, 1);   // one block sums the partials
+            return;
+        }
         case 7: sum_float4_k<SUM_U><<<blocks, RB>>>(xp, op, n); break;
         case 8: {
             auto partials = torch::empty({blocks}, x.options());
