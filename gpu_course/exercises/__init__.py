@@ -923,7 +923,8 @@ def calls(*names: str):
     """Evidence: the kernel calls each of ``names``. For ``tl.dot`` this is what *executed*: in cpu
     mode every program of the course's own launch that stored a result ran ``tl.dot`` (counted by
     the interpreter), on a GPU the compiled kernel holds a dot (its GPU IR, where dead code is
-    gone). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
+    gone; Triton's compiler also turns ``tl.sum(a[:, :, None] * b[None, :, :], axis=1)`` into a dot,
+    which the GPU check therefore accepts and the interpreter's count does not). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
     ``tl.dot(...)`` and ``triton.language.dot(...)``); for CUDA C, see :func:`_cuda_calls`."""
     def holds(a: Attempt):
         if a.kind == "cuda":
