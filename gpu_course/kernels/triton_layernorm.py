@@ -580,6 +580,35 @@ def under_cuda_graph(h, w, dtype, seed=0):
     return out
 
 
+def table(times, what):
+    """The table ``utils.compare`` prints (GPU time, loop/step, CPU/call, eager torch's time over each
+    for the GPU and the loop) for the ``what`` rows of :func:`compare_with_torch`'s result, or for a
+    ``{name: UserTiming}`` when ``what`` is None."""
+    from ..timing import user_table
+    rows = times if what is None else {n: t for (w_, n), t in times.items() if w_ == what}
+    return user_table(rows, next(iter(rows)))
+
+
+def cpu_layers(h, w, dtype, seed=0):
+    """Where ours' CPU time per call goes, forward (under ``no_grad``) and forward + backward, layer by
+    layer (``utils.cpu_ms_per_call``, ms): the forward launcher alone (argument checks, allocations,
+    one Triton launch); the ``autograd.Function`` around it (:func:`layer_norm_op` in eager mode); the
+    same launchers through the Python custom op's dispatch; and forward + backward through each
+    wrapper (autograd's engine and the backward's two launches added)."""
+    from ..timing import cpu_ms_per_call
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    v = variants(w)
+    with torch.no_grad():
+        out = {"forward launcher alone": cpu_ms_per_call(layer_norm_forward, x, wt, b),
+               "forward, autograd.Function": cpu_ms_per_call(v[OURS], x, wt, b),
+               "forward, custom op": cpu_ms_per_call(v[OP_DIRECT], x, wt, b),
+               "forward, F.layer_norm": cpu_ms_per_call(v[EAGER], x, wt, b)}
+    for name in (OURS, OP_DIRECT, EAGER):
+        label = {OURS: "autograd.Function", OP_DIRECT: "custom op", EAGER: "F.layer_norm"}[name]
+        out[f"forward + backward, {label}"] = cpu_ms_per_call(fwd_bwd(v[name]), x, wt, b, dy)
+    return out
+
+
 def kernels_launched(fn, *args):
     """Names of the GPU kernels one call of ``fn(*args)`` runs, in order, recorded by
     ``torch.profiler`` (notebook 02). On the CPU there are no GPU kernels: ``[]``.

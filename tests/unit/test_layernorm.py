@@ -345,6 +345,14 @@ def test_ulps_per_element_sees_small_values_errors():
     assert ln.ulps_per_element(near0, ref, torch.float16, floor=2.0 ** -14) == 1024   # a finer floor: stricter
 
 
+def test_cpu_layers_and_table():
+    got = ln.cpu_layers(3, 40, torch.float32)
+    assert list(got)[0] == "forward launcher alone" and len(got) == 7 and all(v > 0 for v in got.values())
+    t = {"a": utils.bench_user(torch.ones, 8), "b": utils.bench_user(torch.zeros, 8)}
+    assert ln.table(t, None).splitlines()[1].startswith("a ")
+    assert ln.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward").count("\n") == 2
+
+
 def test_kernels_launched_is_empty_without_a_gpu():
     ran = []
     assert ln.kernels_launched(lambda: ran.append(1)) == [] and ran == [1]
