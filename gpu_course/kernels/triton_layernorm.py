@@ -45,7 +45,7 @@ from . import num_warps_for
 from ..checking import check
 from ..launch import cdiv
 from ..mode import DEVICE, ON_GPU, by_mode
-from ..timing import bench
+from ..timing import bench, bench_user
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 
 MAX_W = 16384          # features per row: a row (and, backward, its partial sums) lives in registers
@@ -456,16 +456,39 @@ def bytes_moved(h, w, elt):
     return {"forward": 2 * h * w * elt, "forward + backward": 5 * h * w * elt}
 
 
+EAGER = "torch F.layer_norm (eager)"
+OURS = "ours, layer_norm_op (eager)"
+OP_DIRECT = "ours, torch.ops.gpu_course.layer_norm"
+OURS_COMPILED = "torch.compile(layer_norm_op)"
+
+
 def variants(w, eps=EPS, backend="inductor"):
     """name -> LayerNorm function of ``(x, weight, bias)`` over ``w`` features, torch's first: eager
-    ``F.layer_norm``, ``torch.compile`` of it (``fullgraph=True``, ``backend``: Inductor's generated
-    Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU), ours through the
-    custom op and through the ``autograd.Function``."""
+    ``F.layer_norm``; ``torch.compile`` of it (``fullgraph=True``, ``backend``: Inductor's generated
+    Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU); ours as a model
+    calls it in eager mode (:func:`layer_norm_op`: the ``autograd.Function``); the custom op called
+    directly (``torch.ops.gpu_course.layer_norm``: what the Python custom op's dispatch costs a call);
+    and ``torch.compile`` of a function calling :func:`layer_norm_op` (the custom op in a graph)."""
     torch_ln = lambda x, wt, b: torch.nn.functional.layer_norm(x, (w,), wt, b, eps)  # noqa: E731
-    return {"torch F.layer_norm (eager)": torch_ln,
+    ours = lambda x, wt, b: layer_norm_op(x, wt, b, eps)  # noqa: E731
+    return {EAGER: torch_ln,
             "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True, backend=backend),
-            "ours, custom op": lambda x, wt, b: layer_norm_op(x, wt, b, eps),
-            "ours, autograd.Function": lambda x, wt, b: layer_norm(x, wt, b, eps)}
+            OURS: ours,
+            OP_DIRECT: lambda x, wt, b: torch.ops.gpu_course.layer_norm(x, wt, b, eps)[0],
+            OURS_COMPILED: torch.compile(ours, fullgraph=True, backend=backend)}
+
+
+def dtypes_here(supports=None):
+    """The dtypes the LayerNorm comparison runs in on this machine, and why any is left out:
+    ``([torch.float16, torch.bfloat16], [])`` where the GPU has bf16, else fp16 alone and the one-line
+    reason of ``utils.gpu_supports("bf16")`` (Colab's T4, sm_75, has no bf16).
+
+    >>> dtypes_here(lambda f: (False, "no bf16 here"))
+    ([torch.float16], ['bfloat16: no bf16 here'])
+    """
+    from ..mode import gpu_supports
+    ok, why = (supports or gpu_supports)("bf16")
+    return ([torch.float16, torch.bfloat16], []) if ok else ([torch.float16], [f"bfloat16: {why}"])
 
 
 def fwd_bwd(f):
@@ -477,10 +500,12 @@ def fwd_bwd(f):
     return run
 
 
-def check_variants(fns, x, wt, b, dy, eps=EPS):
+def check_variants(fns, x, wt, b, dy, eps=EPS, ran=False):
     """Each of ``fns``'s y, dx, dweight and dbias against torch's ``F.layer_norm`` in float64 (raises
     ``CheckFailed``). Tolerances for fp16/bf16 outputs: a few units in their last place; fp32: 1e-4;
-    dweight and dbias are sums over all rows, their ``atol`` grows as the square root of the rows."""
+    dweight and dbias are sums over all rows, their ``atol`` grows as the square root of the rows.
+    ``ran=True``: the backward already ran (e.g. a CUDA graph's replay): only the gradients in
+    ``x.grad``, ``wt.grad`` and ``b.grad`` are checked."""
     xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, wt, b))
     ref = torch.nn.functional.layer_norm(xd, (x.shape[-1],), wd, bd, eps)
     ref.backward(dy.double())
@@ -489,8 +514,9 @@ def check_variants(fns, x, wt, b, dy, eps=EPS):
     rows = x.numel() // x.shape[-1]
     sum_tol = dict(atol=tol["atol"] * rows ** 0.5, rtol=tol["rtol"])  # a sum of `rows` roundings
     for name, f in fns.items():
-        fwd_bwd(f)(x, wt, b, dy)
-        check(f(x, wt, b), ref, **tol, name=f"{name}: y")
+        if not ran:
+            fwd_bwd(f)(x, wt, b, dy)
+            check(f(x, wt, b), ref, **tol, name=f"{name}: y")
         check(x.grad, xd.grad, **tol, name=f"{name}: dx")
         check(wt.grad, wd.grad, **sum_tol, name=f"{name}: dweight")
         check(b.grad, bd.grad, **sum_tol, name=f"{name}: dbias")
@@ -514,16 +540,105 @@ def inputs(h, w, dtype, seed=0, device=None):
     return x, wt, b, r(h, w).to(dtype)
 
 
+def time_user(fn, *args):
+    """``utils.bench_user`` as the LayerNorm comparisons use it (L2 flushed; GPU time from about
+    200 ms of runs): GPU time, time per step in a loop, CPU time per call."""
+    return bench_user(fn, *args, l2_flush=True, budget_ms=by_mode(gpu=200, cpu=None))
+
+
 def compare_with_torch(h, w, dtype, backend="inductor", seed=0):
     """Check every variant (:func:`variants`) against torch in float64 on an (h, w) input of ``dtype``,
-    then time each, forward alone (under ``no_grad``) and forward + backward: ``{(what, name): Timing}``
-    with ``what`` in ``"forward"``, ``"forward + backward"`` (the keys of :func:`bytes_moved`)."""
+    then time each with :func:`time_user`, forward alone (under ``no_grad``) and forward + backward:
+    ``{(what, name): UserTiming}`` with ``what`` in ``"forward"``, ``"forward + backward"`` (the keys
+    of :func:`bytes_moved`)."""
     x, wt, b, dy = inputs(h, w, dtype, seed)
     fns = variants(w, backend=backend)
     check_variants(fns, x, wt, b, dy)
     times = {}
     for name, f in fns.items():
         with torch.no_grad():
-            times[("forward", name)] = time_it(f, x, wt, b)
-        times[("forward + backward", name)] = time_it(fwd_bwd(f), x, wt, b, dy)
+            times[("forward", name)] = time_user(f, x, wt, b)
+        times[("forward + backward", name)] = time_user(fwd_bwd(f), x, wt, b, dy)
     return times
+
+
+def under_cuda_graph(h, w, dtype, seed=0):
+    """Forward + backward of eager ``F.layer_norm`` and of ours (:func:`layer_norm_op`), each captured
+    once in a CUDA graph (``utils.cuda_graph``) and replayed: ``{name: UserTiming}``, names
+    ``"<variant>, CUDA graph"``. A replay launches every kernel of the step for one launch's CPU cost.
+    Each replay's gradients are checked against torch first. On the CPU there are no CUDA graphs:
+    the functions are called directly."""
+    from ..timing import cuda_graph
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
+    out = {}
+    for name, f in fns.items():
+        replay = cuda_graph(fwd_bwd(f), x, wt, b, dy)
+        replay()
+        check_variants({f"{name}, CUDA graph": lambda *_: None}, x, wt, b, dy, ran=True)
+        out[f"{name}, CUDA graph"] = time_user(replay)
+    return out
+
+
+def table(times, what):
+    """The table ``utils.compare`` prints (GPU time, loop/step, CPU/call, eager torch's time over each
+    for the GPU and the loop) for the ``what`` rows of :func:`compare_with_torch`'s result, or for a
+    ``{name: UserTiming}`` when ``what`` is None."""
+    from ..timing import user_table
+    rows = times if what is None else {n: t for (w_, n), t in times.items() if w_ == what}
+    return user_table(rows, next(iter(rows)))
+
+
+def cpu_layers(h, w, dtype, seed=0):
+    """Where ours' CPU time per call goes, forward (under ``no_grad``) and forward + backward, layer by
+    layer (``utils.cpu_ms_per_call``, ms): the forward launcher alone (argument checks, allocations,
+    one Triton launch); the ``autograd.Function`` around it (:func:`layer_norm_op` in eager mode); the
+    same launchers through the Python custom op's dispatch; and forward + backward through each
+    wrapper (autograd's engine and the backward's two launches added)."""
+    from ..timing import cpu_ms_per_call
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    v = variants(w)
+    with torch.no_grad():
+        out = {"forward launcher alone": cpu_ms_per_call(layer_norm_forward, x, wt, b),
+               "forward, autograd.Function": cpu_ms_per_call(v[OURS], x, wt, b),
+               "forward, custom op": cpu_ms_per_call(v[OP_DIRECT], x, wt, b),
+               "forward, F.layer_norm": cpu_ms_per_call(v[EAGER], x, wt, b)}
+    for name in (OURS, OP_DIRECT, EAGER):
+        label = {OURS: "autograd.Function", OP_DIRECT: "custom op", EAGER: "F.layer_norm"}[name]
+        out[f"forward + backward, {label}"] = cpu_ms_per_call(fwd_bwd(v[name]), x, wt, b, dy)
+    return out
+
+
+def kernels_launched(fn, *args):
+    """Names of the GPU kernels one call of ``fn(*args)`` runs, in order, recorded by
+    ``torch.profiler`` (notebook 02). On the CPU there are no GPU kernels: ``[]``.
+    """
+    from torch.profiler import ProfilerActivity, profile
+    fn(*args)  # compiled, cached, allocated: the profiled call is a normal one
+    if not ON_GPU:
+        return []
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    evs = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+           and not e.name.startswith(("Memcpy", "Memset"))]
+    return [e.name for e in sorted(evs, key=lambda e: e.time_range.start)]
+
+
+def ulps_per_element(out, ref, dtype, floor=None):
+    """The largest error of ``out`` against ``ref`` (float64), each element's error counted in units
+    of the last place (ulp) of that element's own value in ``dtype``. Elements smaller than ``floor``
+    (default: the largest ``|ref|`` / 256) count in the ulp of ``floor``: near 0 an output's error
+    comes from the arithmetic on terms of the row's size, not from its own rounding, so it is held to
+    an absolute bound there (still 256 times finer than an ulp of the largest value).
+
+    >>> r = torch.tensor([1.0, 1e-2], dtype=torch.float64)
+    >>> round(ulps_per_element(r + torch.tensor([0.0, 2 ** -16], dtype=torch.float64), r, torch.float16), 2)
+    2.0
+    """
+    fi = torch.finfo(dtype)
+    floor = ref.abs().max().item() / 256 if floor is None else floor
+    mag = ref.abs().clamp_min(max(floor, fi.tiny))
+    unit = torch.exp2(torch.floor(torch.log2(mag))) * fi.eps
+    return ((out.double() - ref).abs() / unit).max().item()

@@ -290,9 +290,72 @@ def test_compare_with_torch_checks_and_times_every_variant():
     torch._dynamo.reset()
     times = ln.compare_with_torch(3, 40, torch.float32, backend="aot_eager")
     names = list(ln.variants(40))
-    assert names[0] == "torch F.layer_norm (eager)" and len(names) == 4
+    assert names == [ln.EAGER, "torch.compile(F.layer_norm)", ln.OURS, ln.OP_DIRECT, ln.OURS_COMPILED]
     assert set(times) == {(what, name) for what in ln.bytes_moved(3, 40, 4) for name in names}
-    assert all(t.median > 0 for t in times.values())
+    assert all(t.median > 0 and t.loop_ms > 0 and t.cpu_ms > 0 for t in times.values())
+
+
+def test_variants_take_the_paths_they_name(monkeypatch):
+    # the direct variant goes through the custom op's dispatch; "ours (eager)" does not
+    calls = []
+    real = ln.LayerNorm.apply
+    monkeypatch.setattr(ln.LayerNorm, "apply", lambda *a: calls.append("fn") or real(*a))
+    x, wt, b, _ = ln.inputs(3, 40, torch.float32)
+    fns = ln.variants(40, backend="aot_eager")
+    fns[ln.OURS](x, wt, b)
+    assert calls == ["fn"]
+    fns[ln.OP_DIRECT](x, wt, b)
+    assert calls == ["fn"]
+
+
+def test_under_cuda_graph_checks_and_times_eager_and_ours():
+    got = ln.under_cuda_graph(3, 40, torch.float32)
+    assert sorted(got) == sorted(f"{n}, CUDA graph" for n in (ln.EAGER, ln.OURS))
+    assert all(t.loop_ms > 0 for t in got.values())
+
+
+def test_check_variants_ran_checks_the_stored_gradients():
+    x, wt, b, dy = ln.inputs(4, 30, torch.float32)
+    ln.fwd_bwd(ln.variants(30)[ln.OURS])(x, wt, b, dy)
+    ln.check_variants({"replayed": None}, x, wt, b, dy, ran=True)
+    x.grad = x.grad * 1.01                                   # a wrong stored dx fails
+    with pytest.raises(utils.CheckFailed, match="replayed: dx"):
+        ln.check_variants({"replayed": None}, x, wt, b, dy, ran=True)
+
+
+def test_dtypes_here_leaves_bf16_out_on_sm75(monkeypatch):
+    assert ln.dtypes_here() == ([torch.float16, torch.bfloat16], [])   # cpu mode: both
+    monkeypatch.setenv("COURSE_FAKE_CC", "7.5")                        # Colab's T4
+    dtypes, skipped = ln.dtypes_here()
+    assert dtypes == [torch.float16] and len(skipped) == 1
+    assert skipped[0].startswith("bfloat16: skipped on this GPU (sm_75)") and "\n" not in skipped[0]
+    monkeypatch.setenv("COURSE_FAKE_CC", "8.0")
+    assert ln.dtypes_here()[0] == [torch.float16, torch.bfloat16]
+
+
+def test_ulps_per_element_sees_small_values_errors():
+    ref = torch.tensor([100.0, 1.0, 0.0], dtype=torch.float64)
+    assert ln.ulps_per_element(ref.clone(), ref, torch.float16) == 0
+    # 2**-9 off the element 1.0 (fp16 ulp 2**-10): 2 ulps of its own; in ulps of the largest (2**-4) 0.008
+    bad = ref + torch.tensor([0.0, 2.0 ** -9, 0.0], dtype=torch.float64)
+    assert ln.ulps_per_element(bad, ref, torch.float16) == 2.0
+    # near 0, the floor (100 / 256 -> ulp 2**-12): an error of 2**-14 there is a quarter of it
+    near0 = ref + torch.tensor([0.0, 0.0, 2.0 ** -14], dtype=torch.float64)
+    assert ln.ulps_per_element(near0, ref, torch.float16) == 0.25
+    assert ln.ulps_per_element(near0, ref, torch.float16, floor=2.0 ** -14) == 1024   # a finer floor: stricter
+
+
+def test_cpu_layers_and_table():
+    got = ln.cpu_layers(3, 40, torch.float32)
+    assert list(got)[0] == "forward launcher alone" and len(got) == 7 and all(v > 0 for v in got.values())
+    t = {"a": utils.bench_user(torch.ones, 8), "b": utils.bench_user(torch.zeros, 8)}
+    assert ln.table(t, None).splitlines()[1].startswith("a ")
+    assert ln.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward").count("\n") == 2
+
+
+def test_kernels_launched_is_empty_without_a_gpu():
+    ran = []
+    assert ln.kernels_launched(lambda: ran.append(1)) == [] and ran == [1]
 
 
 def test_check_variants_refuses_a_wrong_gradient():
