@@ -425,12 +425,14 @@ _register_ops()
 def layer_norm_op(x, weight, bias, eps=1e-5):
     """LayerNorm for a model: the custom op ``torch.ops.gpu_course.layer_norm`` (``y`` only) while
     ``torch.compile`` traces, so that ``fullgraph=True`` keeps the Triton kernels in its graph as one
-    opaque call; in eager mode the same launchers through :class:`LayerNorm`, because a Python custom
-    op's dispatch costs ~100 µs of CPU a call forward and more with autograd (measured on an H100),
-    more than the kernel takes on the GPU."""
+    opaque call; in eager mode the same launchers through :class:`LayerNorm` (or the forward launcher
+    alone when nothing needs a gradient), because a Python custom op's dispatch costs ~100 µs of CPU a
+    call forward and more with autograd (measured on an H100), more than the kernel takes on the GPU."""
     if torch.compiler.is_compiling():
         return torch.ops.gpu_course.layer_norm(x, weight, bias, eps)[0]
-    return LayerNorm.apply(x, weight, bias, eps)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+        return LayerNorm.apply(x, weight, bias, eps)
+    return layer_norm_forward(x, weight, bias, eps)[0]  # nothing to differentiate: no graph node to record
 
 
 def gelu_op(x):
@@ -438,7 +440,9 @@ def gelu_op(x):
     :class:`GeLU` in eager mode (as :func:`layer_norm_op`)."""
     if torch.compiler.is_compiling():
         return torch.ops.gpu_course.gelu(x)
-    return GeLU.apply(x)
+    if torch.is_grad_enabled() and x.requires_grad:
+        return GeLU.apply(x)
+    return gelu_forward(x)
 
 
 # ------------------------------------------------ against torch: what notebook 10 and bench/layernorm.py run
