@@ -55,7 +55,8 @@ def main():
     for label, xx in ((f"{n:,}", x), ("4,096", x[:4096].clone())):
         oo = torch.empty_like(xx)
         print(f"n = {label}:")
-        utils.compare({"F.gelu(tanh)": lambda: F.gelu(xx, approximate="tanh"), "v1 float4": lambda: mod.gelu_vec(xx, oo)}, baseline="F.gelu(tanh)")
+        utils.compare({"F.gelu(tanh)": lambda: F.gelu(xx, approximate="tanh"),
+                       "v1 float4": lambda: mod.gelu_vec(xx, oo)}, baseline="F.gelu(tanh)")
 
 
 if __name__ == "__main__":
