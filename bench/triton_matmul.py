@@ -5,7 +5,8 @@
     python bench/triton_matmul.py --record         # also record the rows in results/ (as notebook 07 does)
 
 Prints a table: size, dtype, Triton TFLOP/s, cuBLAS TFLOP/s, ratio (cuBLAS time / Triton time: >= 1 is as fast
-as cuBLAS), and the autotuner's chosen configuration; then matmul + bias + GeLU fused vs unfused. Target on an
+as cuBLAS), and the autotuner's chosen configuration; then, at 2048^3 and 4096^3, the loop and CPU figures
+(utils.compare, with and without a CUDA graph); then matmul + bias + GeLU fused vs unfused. Target on an
 H100: fp16 >= 0.90x cuBLAS at 4096^3. The kernel, its launcher and the autotuner's configurations are the
 notebook's own, from gpu_course/kernels/triton_matmul.py (edit matmul_configs there). In cpu mode it runs tiny
 sizes in the interpreter: that checks the script only.
@@ -58,6 +59,15 @@ def main():
         utils.check(matmul(a, b), a.float() @ b.float(), atol=0.05, rtol=1e-2, name=f"fp16 {n}")
         t_ref, t = utils.bench(torch.matmul, a, b, reps=REPS), utils.bench(matmul, a, b, reps=REPS)
         row(n, "fp16", t, t_ref, args.record, "triton matmul fp16 (autotuned)", "fp16", "cuBLAS")
+    print("\nWhat a caller gets: GPU time (launch hidden), time per step of a back-to-back loop, CPU time per "
+          "call;\na Triton launch goes through Python, cuBLAS's through torch's C++ dispatcher; a CUDA graph replays it")
+    for n in [s for s in sizes if s in (2048, 4096)] or sizes[:1]:
+        a = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
+        b = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
+        print(f"fp16 {n}³:")
+        utils.compare({"cuBLAS": lambda: torch.matmul(a, b), "ours": lambda: matmul(a, b),
+                       "cuBLAS, CUDA graph": utils.cuda_graph(torch.matmul, a, b),
+                       "ours, CUDA graph": utils.cuda_graph(matmul, a, b)}, baseline="cuBLAS")
     n = utils.by_mode(gpu=4096, cpu=64)
     a = torch.randn(n, n, device=utils.DEVICE)
     b = torch.randn(n, n, device=utils.DEVICE)

@@ -84,7 +84,7 @@ def plot_roofline(pts: list[dict], ceil: dict, title: str = "", ax=None, annotat
         if prec not in ceil:
             continue
         ax.loglog(x, np.minimum(ceil["copy"] * x / 1e3, ceil[prec]), "-", lw=1, color=PRECISION_STYLE[prec],
-                  label=f"{prec} roof: {ceil[prec]:,.0f} TFLOP/s, DRAM {ceil['copy']:,.0f} GB/s")
+                  label=f"{prec} roof (best measured here): {ceil[prec]:,.0f} TFLOP/s, DRAM {ceil['copy']:,.0f} GB/s")
     markers = {}
     for p in pts:
         mk = markers.setdefault(p["notebook"], "os^Dv"[len(markers) % 5])
