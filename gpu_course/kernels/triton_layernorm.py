@@ -584,22 +584,6 @@ def under_cuda_graph(h, w, dtype, seed=0):
     return out
 
 
-def on_the_calling_thread(h, w, dtype, seed=0):
-    """Forward + backward of eager ``F.layer_norm`` and of ours (:func:`layer_norm_op`) with autograd's
-    engine told to run the backward on the thread that calls ``.backward()``
-    (``torch.autograd.set_multithreading_enabled(False)``) instead of its worker thread for the GPU:
-    ``{name: UserTiming}``, names ``"<variant>, backward on the calling thread"``. The gradients are
-    checked against torch first, under the same setting."""
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
-    out = {}
-    with torch.autograd.set_multithreading_enabled(False):
-        check_variants(fns, x, wt, b, dy)
-        for name, f in fns.items():
-            out[f"{name}, backward on the calling thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
-    return out
-
-
 def table(times, what):
     """The table ``utils.compare`` prints (GPU time, loop/step, CPU/call, eager torch's time over each
     for the GPU and the loop) for the ``what`` rows of :func:`compare_with_torch`'s result, or for a

@@ -375,9 +375,3 @@ def test_bytes_moved_and_inputs():
     assert x.dtype == dy.dtype == torch.float16 and x.requires_grad and not dy.requires_grad
     assert all(torch.equal(p, q) for p, q in zip((x, wt, b, dy), again))  # the seed decides them
 
-
-def test_on_the_calling_thread_times_both_and_restores_the_engine():
-    out = ln.on_the_calling_thread(6, 40, torch.float32)
-    assert set(out) == {f"{ln.EAGER}, backward on the calling thread", f"{ln.OURS}, backward on the calling thread"}
-    assert all(t.loop_ms > 0 and t.cpu_ms > 0 for t in out.values())
-    assert torch.autograd.is_multithreading_enabled()  # the setting is put back
