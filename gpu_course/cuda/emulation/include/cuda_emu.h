@@ -430,7 +430,7 @@ struct gptr {
   template <class U, std::enable_if_t<!std::is_same_v<std::remove_cv_t<U>, std::remove_cv_t<T>> &&
                                           !std::is_void_v<U>, int> = 0>
   explicit operator U*() const {  // C-style casts such as (float4*)x
-    if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(p, alignof(U), type_label<U>());
+    if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(addr_of(p), alignof(U), type_label<U>());
     return (U*)p;  // NOLINT
   }
   T* get() const { return p; }
@@ -509,7 +509,7 @@ struct gptr {
   template <class U>
   gptr<U> cast() const {
     if constexpr (!std::is_void_v<U>)
-      if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(p, alignof(U), type_label<U>());
+      if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(addr_of(p), alignof(U), type_label<U>());
     return gptr<U>(reinterpret_cast<U*>(p), lo, hi, info);
   }
 };
@@ -561,7 +561,7 @@ gptr<U> bounded(U* p) {
   const char* lo;
   const char* hi;
   const PtrInfo* info;
-  if (p && g.in_kernel && region_of(p, &lo, &hi, &info)) return gptr<U>(p, lo, hi, info);
+  if (p && g.in_kernel && region_of(addr_of(p), &lo, &hi, &info)) return gptr<U>(p, lo, hi, info);
   return gptr<U>(p);
 }
 
@@ -727,10 +727,10 @@ inline auto convert_arg(A&& a, PtrInfo& info, const char* pname) {
                 !std::is_function_v<std::remove_pointer_t<D>>) {
     using T = std::remove_pointer_t<D>;
     info.name = pname;
-    info.base = reinterpret_cast<const char*>(a);
+    info.base = addr_of(a);
     info.esize = sizeof(T);
     Bounds b;
-    if (!a || !find_tracked(a, &b)) return gptr<T>(a);  // not from a tracked tensor: unchecked
+    if (!a || !find_tracked(addr_of(a), &b)) return gptr<T>(a);  // not from a tracked tensor: unchecked
     info.what = std::move(b.what);
     return gptr<T>(a, b.lo, b.hi, &info);
   } else {

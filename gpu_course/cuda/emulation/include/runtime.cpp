@@ -777,7 +777,7 @@ void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, c
     const char* base = info->base ? info->base : lo;
     const bool itself = p == base && info->name && std::strcmp(var, info->name) == 0;
     const long long es = static_cast<long long>(info->esize ? info->esize : esize);
-    const std::string valid = lo == base && es > 0 && (hi - base) % es == 0
+    const std::string valid = lo == base && info->esize && (hi - base) % es == 0
                                   ? " (valid indices 0.." + std::to_string((hi - base) / es - 1) + ")"
                                   : std::string();
     if (itself) {
@@ -801,12 +801,14 @@ void div_zero(int line) {
 void global_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, const char* hi) {
   std::string msg = "out-of-bounds access ";
   if (!info) fail(msg + where() + ".");
-  const long long es = static_cast<long long>(esize);
+  const long long es = static_cast<long long>(info->esize ? info->esize : esize);
   long long off = static_cast<const char*>(q) - info->base;
   long long idx = off >= 0 ? off / es : -((-off + es - 1) / es);
   long long n = static_cast<long long>(hi - info->base) / es;
-  msg += std::string("to ") + info->name + "[" + std::to_string(idx) + "] " + where() + ": " +
-         info->name + " points to " + info->what;
+  // x[8..11]: a float4 read through a float pointer, in x's elements
+  std::string elem = info->esize && off % es == 0 ? element_of(info, off, esize)
+                                                  : std::string(info->name) + "[" + std::to_string(idx) + "]";
+  msg += "to " + elem + " " + where() + ": " + info->name + " points to " + info->what;
   if (lo == info->base) msg += " (valid indices 0.." + std::to_string(n - 1) + ")";
   fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index.");
 }
@@ -1170,9 +1172,9 @@ static std::string threads_doing(int cur_line) {
 static std::string interrupt_message(int cur_line) {
   return std::string("kernel ") + g.kernel + " (launched at cuda_src line " + std::to_string(g.launch_line) +
          ") was interrupted in block " + fmt3(g.block_idx) + " of gridDim " + fmt3(g.grid_dim) +
-         "; threads still running: " + threads_doing(cur_line) +
-         ". (The CPU emulation runs blocks one after another: a thread that waits for a write by a later "
-         "block, or by no thread, waits forever; on a GPU such a wait can hang too.)";
+         "; its unfinished threads: " + threads_doing(cur_line) +
+         ". (The CPU emulation runs the blocks one after another, so a thread that waits for something a "
+         "later block writes waits forever; on a GPU such a wait can hang too.)";
 }
 
 [[noreturn]] static void interrupted(int cur_line) {
