@@ -789,7 +789,8 @@ void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, c
              valid;
     }
   }
-  fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index or the pointer arithmetic.");
+  fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index" +
+       (info && !(p == info->base && std::strcmp(var, info->name) == 0) ? " or the pointer arithmetic." : "."));
 }
 
 void div_zero(int line) {
