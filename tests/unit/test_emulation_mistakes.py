@@ -102,7 +102,7 @@ __global__ void mistakes_k(const float* x, float* out, int n, int which) {
     __shared__ float tile[4][8];
     extern __shared__ float dyn[];
     if (which == 0) { float* row = out + 5; row[i] = 1.0f; }              // ROW
-    if (which == 1) { const float* p = x; for (int k = 0; k < n; k++) p++; out[0] = *p + i; }
+    if (which == 1) { const float* p = x; for (int k = 0; k < n; k++) p++; out[0] = *p + i; }  // DEREF
     if (which == 2) { float* p = out; p += n + i; p[0] = 2.0f; }          // PLUSEQ
     if (which == 3) { float4 v = load4(x, i, 0, 4); out[0] = v.x; }
     if (which == 4) { put(out + n / 2, i, 3.0f); }
@@ -119,17 +119,20 @@ OOB_EXPECTED = {
     0: rf"out-of-bounds access to row\[3\] in kernel mistakes_k .* thread \(3,0,0\) at cuda_src line "
        rf"{line_of(OOB, '// ROW')}: row\[3\] is out\[8\] \(row points to out\[5\]\), past the end of out, which "
        rf"points to a Float tensor of 8 elements \(valid indices 0\.\.7\)",
-    1: r"out-of-bounds access to x\[8\] in kernel mistakes_k .* thread \(0,0,0\): x points to a Float tensor of 8",
+    1: rf"out-of-bounds access to \*p in kernel mistakes_k .* thread \(0,0,0\) at cuda_src line "
+       rf"{line_of(OOB, '// DEREF')}: \*p is x\[8\], past the end of x, which points to a Float tensor of 8",
     2: rf"out-of-bounds access to p\[0\] .* thread \(0,0,0\) at cuda_src line {line_of(OOB, '// PLUSEQ')}: "
        rf"p\[0\] is out\[8\] \(p points to out\[8\]\), past the end of out",
-    3: r"out-of-bounds access to x\[8\.\.11\] in kernel mistakes_k .* thread \(2,0,0\)",
+    3: rf"out-of-bounds access to \*reinterpret_cast<const float4\*>\(q\) .* thread \(2,0,0\) at cuda_src line "
+       rf"{line_of(OOB, '// OOB4')}: \*reinterpret_cast<const float4\*>\(q\) is x\[8\.\.11\], past the end of x",
     4: rf"out-of-bounds access to p\[4\] .* thread \(4,0,0\) at cuda_src line {line_of(OOB, '// PUT')}: "
        rf"p\[4\] is out\[8\] \(p points to out\[4\]\)",
     5: rf"out-of-bounds access to s\[24\] .* thread \(0,0,0\) at cuda_src line {line_of(OOB, '// SHARED')}: "
        rf"s\[24\] is byte 128 of tile .* past the end of tile, which points to __shared__ tile \(128 bytes\)\. Guard",
     6: rf"out-of-bounds access to d\[12\] .* thread \(12,0,0\) at cuda_src line {line_of(OOB, '// DYN')}: "
        rf"d\[12\] is byte 64 of dyn .* the launch's 64 bytes of dynamic shared memory",
-    7: r"out-of-bounds access to out\[8\.\.11\] in kernel mistakes_k",
+    7: rf"out-of-bounds access to \*reinterpret_cast<float4\*>\(&out\[n\]\) .* at cuda_src line "
+       rf"{line_of(OOB, '// AMP')}: .* is out\[8\.\.11\]",
 }
 
 

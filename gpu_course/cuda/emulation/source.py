@@ -409,6 +409,8 @@ def transform(src: str, *, checked: bool = True, origin: str = "cuda_src") -> Tr
             rw.replace(t.start, t.end, sub.apply())
     if checked:
         _rewrite_accesses(toks, match, rw, device_bodies, shared, pointer_params)
+        for body in device_bodies:
+            _rewrite_derefs(src, toks, match, body, pointer_params.get(body, set()), rw)
     for body in device_bodies:
         _loop_ticks(toks, match, body, rw)
         _checked_divisors(toks, match, body, rw)
@@ -782,6 +784,50 @@ def _pointer_access(toks: list[Tok], i: int, group: tuple[int, int], rw: Rewrite
     rw.replace(t.start, t.end, f'::cuda_emu::gat<{kind or 0}>({t.text}, {t.line}, "{t.text}"')
     rw.replace(toks[lb].start, toks[lb].end, ", (")
     rw.replace(toks[rb].start, toks[rb].end, "))")
+
+
+def _rewrite_derefs(src: str, toks: list[Tok], match: dict[int, int], body: tuple[int, int], names: set[str],
+                    rw: Rewriter) -> None:
+    """``*p`` (p a checked pointer), ``*(expr)`` and ``*reinterpret_cast<T*>(expr)`` in device code ->
+    ``::cuda_emu::gderef<K>(LINE, "*p", p)``: the same element, and an error that quotes the
+    expression and names the line.  ``*p++`` and declarators (``float *a, *b``) are left alone."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        t = toks[i]
+        if t.text != "*" or t.kind != "punct":
+            continue
+        prev = toks[i - 1]
+        if not ((prev.kind == "punct" and prev.text not in (")", "]")) or prev.text in ("return", "case")):
+            continue  # a multiplication, or a declaration (float *p)
+        if prev.text == ",":  # f(a, *p) yes; float *a, *b (a declaration at depth 0) no
+            k = i - 1
+            while k > a and toks[k].text not in ("(", "[", ";", "{", "}"):
+                k = match[k] - 1 if toks[k].text in (")", "]") and k in match else k - 1
+            if toks[k].text not in ("(", "["):
+                continue
+        j = i + 1
+        u = toks[j]
+        if u.kind == "id" and u.text in names:
+            end = j
+        elif u.text == "(" and j in match:
+            end = match[j]
+            if end + 1 < b and (toks[end + 1].kind in ("id", "num") or toks[end + 1].text == "("):
+                continue  # *(float4*)p: a cast
+        elif u.text == "reinterpret_cast" and j + 1 < b and toks[j + 1].text == "<":
+            gt = cxx.angle_close(toks, j + 1, match, b)
+            if gt is None or gt + 1 >= b or toks[gt + 1].text != "(" or gt + 1 not in match:
+                continue
+            end = match[gt + 1]
+        else:
+            continue
+        after = toks[end + 1].text if end + 1 < b else ""
+        if after in ("++", "--", "[", "(", ".", "->"):
+            continue  # *p++ is *(p++); *p.x ...
+        kind = 2 if prev.text in ("++", "--") or after in _COMPOUND or after in ("++", "--") else 1 if after == "=" else 0
+        expr = "*" + " ".join(src[toks[j].start:toks[end].end].split())
+        expr = expr.replace("\\", "\\\\").replace('"', '\\"')
+        rw.wrap(t.start, toks[end].end, f'::cuda_emu::gderef<{kind}>({t.line}, "{expr}", ', ")")
+        rw.replace(t.start, t.end, "")
 
 
 def _plain_kernels(toks: list[Tok], funcs) -> set[str]:

@@ -358,7 +358,10 @@ struct gptr;
 /// The address of any object pointer (volatile too), for bounds checks and messages.
 template <class T>
 inline const char* addr_of(T* q) {
-  return static_cast<const char*>(const_cast<const void*>(static_cast<const volatile void*>(q)));
+  if constexpr (std::is_volatile_v<T>)
+    return static_cast<const char*>(const_cast<const void*>(static_cast<const volatile void*>(q)));
+  else
+    return reinterpret_cast<const char*>(q);
 }
 /// p as a checked pointer with the bounds of what it points into (region_of), unchecked if unknown.
 template <class U>
@@ -671,6 +674,18 @@ inline decltype(auto) gat(A&& a, int line, const char* var, I i) {
     return gat<K>(a.get(), line, var, i);
   } else {
     return std::forward<A>(a)[i];
+  }
+}
+
+/// gderef<K>(line, "*(p + k)", p + k): what a dereference `*p`, `*(p + k)` or `*reinterpret_cast<float4*>(q)`
+/// becomes in device code: checked like gat (the message quotes the expression), `*x` for anything else.
+template <int K, class A>
+inline decltype(auto) gderef(int line, const char* expr, A&& a) {
+  using D = std::remove_cv_t<std::remove_reference_t<A>>;
+  if constexpr (is_gptr<D>::value || is_dshared<D>::value) {
+    return gat<K>(std::forward<A>(a), line, expr, 0);
+  } else {
+    return *std::forward<A>(a);
   }
 }
 

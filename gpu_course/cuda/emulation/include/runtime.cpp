@@ -764,7 +764,8 @@ static std::string element_of(const PtrInfo* info, long long off, size_t esize) 
 
 void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, const char* hi, const char* var,
              const void* p, long long idx, int line) {
-  const std::string acc = std::string(var) + "[" + std::to_string(idx) + "]";
+  const bool deref = var[0] == '*';  // gderef: var is the dereference as written, e.g. "*(p + k)"
+  const std::string acc = deref ? std::string(var) : std::string(var) + "[" + std::to_string(idx) + "]";
   std::string msg = "out-of-bounds access to " + acc + " " + where() +
                     (line > 0 ? " at cuda_src line " + std::to_string(line) : std::string()) + ": ";
   const char* c = static_cast<const char*>(q);
@@ -775,7 +776,7 @@ void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, c
            " of the " + std::to_string(hi - lo) + " bytes that " + var + " points into";
   } else {
     const char* base = info->base ? info->base : lo;
-    const bool itself = p == base && info->name && std::strcmp(var, info->name) == 0;
+    const bool itself = p == base && info->name && std::strcmp(var + deref, info->name) == 0;
     const long long es = static_cast<long long>(info->esize ? info->esize : esize);
     const std::string valid = lo == base && info->esize && (hi - base) % es == 0
                                   ? " (valid indices 0.." + std::to_string((hi - base) / es - 1) + ")"
@@ -783,14 +784,17 @@ void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, c
     if (itself) {
       msg += std::string(info->name) + " points to " + info->what + valid;
     } else {
-      msg += acc + " is " + element_of(info, c - base, esize) + " (" + var + " points to " +
-             element_of(info, static_cast<const char*>(p) - base, info->esize ? info->esize : esize) + "), " +
+      msg += acc + " is " + element_of(info, c - base, esize) +
+             (deref ? std::string(", ")
+                    : " (" + std::string(var) + " points to " +
+                          element_of(info, static_cast<const char*>(p) - base, info->esize ? info->esize : esize) +
+                          "), ") +
              (before ? "before the start of " : "past the end of ") + info->name + ", which points to " + info->what +
              valid;
     }
   }
   fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index" +
-       (info && !(p == info->base && std::strcmp(var, info->name) == 0) ? " or the pointer arithmetic." : "."));
+       (info && !(p == info->base && std::strcmp(var + deref, info->name) == 0) ? " or the pointer arithmetic." : "."));
 }
 
 void div_zero(int line) {
@@ -1417,7 +1421,7 @@ static void run_block(unsigned nthreads) {
       }
       f.state = kRunning;
       g.cur = &f;
-      g_switches.fetch_add(1, std::memory_order_relaxed);
+      g_switches.store(g_switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // no lock
       ctx_swap(g.sched, f);
       g.cur = nullptr;
       if (f.state == kFailed) {
