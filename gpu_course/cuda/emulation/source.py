@@ -1,7 +1,8 @@
 """The emulation's source side: what it refuses (found before compiling, so the message is about
 CUDA, not C++), and the rewriting of CUDA C into C++ that the emulator's headers run on the CPU
-(kernels, launches, ``__shared__`` arrays, checked pointers, checked accesses for the race
-check)."""
+(kernels, launches, ``__shared__`` arrays, checked pointers -- parameters, locals and what they
+derive --, checked accesses for the race check and the messages, loop ticks for Ctrl-C and
+spin-waits, checked integer divisors)."""
 from __future__ import annotations
 
 import re

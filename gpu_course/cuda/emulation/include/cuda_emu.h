@@ -5,8 +5,10 @@
 // precompiled once; the non-template code is in runtime.cpp, also compiled once and linked into
 // every module.  Design, in short:
 //   * blocks run one after another; the threads of a block run as cooperative fibers on one OS
-//     thread, and a fiber switches only at __syncthreads().  Between two barriers a thread runs
-//     alone, so a missing barrier shows up as a real race, deterministically.
+//     thread, and a fiber switches only at __syncthreads() and warp-level calls.  Between two
+//     barriers a thread runs alone, so a missing barrier shows up as a real race,
+//     deterministically; only a thread that loops for ~10 ms without a barrier yields (tick).
+//   * Ctrl-C during a launch raises KeyboardInterrupt (tick, runtime.cpp).
 //   * a barrier that only part of a block reaches is detected (no hang) and raised as an error.
 //   * warp-level calls (__shfl_*_sync, __ballot_sync, __syncwarp, ...) are rendezvous of the lanes
 //     named in the mask: a lane waits (switches fiber) until all of them arrived at the same call;
@@ -18,9 +20,10 @@
 //     batch (pending copies live in the thread's Fiber), so reading too early shows.
 //   * dynamic shared memory above 48 KiB needs cudaFuncSetAttribute on the launched kernel
 //     (found by address), up to 227 KiB.
-//   * kernel pointer parameters become bounds-checked pointers (gptr) and __shared__ arrays
-//     bounds-checked arrays (sarr); shared memory is poisoned (all bits set: NaN for floats) at
-//     the start of every block, so reading before writing shows.
+//   * kernel pointer parameters, __device__ functions' pointer parameters and local pointers
+//     become bounds-checked pointers (gptr; accesses through gat/gderef name the line) and
+//     __shared__ arrays bounds-checked arrays (sarr); shared memory is poisoned (all bits set: NaN
+//     for floats) at the start of every block, so reading before writing shows.
 //   * errors are C++ exceptions (cuda_emu::Error) that the Python binding raises as
 //     cuda_emu.CudaEmulationError; segfaults inside a kernel are caught and raised too.
 #pragma once
