@@ -244,10 +244,14 @@ __global__ void mod_zero_k(int* out, int d) {
     int k = threadIdx.x % (d - (int)threadIdx.x);                          // MOD
     out[threadIdx.x] = k;
 }
+__global__ void div_cast_zero_k(int* out) {
+    out[threadIdx.x] = 100 / (int)0;      // a cast: not a checked divisor, gcc compiles a trap (SIGILL)
+}
 void divide(torch::Tensor x, torch::Tensor out, int64_t which) {
     int* o = reinterpret_cast<int*>(out.data_ptr<float>());
     if (which == 0) div_literal_k<<<1, 4>>>(o);
     if (which == 1) mod_zero_k<<<1, 8>>>(o, 3);
+    if (which == 2) div_cast_zero_k<<<1, 4>>>(o);
 }
 '''
 
@@ -255,6 +259,8 @@ DIV_EXPECTED = {
     0: rf"integer division by zero in kernel div_literal_k .* thread \(0,0,0\) at cuda_src line "
        rf"{line_of(DIV, '// LITERAL')}: the divisor of / or % is 0",
     1: rf"integer division by zero in kernel mod_zero_k .* thread \(3,0,0\) at cuda_src line {line_of(DIV, '// MOD')}",
+    2: r"illegal instruction \(SIGILL\) in kernel div_cast_zero_k .* thread \(0,0,0\): the compiler turned undefined "
+       r"behaviour into a trap here, e.g. an integer division by 0",
 }
 
 
