@@ -316,17 +316,17 @@ template <int TW> __global__ void k(float* out, const float* x, int n) {
     out = cuda_emu.transform(src).text
     assert out.count("\n") == src.count("\n")
     expected = [
-        "::cuda_emu::sat<1>(tile, 9, (r), (c)) = x[r];",                 # a write
+        '::cuda_emu::sat<1>(tile, 9, (r), (c)) = ::cuda_emu::gat<0>(x, 9, "x", (r));',  # a write
         "::cuda_emu::sat<2>(tile, 10, (r), (c)) += 1.0f;",               # read-modify-write
         "++::cuda_emu::sat<2>(tile, 11, (r), (c));",
         "float v = ::cuda_emu::sat<0>(tile, 12, (c), (r)) + ::cuda_emu::sat<0>(g_tile, 12, (r), (c));",
-        "float* row = tile[r];",                                         # a row: not followed
+        "::cuda_emu::gptr<float> row = ::cuda_emu::bound(tile[r]);",    # a row: bounds, not followed
         "atomicAdd(&tile[r][c], 1.0f);",                                 # an address: not followed
         "pairs[c].x = ::cuda_emu::sat<0>(dyn, 15, (c));",                # a member: not followed
-        "::cuda_emu::sat<2>(out, 16, (r)) += v;",                        # pointer parameter: += only
-        "out[r] = v;",
-        "::cuda_emu::sat<2>(out, 18, (r))++;",
-        "__device__ void helper(float* s, int i) { s[i] += 1.0f; }",     # not a kernel parameter
+        '::cuda_emu::gat<2>(out, 16, "out", (r)) += v;',                  # pointer parameter: checked, the
+        '::cuda_emu::gat<1>(out, 17, "out", (r)) = v;',                   # line and name for messages,
+        '::cuda_emu::gat<2>(out, 18, "out", (r))++;',                     # += raced-checked
+        '::cuda_emu::gat<2>(s, 3, "s", (i)) += 1.0f; }',                  # a __device__ function's too
     ]
     for text in expected:
         assert text in out, (text, out)

@@ -27,7 +27,10 @@ Blocks run one after another.  The threads of a block run as cooperative fibers 
 thread (a 20-instruction context switch on x86-64, ucontext elsewhere) and switch only at
 ``__syncthreads()`` and warp-level calls: between two of them a thread runs alone, from where it
 was to its next one, in thread order.  So a missing barrier gives a real race, the same every
-run (which ``racecheck``, below, reports as an error).  A barrier
+run (which ``racecheck``, below, reports as an error).  Only a thread that stays in a loop for
+more than ~10 ms without reaching one of them (a spin-wait on a flag that another thread of the
+block sets later) yields to the others, as a GPU with independent thread scheduling (Volta and
+later) lets them run: such a wait ends.  A barrier
 that only part of a block reaches (e.g. after an early ``return``), or threads waiting at
 different ``__syncthreads()``, raise :class:`CudaEmulationError` naming the line, block and
 threads: no hang.  (``CUDA_EMU_STRICT_BARRIERS=0`` lets returned threads count as arrived, as
@@ -68,13 +71,23 @@ Checks a GPU would not make (``checked=True``, the default):
 
 * kernel pointer parameters become bounds-checked pointers (``cuda_emu::gptr<T>``): an access
   outside the tensor that ``data_ptr()`` came from raises an error naming the kernel, block,
-  thread, parameter and index, before the bad write happens;
+  thread, parameter and index, before the bad write happens.  So do the pointers derived from
+  them: local pointers (``float* row = out + r * w;``, ``const float4* q =
+  reinterpret_cast<const float4*>(p);``, then ``p++``, ``p += k``), the pointer parameters of
+  ``__device__`` functions (those whose type names a template parameter excepted), ``&out[i]``,
+  and pointers into ``__shared__`` arrays and the dynamic shared memory (bounded by the whole
+  variable).  ``p[i]``, ``*p``, ``*(p + k)`` and ``*reinterpret_cast<float4*>(q)`` name the line
+  and the element reached: "out-of-bounds access to row[3] ... at cuda_src line 7: row[3] is
+  out[8] (row points to out[5]), past the end of out, which points to a Float tensor of 8
+  elements (valid indices 0..7)";
 * ``__shared__`` arrays are bounds-checked, ``extern __shared__`` against the launch's size;
 * shared memory is filled with all-ones bits (NaN for float, -1 for int) at the start of every
   block, so reading shared memory that no thread wrote shows up;
 * a ``reinterpret_cast`` of a kernel pointer to ``float4*`` etc. checks the alignment;
 * a segfault, stack overflow or integer division by zero inside a kernel raises instead of
-  killing Python; so do ``assert``, ``exit`` and ``abort``;
+  killing Python; so do ``assert``, ``exit`` and ``abort``.  The divisor of ``/`` and ``%`` in
+  device code is checked where it is a name, a call or a parenthesized expression, so a division
+  by zero (a literal ``0`` too, which gcc compiles into a trap) names the line;
 * races (``racecheck``, on by default; ``racecheck=False`` or ``CUDA_EMU_RACECHECK=0`` turns it
   off, ``"warn"`` warns instead): ``tile[r][c]`` on a ``__shared__`` array (with all its indices)
   is recorded per 4-byte word between barriers, and two threads of a block touching one word, at
@@ -87,8 +100,16 @@ Checks a GPU would not make (``checked=True``, the default):
   nothing but shared-memory reads (the 16x16 tiled matmul at 128x128: ~55 ms instead of ~14 ms)
   and ~20 % on reductions.
 
-Pointers the emulation cannot bound (computed in host code, not from ``data_ptr``, or copied into
-a plain ``float*`` inside the kernel) are not checked.  A build that fails only because of the
+Ctrl-C (SIGINT, also JupyterLab's "interrupt kernel") stops a launch within milliseconds with a
+``KeyboardInterrupt`` that names the kernel, the block and what its threads do ("thread (0,0,0)
+runs the loop at cuda_src line 5; threads (1,0,0)..(31,0,0) wait at __syncthreads() at cuda_src
+line 6"); the module stays usable.  Every ``while``/``do`` loop and every ``for`` loop of device
+code that does not surely end (a counting loop whose variable and bound the body leaves alone
+surely ends) polls a flag for it, and the scheduler checks it at every barrier; a second Ctrl-C
+half a second after an unanswered first one stops code that loops some other way (``goto``).
+
+Pointers the emulation cannot bound (computed in host code, not from ``data_ptr``, into local
+arrays, or made by a C-style cast) are not checked.  A build that fails only because of the
 checked types (e.g. a helper template deducing ``T`` from a ``T*``) is retried unchecked.
 
 Not modelled: concurrency between threads between barriers (without racecheck, a non-atomic

@@ -1,7 +1,8 @@
 """The emulation's source side: what it refuses (found before compiling, so the message is about
 CUDA, not C++), and the rewriting of CUDA C into C++ that the emulator's headers run on the CPU
-(kernels, launches, ``__shared__`` arrays, checked pointers, checked accesses for the race
-check)."""
+(kernels, launches, ``__shared__`` arrays, checked pointers -- parameters, locals and what they
+derive --, checked accesses for the race check and the messages, loop ticks for Ctrl-C and
+spin-waits, checked integer divisors)."""
 from __future__ import annotations
 
 import re
@@ -165,14 +166,21 @@ class Rewriter:
 
     def replace(self, start: int, end: int, text: str) -> None:
         # keep every newline of the replaced text, so line numbers do not move
-        self.edits.append((start, end, len(self.edits), text + "\n" * self.src.count("\n", start, end)))
+        self.edits.append((start, end, 1, (0, 0), len(self.edits), text + "\n" * self.src.count("\n", start, end)))
 
     def insert(self, pos: int, text: str) -> None:
-        self.edits.append((pos, pos, len(self.edits), text))
+        self.edits.append((pos, pos, 1, (0, 0), len(self.edits), text))
+
+    def wrap(self, start: int, end: int, before: str, after: str) -> None:
+        """Insert ``before`` at start and ``after`` at end, nesting properly with the other wraps
+        that begin or end at the same places (the inner one closes first)."""
+        n = len(self.edits)
+        self.edits.append((start, start, 1, (-end, n), n, before))
+        self.edits.append((end, end, 0, (-start, -n), n + 1, after))
 
     def apply(self) -> str:
         out, pos = [], 0
-        for start, end, _, text in sorted(self.edits, key=lambda e: (e[0], e[1], e[2])):
+        for start, end, _, _, _, text in sorted(self.edits, key=lambda e: e[:5]):
             if start < pos:  # overlapping edit: the first one wins
                 continue
             out += [self.src[pos:start], text]
@@ -360,21 +368,29 @@ def transform(src: str, *, checked: bool = True, origin: str = "cuda_src") -> Tr
         return any(a < i < b for a, b in device_bodies)
 
     kernels: dict[str, list[str]] = {}
-    pointer_params: dict[tuple[int, int], set[str]] = {}  # kernel body -> its checked pointer parameters
+    pointer_params: dict[tuple[int, int], set[str]] = {}  # function body -> its checked pointers
     for f in funcs:
-        if f.qualifier != "__global__":
-            continue
         params = _split_params(toks, f.lparen, f.rparen, match)
         names = [_param_name(toks[a:b]) for a, b in params]
-        if f.body or f.name not in kernels:
+        if f.qualifier == "__global__" and (f.body or f.name not in kernels):
             kernels[f.name] = names
-        if checked:
-            for (a, b), pname in zip(params, names):
-                new = _checked_param(src, toks[a:b])
-                if new is not None:
-                    rw.replace(toks[a].start, toks[b - 1].end, new)
-                    if f.body and pname:
-                        pointer_params.setdefault(f.body, set()).add(pname)
+        if not checked or f.qualifier not in ("__global__", "__device__") or not f.name.isidentifier() \
+                or f.name == "__device__":
+            continue
+        # __device__ functions too (not the parameters whose type names a template parameter: their
+        # callers would no longer deduce it)
+        dependent = _template_names(toks, match, f) if f.qualifier == "__device__" else set()
+        for (a, b), pname in zip(params, names):
+            if any(toks[k].text in dependent for k in range(a, b)):
+                continue
+            new = _checked_param(src, toks[a:b])
+            if new is not None:
+                rw.replace(toks[a].start, toks[b - 1].end, new)
+                if f.body and pname:
+                    pointer_params.setdefault(f.body, set()).add(pname)
+    if checked:
+        for body in device_bodies:  # local pointers: float* row = out + 5;  -> a checked pointer too
+            pointer_params.setdefault(body, set()).update(_local_pointers(src, toks, match, body, rw))
 
     shared: list = []  # (name, rank, declaration token range) of checked __shared__ arrays
     templates = _kernel_templates(toks, match, funcs)
@@ -394,8 +410,292 @@ def transform(src: str, *, checked: bool = True, origin: str = "cuda_src") -> Tr
             rw.replace(t.start, t.end, sub.apply())
     if checked:
         _rewrite_accesses(toks, match, rw, device_bodies, shared, pointer_params)
+        for body in device_bodies:
+            _rewrite_derefs(src, toks, match, body, pointer_params.get(body, set()), rw)
+    for body in device_bodies:
+        _loop_ticks(toks, match, body, rw)
+        _checked_divisors(toks, match, body, rw)
     _simple_rewrites(toks, match, rw)
     return Transformed(rw.apply(), kernels)
+
+
+def _template_names(toks: list[Tok], match: dict[int, int], f) -> set[str]:
+    """The identifiers of the ``template <...>`` header of function f (empty if none)."""
+    k = f.lparen - 1
+    while k > 0 and toks[k - 1].text not in (";", "}", "{") and toks[k - 1].kind != "pp":
+        k -= 1
+    while k < f.lparen and toks[k].text != "template":
+        k += 1
+    if k >= f.lparen or k + 1 >= len(toks) or toks[k + 1].text != "<":
+        return set()
+    gt = cxx.angle_close(toks, k + 1, match, f.lparen)
+    return {t.text for t in toks[k + 2:gt or k + 2] if t.kind == "id" and t.text not in KEYWORDS}
+
+
+_TYPE_WORDS = {"unsigned", "signed", "short", "long", "int", "char", "float", "double", "bool", "auto",
+               "typename", "struct", "wchar_t", "char8_t", "char16_t", "char32_t"}
+_NOT_TYPES = KEYWORDS - _TYPE_WORDS - {"const", "volatile"}
+
+
+def _statement_starts(toks: list[Tok], match: dict[int, int], body: tuple[int, int]):
+    """Token indices in the function body where a statement (or a for loop's init) may start."""
+    a, b = body
+    for i in range(a + 1, b):
+        prev = toks[i - 1].text
+        if prev in ("{", ";", "}") or (prev == "(" and i >= 2 and toks[i - 2].text == "for"):
+            yield i
+
+
+def _local_pointers(src: str, toks: list[Tok], match: dict[int, int], body: tuple[int, int],
+                    rw: Rewriter) -> set[str]:
+    """Rewrite the local pointer declarations of one function body into checked pointers:
+    ``const float* q = p + k;`` -> ``::cuda_emu::gptr<const float> q = ::cuda_emu::bound(p + k);``
+    (``auto* q = ...`` -> ``auto q = ::cuda_emu::aptr<false>(...)``).  A checked initializer keeps
+    its bounds; a __shared__ array or a raw pointer gets those of what it points into.  Left as
+    written: pointers to pointers, arrays of pointers, function pointers, void pointers, static
+    ones, and declarations mixing pointers and non-pointers.  Returns the names rewritten."""
+    a, b = body
+    out = set()
+    for s in _statement_starts(toks, match, body):
+        k = s
+        while k < b and toks[k].text in ("const", "volatile"):
+            k += 1
+        t0 = k  # the type: words like "unsigned int", or a (qualified, templated) name
+        if k >= b or toks[k].kind != "id" or toks[k].text in _NOT_TYPES:
+            continue
+        if toks[k].text in _TYPE_WORDS - {"typename", "struct", "auto"}:
+            while k < b and toks[k].text in _TYPE_WORDS | {"const", "volatile"}:
+                k += 1
+        else:
+            if toks[k].text in ("typename", "struct"):
+                k += 1
+            while k < b:
+                if k >= b or toks[k].kind != "id" or toks[k].text in _NOT_TYPES:
+                    break
+                k += 1
+                if k < b and toks[k].text == "<":
+                    gt = cxx.angle_close(toks, k, match, b)
+                    if gt is None:
+                        break
+                    k = gt + 1
+                if k < b and toks[k].text == "::":
+                    k += 1
+                    continue
+                break
+            while k < b and toks[k].text in ("const", "volatile"):
+                k += 1
+        if k == t0 or k >= b or toks[k].text != "*":
+            continue
+        base = " ".join(src[toks[s].start:toks[k - 1].end].split())
+        is_auto = re.fullmatch(r"(const\s+|volatile\s+)*auto(\s+const|\s+volatile)*", base) is not None
+        if re.fullmatch(r"(const\s+|volatile\s+)*void(\s+const|\s+volatile)*", base) or base.startswith("static"):
+            continue
+        decls, q, ok = [], k, True  # [(star, name, end of the declarator's initializer)]
+        while ok:
+            if toks[q].text != "*":
+                ok = False
+                break
+            star, q = q, q + 1
+            while q < b and toks[q].text in _PTR_QUALS:
+                q += 1
+            if q >= b or toks[q].kind != "id" or toks[q].text in KEYWORDS or q + 1 >= b:
+                ok = False
+                break
+            name, q = q, q + 1
+            if toks[q].text == "=":
+                q += 1
+                init_start = q
+                while q < b and toks[q].text not in (",", ";"):
+                    q = match[q] + 1 if toks[q].text in ("(", "[", "{") and q in match else q + 1
+                if q >= b or q == init_start:
+                    ok = False
+                    break
+                decls.append((star, name, (init_start, q)))
+            elif toks[q].text in (",", ";"):
+                decls.append((star, name, None))
+            else:
+                ok = False  # float* p[4], float* p(x), float* p{x}
+                break
+            if toks[q].text == ";":
+                break
+            q += 1
+        if not ok or not decls or (is_auto and len(decls) > 1):
+            continue
+        quals = [{toks[x].text for x in range(star + 1, name)} for star, name, _ in decls]
+        const_ptr = ["const" in qs for qs in quals]
+        if len(decls) > 1 and any(const_ptr):
+            continue  # float* const p = x, *q = y: one declaration cannot say it with gptr
+        for n, (star, name, init) in enumerate(decls):
+            if n == 0:
+                if is_auto:
+                    const_elems = "const" in base.split()
+                    head = f"{'const ' if const_ptr[0] else ''}auto {toks[name].text}"
+                else:
+                    head = f"{'const ' if const_ptr[0] else ''}::cuda_emu::gptr<{base}> {toks[name].text}"
+                rw.replace(toks[s].start, toks[name].end, head)
+            else:
+                rw.replace(toks[star].start, toks[name].end, toks[name].text)
+            if init:
+                ia, ib = init
+                itext = src[toks[ia].start:toks[ib - 1].end].strip()
+                if itext in ("0", "NULL", "nullptr") and not is_auto:
+                    continue
+                wrap = f"::cuda_emu::aptr<{'true' if const_elems else 'false'}>(" if is_auto else "::cuda_emu::bound("
+                rw.wrap(toks[ia].start, toks[ib - 1].end, wrap, ")")
+            out.add(toks[name].text)
+    return out
+
+
+def _statement_end(toks: list[Tok], match: dict[int, int], i: int, b: int) -> int:
+    """Index of the last token of the statement that starts at toks[i] (within a body ending at b)."""
+    x = toks[i].text
+    if x == "{" and i in match:
+        return match[i]
+    if x in ("for", "while", "if", "switch") and i + 1 < b and toks[i + 1].text == "(" and i + 1 in match:
+        end = _statement_end(toks, match, match[i + 1] + 1, b) if match[i + 1] + 1 < b else b
+        if x == "if" and end + 1 < b and toks[end + 1].text == "else":
+            end = _statement_end(toks, match, end + 2, b)
+        return end
+    if x == "do" and i + 1 < b:
+        end = _statement_end(toks, match, i + 1, b)  # the body, then: while (...);
+        return min(match[end + 2] + 1, b) if end + 2 < b and end + 2 in match else b
+    while i < b and toks[i].text != ";":
+        i = match[i] + 1 if toks[i].text in ("(", "[", "{") and i in match else i + 1
+    return i
+
+
+_ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
+_PURE_CALLS = {"min", "max", "sizeof", "static_cast", "std", "::"}
+
+
+def _modified(toks: list[Tok], names: set[str], a: int, b: int) -> bool:
+    """Is one of ``names`` assigned, incremented or has its address taken in toks[a..b]?"""
+    for k in range(a, b + 1):
+        t = toks[k]
+        if t.kind != "id" or t.text not in names or toks[k - 1].text in (".", "->", "::"):
+            continue
+        if toks[k - 1].text in ("++", "--", "&") or (k + 1 <= b and toks[k + 1].text in _ASSIGN | {"++", "--"}):
+            return True
+    return False
+
+
+def _bounded_for(toks: list[Tok], match: dict[int, int], i: int, c0: int, c1: int, b: int) -> bool:
+    """Does ``for (INIT; v < E; v++)`` at toks[i] surely end?  v declared or set in INIT, compared with
+    ``<``/``<=`` to E (no calls but min/max/sizeof), stepped by ``++`` or ``+= S`` (S a positive
+    literal, blockDim/gridDim/warpSize, an upper-case constant or a product of those), and neither v
+    nor E's names changed in the body.  These loops (register tiles, grid-stride loops) get no tick:
+    they cost most in the inner loops, and cannot spin."""
+    lp, rp = i + 1, match[i + 1]
+    eq = next((k for k in range(lp + 1, c0) if toks[k].text == "="), None)
+    if eq is None or toks[eq - 1].kind != "id":
+        return False
+    v = toks[eq - 1].text
+    cond = toks[c0 + 1:c1]
+    if len(cond) < 3 or cond[0].text != v or cond[1].text not in ("<", "<="):
+        return False
+    bound_names = set()
+    for k in range(c0 + 3, c1):
+        t = toks[k]
+        if t.text in _ASSIGN | {"++", "--", "?"}:
+            return False
+        if t.kind == "id" and k + 1 < c1 and toks[k + 1].text in ("(", "<") and t.text not in _PURE_CALLS:
+            return False  # a call: may change anything
+        if t.kind == "id" and toks[k - 1].text not in (".", "->"):
+            bound_names.add(t.text)
+    step = toks[c1 + 1:rp]
+    texts = [t.text for t in step]
+    if texts not in ([v, "++"], ["++", v]):
+        if len(step) < 3 or texts[:2] != [v, "+="]:
+            return False
+        for t in step[2:]:
+            ok = (t.kind == "num" and re.fullmatch(r"[1-9][0-9']*[uUlL]*|0[xX]0*[1-9a-fA-F][0-9a-fA-F]*[uUlL]*", t.text)) \
+                or t.text in ("*", ".", "blockDim", "gridDim", "warpSize", "x", "y", "z", "(", ")") \
+                or (t.kind == "id" and re.fullmatch(r"[A-Z][A-Z0-9_]*", t.text))
+            if not ok:
+                return False
+    if rp + 1 >= b:
+        return False
+    end = _statement_end(toks, match, rp + 1, b)
+    return not _modified(toks, {v} | (bound_names - KEYWORDS), rp + 1, end)
+
+
+def _loop_ticks(toks: list[Tok], match: dict[int, int], body: tuple[int, int], rw: Rewriter) -> None:
+    """``while (c)`` -> ``while (::cuda_emu::tick(LINE), (c))`` and ``for (i; c; s)`` -> ``for (i;
+    ::cuda_emu::tick(LINE), (c); s)`` in device code (``do ... while`` too): every iteration polls for
+    Ctrl-C and for the watchdog's request to let the block's other threads run (see runtime.cpp).
+    Loops that surely end are left alone: range-for loops, and the counting loops of _bounded_for."""
+    a, b = body
+    for i in range(a + 1, b):
+        t = toks[i]
+        if t.kind != "id" or t.text not in ("while", "for") or i + 1 not in match or toks[i + 1].text != "(":
+            continue
+        lp, rp = i + 1, match[i + 1]
+        tick = f"::cuda_emu::tick({t.line}), "
+        if t.text == "while":
+            inner = toks[lp + 1:rp]
+            if not inner or (len(inner) >= 2 and inner[0].kind == "id" and inner[1].kind == "id"):
+                continue  # while (T x = f()): a declaration
+            rw.wrap(toks[lp].end, toks[rp].start, tick + "(", ")")
+            continue
+        semis, j = [], lp + 1
+        while j < rp:
+            if toks[j].text in ("(", "[", "{") and j in match:
+                j = match[j] + 1
+                continue
+            if toks[j].text == ";":
+                semis.append(j)
+            j += 1
+        if len(semis) != 2:
+            continue  # for (x : range)
+        c0, c1 = semis
+        if _bounded_for(toks, match, i, c0, c1, b):
+            continue
+        if c1 == c0 + 1:
+            rw.insert(toks[c0].end, f" {tick}true")
+        else:
+            rw.wrap(toks[c0].end, toks[c1 - 1].end, f" {tick}(", ")")
+
+
+_INT_ZERO = re.compile(r"0+[uUlL]*|0[xXbB]0+[uUlL]*")
+
+
+def _checked_divisors(toks: list[Tok], match: dict[int, int], body: tuple[int, int], rw: Rewriter) -> None:
+    """The divisor of ``/``, ``%``, ``/=``, ``%=`` in device code -> ``::cuda_emu::divisor(d, LINE)``
+    when it is a name (``n``, ``blockDim.x``, ``p[i]``, ``f(x)``), a parenthesized expression or a
+    literal integer 0: an integer 0 then raises an error naming the line (instead of SIGFPE, or the
+    trap gcc emits for a literal 0).  Nonzero literals, casts and other operands are left alone."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        t = toks[i]
+        if t.kind != "punct" or t.text not in ("/", "%", "/=", "%="):
+            continue
+        j = i + 1
+        u = toks[j]
+        if u.kind == "num":
+            if not _INT_ZERO.fullmatch(u.text):
+                continue
+            end = j
+        elif u.text == "(" and j in match:
+            end = match[j]
+            if end + 1 < b and (toks[end + 1].kind in ("id", "num") or toks[end + 1].text == "("):
+                continue  # (int)x: a cast
+        elif u.kind == "id" and u.text not in KEYWORDS | {"this"}:
+            end = j
+            while True:
+                if end + 1 < b and toks[end + 1].text in ("::", ".", "->") and end + 2 < b \
+                        and toks[end + 2].kind == "id":
+                    end += 2
+                elif end + 1 < b and toks[end + 1].text in ("(", "[") and end + 1 in match:
+                    end = match[end + 1]
+                else:
+                    break
+            if end + 1 < b and toks[end + 1].text == "<":
+                continue  # f<T>(x), or a comparison: leave it
+        else:
+            continue
+        if end + 1 < b and toks[end + 1].text in ("++", "--"):
+            continue
+        rw.wrap(toks[j].start, toks[end].end, "::cuda_emu::divisor(", f", {t.line})")
 
 
 _COMPOUND = {"+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
@@ -449,6 +749,9 @@ def _rewrite_accesses(toks, match, rw, device_bodies, shared, pointer_params) ->
             while k < b and toks[k].text == "[" and k in match:
                 groups.append((k, match[k]))
                 k = match[k] + 1
+            if t.text not in names:  # a checked pointer (parameter or local)
+                _pointer_access(toks, i, groups[0], rw)
+                continue
             rank = names.get(t.text, 1)
             if len(groups) != rank or rank > 4:
                 continue  # a row of a 2D array, more indices than dimensions (sat takes up to 4)
@@ -459,6 +762,73 @@ def _rewrite_accesses(toks, match, rw, device_bodies, shared, pointer_params) ->
             for n, (lb, rb) in enumerate(groups):
                 rw.replace(toks[lb].start, toks[lb].end, ", (")
                 rw.replace(toks[rb].start, toks[rb].end, "))" if n == len(groups) - 1 else ")")
+
+
+def _pointer_access(toks: list[Tok], i: int, group: tuple[int, int], rw: Rewriter) -> None:
+    """``p[i]`` on a checked pointer -> ``::cuda_emu::gat<K>(p, LINE, "p", (i))`` (K as in
+    _access_kind; the error names p, the line and the element reached), and ``&p[i]`` ->
+    ``(p + (i))``: the same address, still a checked pointer (so that ``*reinterpret_cast<float4*>(
+    &out[j])`` checks all 16 bytes, and ``&out[n]``, one past the end, is no error until used)."""
+    t, (lb, rb) = toks[i], group
+    after = toks[rb + 1].text if rb + 1 < len(toks) else ""
+    prev = toks[i - 1].text if i else ""
+    if prev == "&" and after not in (".", "->", "[", "(", "++", "--"):
+        before = toks[i - 2] if i >= 2 else None
+        binary = before is not None and (before.kind in ("num", "str", "chr") or before.text in (")", "]") or
+                                         (before.kind == "id" and before.text not in KEYWORDS))
+        if not binary:
+            rw.replace(toks[i - 1].start, t.end, f"({t.text}")
+            rw.replace(toks[lb].start, toks[lb].end, " + (")
+            rw.replace(toks[rb].start, toks[rb].end, "))")
+            return
+    kind = _access_kind(toks, i, rb)
+    rw.replace(t.start, t.end, f'::cuda_emu::gat<{kind or 0}>({t.text}, {t.line}, "{t.text}"')
+    rw.replace(toks[lb].start, toks[lb].end, ", (")
+    rw.replace(toks[rb].start, toks[rb].end, "))")
+
+
+def _rewrite_derefs(src: str, toks: list[Tok], match: dict[int, int], body: tuple[int, int], names: set[str],
+                    rw: Rewriter) -> None:
+    """``*p`` (p a checked pointer), ``*(expr)`` and ``*reinterpret_cast<T*>(expr)`` in device code ->
+    ``::cuda_emu::gderef<K>(LINE, "*p", p)``: the same element, and an error that quotes the
+    expression and names the line.  ``*p++`` and declarators (``float *a, *b``) are left alone."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        t = toks[i]
+        if t.text != "*" or t.kind != "punct":
+            continue
+        prev = toks[i - 1]
+        if not ((prev.kind == "punct" and prev.text not in (")", "]")) or prev.text in ("return", "case")):
+            continue  # a multiplication, or a declaration (float *p)
+        if prev.text == ",":  # f(a, *p) yes; float *a, *b (a declaration at depth 0) no
+            k = i - 1
+            while k > a and toks[k].text not in ("(", "[", ";", "{", "}"):
+                k = match[k] - 1 if toks[k].text in (")", "]") and k in match else k - 1
+            if toks[k].text not in ("(", "["):
+                continue
+        j = i + 1
+        u = toks[j]
+        if u.kind == "id" and u.text in names:
+            end = j
+        elif u.text == "(" and j in match:
+            end = match[j]
+            if end + 1 < b and (toks[end + 1].kind in ("id", "num") or toks[end + 1].text == "("):
+                continue  # *(float4*)p: a cast
+        elif u.text == "reinterpret_cast" and j + 1 < b and toks[j + 1].text == "<":
+            gt = cxx.angle_close(toks, j + 1, match, b)
+            if gt is None or gt + 1 >= b or toks[gt + 1].text != "(" or gt + 1 not in match:
+                continue
+            end = match[gt + 1]
+        else:
+            continue
+        after = toks[end + 1].text if end + 1 < b else ""
+        if after in ("++", "--", "[", "(", ".", "->"):
+            continue  # *p++ is *(p++); *p.x ...
+        kind = 2 if prev.text in ("++", "--") or after in _COMPOUND or after in ("++", "--") else 1 if after == "=" else 0
+        expr = "*" + " ".join(src[toks[j].start:toks[end].end].split())
+        expr = expr.replace("\\", "\\\\").replace('"', '\\"')
+        rw.wrap(t.start, toks[end].end, f'::cuda_emu::gderef<{kind}>({t.line}, "{expr}", ', ")")
+        rw.replace(t.start, t.end, "")
 
 
 def _plain_kernels(toks: list[Tok], funcs) -> set[str]:
@@ -537,6 +907,11 @@ def _simple_rewrites(toks: list[Tok], match: dict[int, int], rw: Rewriter) -> No
                 else:
                     continue
             new = {"assert": "CUDA_EMU_ASSERT", "exit": "::cuda_emu::exit_", "abort": "::cuda_emu::abort_"}[x]
+            if x == "assert" and i + 1 in match and match[i + 1] > i + 2:  # the condition as written
+                cond = " ".join(rw.src[toks[i + 2].start:toks[match[i + 1] - 1].end].split())
+                cond = cond.replace("\\", "\\\\").replace('"', '\\"')
+                rw.replace(start, toks[i + 1].end, f'CUDA_EMU_ASSERT_TEXT("{cond}", ')
+                continue
             rw.replace(start, t.end, new)
         elif x in ("data_ptr", "mutable_data_ptr", "const_data_ptr") and i > 0 \
                 and toks[i - 1].text == "." and i + 1 < len(toks) and toks[i + 1].text in ("<", "("):

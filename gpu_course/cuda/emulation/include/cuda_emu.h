@@ -5,8 +5,10 @@
 // precompiled once; the non-template code is in runtime.cpp, also compiled once and linked into
 // every module.  Design, in short:
 //   * blocks run one after another; the threads of a block run as cooperative fibers on one OS
-//     thread, and a fiber switches only at __syncthreads().  Between two barriers a thread runs
-//     alone, so a missing barrier shows up as a real race, deterministically.
+//     thread, and a fiber switches only at __syncthreads() and warp-level calls.  Between two
+//     barriers a thread runs alone, so a missing barrier shows up as a real race,
+//     deterministically; only a thread that loops for ~10 ms without a barrier yields (tick).
+//   * Ctrl-C during a launch raises KeyboardInterrupt (tick, runtime.cpp).
 //   * a barrier that only part of a block reaches is detected (no hang) and raised as an error.
 //   * warp-level calls (__shfl_*_sync, __ballot_sync, __syncwarp, ...) are rendezvous of the lanes
 //     named in the mask: a lane waits (switches fiber) until all of them arrived at the same call;
@@ -18,9 +20,10 @@
 //     batch (pending copies live in the thread's Fiber), so reading too early shows.
 //   * dynamic shared memory above 48 KiB needs cudaFuncSetAttribute on the launched kernel
 //     (found by address), up to 227 KiB.
-//   * kernel pointer parameters become bounds-checked pointers (gptr) and __shared__ arrays
-//     bounds-checked arrays (sarr); shared memory is poisoned (all bits set: NaN for floats) at
-//     the start of every block, so reading before writing shows.
+//   * kernel pointer parameters, __device__ functions' pointer parameters and local pointers
+//     become bounds-checked pointers (gptr; accesses through gat/gderef name the line) and
+//     __shared__ arrays bounds-checked arrays (sarr); shared memory is poisoned (all bits set: NaN
+//     for floats) at the start of every block, so reading before writing shows.
 //   * errors are C++ exceptions (cuda_emu::Error) that the Python binding raises as
 //     cuda_emu.CudaEmulationError; segfaults inside a kernel are caught and raised too.
 #pragma once
@@ -31,6 +34,7 @@
 #include "torch_api.h"  // the torch C++ API, in tiers (see there)
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -130,17 +134,24 @@ namespace cuda_emu {
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+/// Ctrl-C (SIGINT) stopped a launch: raised as KeyboardInterrupt with the message.
+struct Interrupt : Error {
+  using Error::Error;
+};
 /// A Python exception is already set (e.g. KeyboardInterrupt): just return NULL.
 struct PyErrorAlreadySet {};
 
 // kWaiting: at __syncthreads(); kWarpWait: at a warp-level call; kReady: may resume.
-enum FiberState { kNew, kRunning, kWaiting, kDone, kFailed, kWarpWait, kReady };
+// kYield: left the CPU in a long loop (see tick) so that the block's other threads can run.
+enum FiberState { kNew, kRunning, kWaiting, kDone, kFailed, kWarpWait, kReady, kYield };
 
 /// Where a bounds-checked pointer came from, for error messages.
 struct PtrInfo {
   const char* name = "";       // "x" (kernel parameter) or "smem" (extern __shared__)
   const char* base = nullptr;  // the pointer as passed to the kernel
   std::string what;            // "a float tensor of 1000 elements"
+  size_t esize = 0;            // the size of the parameter's element type (0: unknown)
+  bool shared = false;         // shared memory (per block: not race-checked as global memory)
 };
 
 /// A kernel pointer parameter of the current launch with known bounds (cp.async's source check).
@@ -159,6 +170,7 @@ struct Fiber {
   char* stack = nullptr;
   int state = kNew;
   int line = 0;  // line of the __syncthreads() or warp-level call it waits at
+  int loop_line = 0;  // the loop it was in when it last yielded (see tick), for messages
   int pred = 0;  // predicate of __syncthreads_count/and/or
   int wop = 0;   // the warp-level call it waits at (WarpOp) and its mask
   unsigned wmask = 0;
@@ -221,6 +233,15 @@ int barrier_wait(int line, int pred);
 [[noreturn]] __attribute__((cold)) void misaligned(const void* p, size_t align, const char* type);
 [[noreturn]] __attribute__((cold)) void global_oob(const PtrInfo* info, const void* q, size_t esize,
                                                   const char* lo, const char* hi);
+/// An access through a checked pointer `var` (its value `p`) at `var[idx]` = q fell outside
+/// [lo, hi): the message names the variable, the element of the buffer it reached, and `line`.
+[[noreturn]] __attribute__((cold)) void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo,
+                                               const char* hi, const char* var, const void* p, long long idx,
+                                               int line);
+/// The bounds of the memory p points into, as far as the emulation knows it inside a kernel: the
+/// dynamic shared memory, a __shared__ variable, or the tensor of one of the launch's pointer
+/// parameters.  False (nothing set) for anything else (local arrays, unknown memory).
+bool region_of(const void* p, const char** lo, const char** hi, const PtrInfo** info);
 void track_tensor(const at::TensorBase& t);
 struct Bounds {
   const char* lo;
@@ -244,6 +265,26 @@ void cuda_check(int err, const char* expr);
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line);
 
 inline void syncthreads(int line) { barrier_wait(line, 0); }
+
+/// Loops in kernels and __device__ functions poll this once per iteration (see tick): set by
+/// Ctrl-C (SIGINT) during a launch, and by the launch's watchdog when the running thread has not
+/// left the CPU for a while (then it yields, so that a spin-wait on another thread's write ends).
+extern int g_poll;
+void tick_slow(int line);
+/// What the rewrite puts in every loop condition of device code: `while (tick(LINE), (cond))`.
+constexpr void tick(int line) {
+  if (!std::is_constant_evaluated())
+    if (__builtin_expect(__atomic_load_n(&g_poll, __ATOMIC_RELAXED), 0)) tick_slow(line);
+}
+[[noreturn]] __attribute__((cold)) void div_zero(int line);
+/// What the rewrite makes of the divisor of `/` and `%` in device code: an integer 0 raises an
+/// error naming the line (instead of SIGFPE, or the trap gcc emits for a literal 0).
+template <class T>
+constexpr T divisor(T v, int line) {
+  if constexpr (std::is_integral_v<T>)
+    if (!std::is_constant_evaluated() && __builtin_expect(v == 0, 0)) div_zero(line);
+  return v;
+}
 
 /// Warp-level calls.  Each is a rendezvous of the lanes named in `mask` at one call (see
 /// runtime.cpp): every lane deposits `value` (and `arg`: a lane, delta or lane mask), the last
@@ -315,6 +356,20 @@ inline const char* type_label() {
   else return "vector";
 }
 
+template <class T>
+struct gptr;
+/// The address of any object pointer (volatile too), for bounds checks and messages.
+template <class T>
+inline const char* addr_of(T* q) {
+  if constexpr (std::is_volatile_v<T>)
+    return static_cast<const char*>(const_cast<const void*>(static_cast<const volatile void*>(q)));
+  else
+    return reinterpret_cast<const char*>(q);
+}
+/// p as a checked pointer with the bounds of what it points into (region_of), unchecked if unknown.
+template <class U>
+gptr<U> bounded(U* p);
+
 /// A bounds-checked array: what `__shared__ T name[N]...` becomes (nested for 2D/3D).
 template <class T, size_t N>
 struct sarr {
@@ -333,6 +388,15 @@ struct sarr {
   }
   operator T*() { return d; }  // NOLINT: decays like an array
   operator const T*() const { return d; }  // NOLINT
+  /// `float* p = tile[r];`: a checked pointer bounded by the whole __shared__ variable.
+  template <class U, std::enable_if_t<std::is_convertible_v<T*, U*>, int> = 0>
+  operator gptr<U>() {  // NOLINT
+    return bounded<U>(d);
+  }
+  template <class U, std::enable_if_t<std::is_convertible_v<const T*, U*>, int> = 0>
+  operator gptr<U>() const {  // NOLINT
+    return bounded<U>(d);
+  }
   template <class U, std::enable_if_t<!std::is_same_v<std::remove_cv_t<U>, T>, int> = 0>
   explicit operator U*() {
     if (reinterpret_cast<uintptr_t>(d) % alignof(U)) misaligned(d, alignof(U), type_label<U>());
@@ -372,14 +436,14 @@ struct gptr {
   template <class U, std::enable_if_t<!std::is_same_v<std::remove_cv_t<U>, std::remove_cv_t<T>> &&
                                           !std::is_void_v<U>, int> = 0>
   explicit operator U*() const {  // C-style casts such as (float4*)x
-    if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(p, alignof(U), type_label<U>());
+    if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(addr_of(p), alignof(U), type_label<U>());
     return (U*)p;  // NOLINT
   }
   T* get() const { return p; }
 
   void check(const T* q) const {
-    const char* c = reinterpret_cast<const char*>(q);
-    if (__builtin_expect(c < lo || c + sizeof(T) > hi, 0)) global_oob(info, q, sizeof(T), lo, hi);
+    const char* c = addr_of(q);
+    if (__builtin_expect(c < lo || c + sizeof(T) > hi, 0)) global_oob(info, c, sizeof(T), lo, hi);
   }
   template <class I, std::enable_if_t<std::is_integral_v<I> || std::is_enum_v<I>, int> = 0>
   T& operator[](I i) const {
@@ -412,6 +476,13 @@ struct gptr {
     return r;
   }
   ptrdiff_t operator-(const gptr& o) const { return p - o.p; }
+  ptrdiff_t operator-(const T* o) const { return p - o; }
+  friend ptrdiff_t operator-(const T* a, const gptr& b) { return a - b.p; }
+  /// (uintptr_t)p, (size_t)p: the address (alignment checks).
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  explicit operator I() const {
+    return static_cast<I>(reinterpret_cast<uintptr_t>(p));
+  }
   template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
   gptr& operator+=(I i) {
     p += static_cast<ptrdiff_t>(i);
@@ -444,7 +515,7 @@ struct gptr {
   template <class U>
   gptr<U> cast() const {
     if constexpr (!std::is_void_v<U>)
-      if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(p, alignof(U), type_label<U>());
+      if (reinterpret_cast<uintptr_t>(p) % alignof(U)) misaligned(addr_of(p), alignof(U), type_label<U>());
     return gptr<U>(reinterpret_cast<U*>(p), lo, hi, info);
   }
 };
@@ -462,7 +533,10 @@ struct dshared {
   T& operator[](I i) const {
     return get()[i];
   }
-  operator gptr<T>() const { return get(); }                    // NOLINT
+  template <class U, std::enable_if_t<std::is_convertible_v<T*, U*>, int> = 0>
+  operator gptr<U>() const {  // NOLINT
+    return get();
+  }
   operator T*() const { return reinterpret_cast<T*>(g.dyn); }  // NOLINT
   template <class U, std::enable_if_t<!std::is_same_v<std::remove_cv_t<U>, T>, int> = 0>
   explicit operator U*() const {
@@ -487,6 +561,48 @@ template <class T>
 struct is_sarr : std::false_type {};
 template <class T, size_t N>
 struct is_sarr<sarr<T, N>> : std::true_type {};
+
+template <class U>
+gptr<U> bounded(U* p) {
+  const char* lo;
+  const char* hi;
+  const PtrInfo* info;
+  if (p && g.in_kernel && region_of(addr_of(p), &lo, &hi, &info)) return gptr<U>(p, lo, hi, info);
+  return gptr<U>(p);
+}
+
+/// What the rewrite wraps the initializer of a local pointer in (`float* row = bound(out + 5);`
+/// becomes a gptr<float>): checked pointers keep their bounds, __shared__ arrays and raw pointers
+/// get the bounds of what they point into (region_of), anything else is passed on.
+template <class X>
+inline decltype(auto) bound(X&& x) {
+  using D = std::remove_cv_t<std::remove_reference_t<X>>;
+  if constexpr (is_gptr<D>::value) {
+    return D(x);
+  } else if constexpr (is_dshared<D>::value) {
+    return x.get();
+  } else if constexpr (std::is_pointer_v<D> && !std::is_void_v<std::remove_pointer_t<D>> &&
+                       !std::is_function_v<std::remove_pointer_t<D>>) {
+    return bounded(x);
+  } else {
+    return std::forward<X>(x);
+  }
+}
+
+/// `auto* p = init;` / `const auto* p = init;` become `auto p = aptr<C>(init)`: a checked pointer
+/// stays one (to const elements when C), a raw pointer gets bounds as in bound().
+template <bool C, class X>
+inline auto aptr(X&& x) {
+  auto b = bound(std::forward<X>(x));
+  using B = decltype(b);
+  if constexpr (is_gptr<B>::value && C) {
+    return gptr<const std::remove_pointer_t<decltype(b.p)>>(b);
+  } else if constexpr (std::is_pointer_v<B> && C) {
+    return static_cast<const std::remove_pointer_t<B>*>(b);
+  } else {
+    return b;
+  }
+}
 
 // ------------------------------------------------------------------------------------------
 // sat<K>(a, line, i, j): what `a[i][j]` becomes in kernels when `a` is a __shared__ array used
@@ -541,6 +657,41 @@ inline decltype(auto) sat(A&& a, int line, I... i) {
   }
 }
 
+/// gat<K>(p, line, "p", i): what `p[i]` becomes in kernels and __device__ functions when `p` is a
+/// checked pointer (a pointer parameter, or a local pointer the rewrite made one): the same
+/// element, bounds-checked with a message that names p, the element it reached and the line; a
+/// read-modify-write (K = 2) of global memory is recorded for the race check.  Anything else
+/// named p (a local array shadowing it ...) is indexed as written.
+template <int K, class A, class I>
+inline decltype(auto) gat(A&& a, int line, const char* var, I i) {
+  using D = std::remove_cv_t<std::remove_reference_t<A>>;
+  if constexpr (is_gptr<D>::value && (std::is_integral_v<I> || std::is_enum_v<I>)) {
+    auto* q = a.p + static_cast<ptrdiff_t>(i);
+    const char* c = addr_of(q);
+    if (__builtin_expect(c < a.lo || c + sizeof(*q) > a.hi, 0))
+      ptr_oob(a.info, c, sizeof(*q), a.lo, a.hi, var, addr_of(a.p), static_cast<long long>(i), line);
+    if constexpr (K == kRMW)
+      if (__builtin_expect(g.race_on, 0) && a.info && !a.info->shared) race_global(c, sizeof(*q), a.info, line);
+    return (*q);
+  } else if constexpr (is_dshared<D>::value) {
+    return gat<K>(a.get(), line, var, i);
+  } else {
+    return std::forward<A>(a)[i];
+  }
+}
+
+/// gderef<K>(line, "*(p + k)", p + k): what a dereference `*p`, `*(p + k)` or `*reinterpret_cast<float4*>(q)`
+/// becomes in device code: checked like gat (the message quotes the expression), `*x` for anything else.
+template <int K, class A>
+inline decltype(auto) gderef(int line, const char* expr, A&& a) {
+  using D = std::remove_cv_t<std::remove_reference_t<A>>;
+  if constexpr (is_gptr<D>::value || is_dshared<D>::value) {
+    return gat<K>(std::forward<A>(a), line, expr, 0);
+  } else {
+    return *std::forward<A>(a);
+  }
+}
+
 /// What reinterpret_cast becomes: keeps the bounds of checked pointers.
 template <class To, class From>
 inline decltype(auto) rcast(From&& f) {
@@ -551,6 +702,8 @@ inline decltype(auto) rcast(From&& f) {
     return f.get().template cast<std::remove_pointer_t<To>>();
   } else if constexpr (std::is_pointer_v<To> && is_sarr<F>::value) {
     return static_cast<To>(f);
+  } else if constexpr (std::is_integral_v<To> && is_gptr<F>::value) {
+    return static_cast<To>(f);  // reinterpret_cast<uintptr_t>(p): the address
   } else {
     return reinterpret_cast<To>(f);
   }
@@ -592,9 +745,10 @@ inline auto convert_arg(A&& a, PtrInfo& info, const char* pname) {
                 !std::is_function_v<std::remove_pointer_t<D>>) {
     using T = std::remove_pointer_t<D>;
     info.name = pname;
-    info.base = reinterpret_cast<const char*>(a);
+    info.base = addr_of(a);
+    info.esize = sizeof(T);
     Bounds b;
-    if (!a || !find_tracked(a, &b)) return gptr<T>(a);  // not from a tracked tensor: unchecked
+    if (!a || !find_tracked(addr_of(a), &b)) return gptr<T>(a);  // not from a tracked tensor: unchecked
     info.what = std::move(b.what);
     return gptr<T>(a, b.lo, b.hi, &info);
   } else {
@@ -739,6 +893,9 @@ inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int va
 
 #define CUDA_EMU_ASSERT(...) \
   ((__VA_ARGS__) ? (void)0 : ::cuda_emu::assert_fail(#__VA_ARGS__, __FILE__, __LINE__))
+// assert(...) whose condition the rewrite changed (checked accesses): the learner's text, as written
+#define CUDA_EMU_ASSERT_TEXT(TEXT, ...) \
+  ((__VA_ARGS__) ? (void)0 : ::cuda_emu::assert_fail(TEXT, __FILE__, __LINE__))
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() ::cuda_emu::kernel_launch_check()
 #define C10_CUDA_CHECK(EXPR) ::cuda_emu::cuda_check((EXPR), #EXPR)
 #define C10_CUDA_CHECK_WARN(EXPR) ((void)(EXPR))

@@ -4,8 +4,11 @@
 
 #include <csetjmp>
 #include <csignal>
+#include <ctime>
+#include <deque>
 #include <map>
 #include <unordered_map>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -145,12 +148,18 @@ static void check_not_awaited(const char* what, int line);
 
 // The body of every fiber: run the kernel for one thread, record how it ended, go back to the
 // scheduler.  Exceptions are caught here, on the fiber's own stack.
+static bool g_interrupting = false;  // the failing fiber was stopped by Ctrl-C (Interrupt)
+
 static void fiber_main(void*) {
   Fiber* f = g.cur;
   try {
     g.body(g.closure);
     if (g_pending) check_not_awaited("returned (exited)", 0);
     f->state = kDone;
+  } catch (const Interrupt& e) {
+    f->state = kFailed;
+    g.error = e.what();
+    g_interrupting = true;
   } catch (const Error& e) {
     f->state = kFailed;
     g.error = e.what();
@@ -705,15 +714,106 @@ void misaligned(const void* p, size_t align, const char* type) {
        ". On a GPU this is the error 'misaligned address'.");
 }
 
+/// PtrInfo of registered __shared__ variable k (made when first needed; stable addresses).
+static const PtrInfo* shared_info(size_t k) {
+  static std::deque<PtrInfo> infos;
+  while (infos.size() <= k) infos.emplace_back();
+  PtrInfo& i = infos[k];
+  const char* start = static_cast<const char*>(g.shared_regions[k].first);
+  if (i.base != start) {
+    i.name = g.shared_names[k].first.c_str();
+    i.base = start;
+    i.what = "__shared__ " + g.shared_names[k].first + " (" + std::to_string(g.shared_regions[k].second) + " bytes)";
+    i.shared = true;
+  }
+  return &i;
+}
+
+bool region_of(const void* p, const char** lo, const char** hi, const PtrInfo** info) {
+  const char* a = static_cast<const char*>(p);
+  if (g.dyn && a >= g.dyn && a < g.dyn + g.dyn_bytes) {
+    *lo = g.dyn, *hi = g.dyn + g.dyn_bytes, *info = &g.dyn_info;
+    return true;
+  }
+  for (size_t k = 0; k < g.shared_regions.size(); k++) {
+    const char* s = static_cast<const char*>(g.shared_regions[k].first);
+    if (a >= s && a < s + g.shared_regions[k].second) {
+      *lo = s, *hi = s + g.shared_regions[k].second, *info = shared_info(k);
+      return true;
+    }
+  }
+  for (const ParamRange& r : g.params)
+    if (a >= r.lo && a < r.hi) {
+      *lo = r.lo, *hi = r.hi, *info = r.info;
+      return true;
+    }
+  return false;
+}
+
+/// "out[8]" (the element at byte offset `off` of what info names, for an access of esize bytes),
+/// "out[8..11]" (a float4 through a float pointer), else "byte 32 of out".
+static std::string element_of(const PtrInfo* info, long long off, size_t esize) {
+  const long long e = static_cast<long long>(info->esize), n = static_cast<long long>(esize);
+  const std::string name = info->name && *info->name ? info->name : "the buffer";
+  if (e > 0 && off % e == 0) {
+    const long long i = off / e;
+    return name + "[" + std::to_string(i) + (n > e && n % e == 0 ? ".." + std::to_string(i + n / e - 1) : "") + "]";
+  }
+  return "byte " + std::to_string(off) + " of " + name;
+}
+
+void ptr_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, const char* hi, const char* var,
+             const void* p, long long idx, int line) {
+  const bool deref = var[0] == '*';  // gderef: var is the dereference as written, e.g. "*(p + k)"
+  const std::string acc = deref ? std::string(var) : std::string(var) + "[" + std::to_string(idx) + "]";
+  std::string msg = "out-of-bounds access to " + acc + " " + where() +
+                    (line > 0 ? " at cuda_src line " + std::to_string(line) : std::string()) + ": ";
+  const char* c = static_cast<const char*>(q);
+  const bool before = c < lo;
+  if (!info) {
+    msg += acc + " is " + (before ? std::to_string(lo - c) + " bytes before the start" :
+                                    std::to_string(c + esize - hi) + " bytes past the end") +
+           " of the " + std::to_string(hi - lo) + " bytes that " + var + " points into";
+  } else {
+    const char* base = info->base ? info->base : lo;
+    const bool itself = p == base && info->name && std::strcmp(var + deref, info->name) == 0;
+    const long long es = static_cast<long long>(info->esize ? info->esize : esize);
+    const std::string valid = lo == base && info->esize && (hi - base) % es == 0
+                                  ? " (valid indices 0.." + std::to_string((hi - base) / es - 1) + ")"
+                                  : std::string();
+    if (itself) {
+      msg += std::string(info->name) + " points to " + info->what + valid;
+    } else {
+      msg += acc + " is " + element_of(info, c - base, esize) +
+             (deref ? std::string(", ")
+                    : " (" + std::string(var) + " points to " +
+                          element_of(info, static_cast<const char*>(p) - base, info->esize ? info->esize : esize) +
+                          "), ") +
+             (before ? "before the start of " : "past the end of ") + info->name + ", which points to " + info->what +
+             valid;
+    }
+  }
+  fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index" +
+       (info && !(p == info->base && std::strcmp(var + deref, info->name) == 0) ? " or the pointer arithmetic." : "."));
+}
+
+void div_zero(int line) {
+  fail("integer division by zero " + (g.in_kernel ? where() + " " : std::string()) + "at cuda_src line " +
+       std::to_string(line) + ": the divisor of / or % is 0. On a GPU there is no error: the result is "
+       "undefined (garbage) and the kernel goes on. Check the divisor.");
+}
+
 void global_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo, const char* hi) {
   std::string msg = "out-of-bounds access ";
   if (!info) fail(msg + where() + ".");
-  const long long es = static_cast<long long>(esize);
+  const long long es = static_cast<long long>(info->esize ? info->esize : esize);
   long long off = static_cast<const char*>(q) - info->base;
   long long idx = off >= 0 ? off / es : -((-off + es - 1) / es);
   long long n = static_cast<long long>(hi - info->base) / es;
-  msg += std::string("to ") + info->name + "[" + std::to_string(idx) + "] " + where() + ": " +
-         info->name + " points to " + info->what;
+  // x[8..11]: a float4 read through a float pointer, in x's elements
+  std::string elem = info->esize && off % es == 0 ? element_of(info, off, esize)
+                                                  : std::string(info->name) + "[" + std::to_string(idx) + "]";
+  msg += "to " + elem + " " + where() + ": " + info->name + " points to " + info->what;
   if (lo == info->base) msg += " (valid indices 0.." + std::to_string(n - 1) + ")";
   fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index.");
 }
@@ -929,12 +1029,29 @@ std::vector<std::string> param_names(const char* params, size_t n) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Launching.  A segfault (or integer division by zero) inside a kernel jumps back to the
-// launcher, which raises an error instead of letting it kill the Python process.
+// Launching.  A segfault (or integer division by zero, or a trap) inside a kernel jumps back to
+// the launcher, which raises an error instead of letting it kill the Python process.
+//
+// Ctrl-C (SIGINT, also JupyterLab's "interrupt kernel") during a launch: the handler only sets a
+// flag and g_poll; every loop of device code polls g_poll (tick), and the scheduler checks the flag
+// between threads, so the launch stops at the next loop iteration or barrier with a
+// KeyboardInterrupt naming the kernel and the threads still running.  A second Ctrl-C that comes
+// more than half a second after an unanswered first one (code that loops without a loop
+// statement) jumps out at once, like a segfault.
+//
+// A watchdog thread sets g_poll when the running thread has not left the CPU for kWatchMs: it
+// then yields (tick_slow), so that the other threads of its block run, as they would on a GPU,
+// and a spin-wait on a flag that a later thread sets ends.
 // ------------------------------------------------------------------------------------------
 static sigjmp_buf g_jmp;
 static volatile sig_atomic_t g_signal = 0;
 static void* volatile g_fault_addr = nullptr;
+static volatile sig_atomic_t g_sigint = 0;  // Ctrl-C during the launch, not yet answered
+static struct timespec g_sigint_at{};
+static pthread_t g_launch_thread;
+int g_poll = 0;
+static std::atomic<unsigned> g_switches{0};  // fiber switches so far (the watchdog's sign of progress)
+constexpr int kWatchMs = 10;
 
 static void on_fault(int sig, siginfo_t* si, void*) {
   g_signal = sig;
@@ -942,10 +1059,152 @@ static void on_fault(int sig, siginfo_t* si, void*) {
   siglongjmp(g_jmp, 1);
 }
 
+static void on_sigint(int sig, siginfo_t*, void*) {
+  if (!pthread_equal(pthread_self(), g_launch_thread)) {  // delivered to another thread: pass it on
+    pthread_kill(g_launch_thread, sig);
+    return;
+  }
+  struct timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (g_sigint && g.in_kernel &&
+      (now.tv_sec - g_sigint_at.tv_sec) * 1000000000L + (now.tv_nsec - g_sigint_at.tv_nsec) > 500000000L) {
+    g_signal = sig;  // the first one was not answered: the code loops without polling
+    g_fault_addr = nullptr;
+    siglongjmp(g_jmp, 1);
+  }
+  if (!g_sigint) g_sigint_at = now;
+  g_sigint = 1;
+  __atomic_store_n(&g_poll, 1, __ATOMIC_RELAXED);
+}
+
+// The watchdog: one thread per module, asleep unless a launch runs (pthread primitives, so that a
+// forked child can start afresh).
+static pthread_mutex_t g_wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wd_cv = PTHREAD_COND_INITIALIZER;
+static bool g_wd_active = false, g_wd_started = false;
+
+static void* watchdog(void*) {
+  pthread_mutex_lock(&g_wd_mu);
+  unsigned last = g_switches.load(std::memory_order_relaxed);
+  for (;;) {
+    if (!g_wd_active) {
+      pthread_cond_wait(&g_wd_cv, &g_wd_mu);
+      last = g_switches.load(std::memory_order_relaxed);
+      continue;
+    }
+    struct timespec t{};
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += kWatchMs * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&g_wd_cv, &g_wd_mu, &t);
+    const unsigned now = g_switches.load(std::memory_order_relaxed);
+    if (g_wd_active && now == last) __atomic_store_n(&g_poll, 1, __ATOMIC_RELAXED);
+    last = now;
+  }
+  return nullptr;
+}
+
+static void watchdog_after_fork() {
+  g_wd_mu = PTHREAD_MUTEX_INITIALIZER;
+  g_wd_cv = PTHREAD_COND_INITIALIZER;
+  g_wd_started = g_wd_active = false;
+}
+
+static void watchdog_set(bool active) {
+  if (active && !g_wd_started) {
+    static bool registered = false;
+    if (!registered) registered = pthread_atfork(nullptr, nullptr, watchdog_after_fork) == 0;
+    sigset_t all, old;  // the watchdog never handles signals
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    g_wd_started = pthread_create(&t, &attr, watchdog, nullptr) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  pthread_mutex_lock(&g_wd_mu);
+  g_wd_active = active;
+  pthread_cond_signal(&g_wd_cv);
+  pthread_mutex_unlock(&g_wd_mu);
+}
+
+/// "thread (0,0,0) runs the loop at cuda_src line 5; threads (1,0,0)..(31,0,0) wait at __syncthreads() at
+/// cuda_src line 9": what the live threads of the block do (consecutive threads doing the same, together).
+static std::string threads_doing(int cur_line) {
+  std::vector<std::pair<std::string, std::pair<unsigned, unsigned>>> groups;  // (what, (first, last))
+  unsigned done = 0;
+  for (unsigned t = 0; t < g.nthreads && t < g.fibers.size(); t++) {
+    const Fiber& f = g.fibers[t];
+    std::string what;
+    auto loop = [](int line) {
+      return line > 0 ? "runs the loop at cuda_src line " + std::to_string(line) : std::string("runs");
+    };
+    if (&f == g.cur) what = loop(cur_line > 0 ? cur_line : f.loop_line);
+    else if (f.state == kDone || f.state == kFailed) { done++; continue; }
+    else if (f.state == kYield) what = loop(f.loop_line);
+    else if (f.state == kWaiting) what = "wait at __syncthreads() at cuda_src line " + std::to_string(f.line);
+    else if (f.state == kWarpWait) what = "wait at " + call_str(f.wop, f.wmask, f.line);
+    else if (f.state == kNew) what = "have not started";
+    else what = "are about to go on";
+    if (!groups.empty() && groups.back().first == what && groups.back().second.second + 1 == t)
+      groups.back().second.second = t;
+    else
+      groups.push_back({what, {t, t}});
+  }
+  std::string out;
+  for (size_t k = 0; k < groups.size() && k < 6; k++) {
+    const auto& [what, r] = groups[k];
+    std::string w = what;
+    if (r.first == r.second) {  // one thread: "waits", "has not started", "is about to"
+      if (w.rfind("wait ", 0) == 0) w = "waits " + w.substr(5);
+      else if (w.rfind("have ", 0) == 0) w = "has " + w.substr(5);
+      else if (w.rfind("are ", 0) == 0) w = "is " + w.substr(4);
+      out += (k ? "; thread " : "thread ") + tid_of(r.first) + " " + w;
+    } else {
+      if (w.rfind("runs ", 0) == 0) w = "run " + w.substr(5);
+      out += (k ? "; threads " : "threads ") + tid_of(r.first) + ".." + tid_of(r.second) + " " + w;
+    }
+  }
+  if (groups.size() > 6) out += "; ...";
+  if (done) out += " (" + std::to_string(done) + " of the block's " + std::to_string(g.nthreads) + " threads have finished)";
+  return out;
+}
+
+static std::string interrupt_message(int cur_line) {
+  return std::string("kernel ") + g.kernel + " (launched at cuda_src line " + std::to_string(g.launch_line) +
+         ") was interrupted in block " + fmt3(g.block_idx) + " of gridDim " + fmt3(g.grid_dim) +
+         "; its unfinished threads: " + threads_doing(cur_line) +
+         ". (The CPU emulation runs the blocks one after another, so a thread that waits for something a "
+         "later block writes waits forever; on a GPU such a wait can hang too.)";
+}
+
+[[noreturn]] static void interrupted(int cur_line) {
+  g_sigint = 0;
+  __atomic_store_n(&g_poll, 0, __ATOMIC_RELAXED);
+  throw Interrupt(interrupt_message(cur_line));
+}
+
+void tick_slow(int line) {
+  if (!g.in_kernel || !g.cur) {  // host code (a __host__ __device__ function): nothing to do
+    if (!g_sigint) __atomic_store_n(&g_poll, 0, __ATOMIC_RELAXED);
+    return;
+  }
+  Fiber* f = g.cur;
+  f->loop_line = line;
+  if (g_sigint) interrupted(line);
+  __atomic_store_n(&g_poll, 0, __ATOMIC_RELAXED);
+  f->state = kYield;  // the watchdog: let the other threads of the block run
+  ctx_swap(*f, g.sched);
+}
+
 struct SignalGuard {
-  struct sigaction old_segv{}, old_bus{}, old_fpe{};
+  struct sigaction old_segv{}, old_bus{}, old_fpe{}, old_ill{}, old_int{};
   stack_t old_stack{};
-  bool active = false;
+  bool active = false, int_active = false;
   void install() {
     static char* alt = static_cast<char*>(std::malloc(1 << 16));
     stack_t ss{};
@@ -959,15 +1218,38 @@ struct SignalGuard {
     sigaction(SIGSEGV, &sa, &old_segv);
     sigaction(SIGBUS, &sa, &old_bus);
     sigaction(SIGFPE, &sa, &old_fpe);
+    sigaction(SIGILL, &sa, &old_ill);  // gcc's trap for undefined behaviour (e.g. x / 0)
+    g_launch_thread = pthread_self();
+    g_sigint = 0;
+    __atomic_store_n(&g_poll, 0, __ATOMIC_RELAXED);
+    struct sigaction cur{};
+    sigaction(SIGINT, nullptr, &cur);
+    int_active = cur.sa_handler != SIG_IGN;  // Ctrl-C ignored by the process stays ignored
+    if (int_active) {
+      struct sigaction si{};
+      si.sa_sigaction = on_sigint;
+      si.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sigemptyset(&si.sa_mask);
+      sigaction(SIGINT, &si, &old_int);
+    }
+    watchdog_set(true);
     active = true;
   }
   void restore() {
     if (!active) return;
+    watchdog_set(false);
     sigaction(SIGSEGV, &old_segv, nullptr);
     sigaction(SIGBUS, &old_bus, nullptr);
     sigaction(SIGFPE, &old_fpe, nullptr);
+    sigaction(SIGILL, &old_ill, nullptr);
+    if (int_active) sigaction(SIGINT, &old_int, nullptr);
     sigaltstack(&old_stack, nullptr);
     active = false;
+    if (int_active && g_sigint) {  // Ctrl-C came as the launch ended: Python raises KeyboardInterrupt
+      g_sigint = 0;
+      PyErr_SetInterruptEx(SIGINT);
+    }
+    __atomic_store_n(&g_poll, 0, __ATOMIC_RELAXED);
   }
   ~SignalGuard() { restore(); }
 };
@@ -1117,8 +1399,10 @@ static void run_block(unsigned nthreads) {
   if (g.race_on) next_epoch();
   g_release = false;
   for (;;) {
-    unsigned waiting = 0, done = 0, blocked = 0;
+    unsigned waiting = 0, done = 0, blocked = 0, yielded = 0;
     g.woke = false;
+    if (g_sigint) interrupted(0);  // e.g. while (true) __syncthreads();
+    if (PyErr_CheckSignals() != 0) throw PyErrorAlreadySet();  // other signals (a test's time limit)
     for (unsigned t = 0; t < nthreads; t++) {
       Fiber& f = g.fibers[t];
       if (f.state == kDone) {
@@ -1137,21 +1421,27 @@ static void run_block(unsigned nthreads) {
       }
       f.state = kRunning;
       g.cur = &f;
+      g_switches.store(g_switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // no lock
       ctx_swap(g.sched, f);
       g.cur = nullptr;
-      if (f.state == kFailed) throw Error(g.error);
+      if (f.state == kFailed) {
+        if (g_interrupting) throw Interrupt(g.error);
+        throw Error(g.error);
+      }
       if (f.state == kDone) {
         stack_release(f.stack);  // a thread that ends without a barrier hands its stack on
         f.stack = nullptr;
         done++;
       } else if (f.state == kWaiting) {
         waiting++;
+      } else if (f.state == kYield) {
+        yielded++;
       } else {
         blocked++;
       }
     }
     g_release = false;
-    if (g.woke) continue;  // a warp-level call completed: its lanes go on
+    if (g.woke || yielded) continue;  // a warp-level call completed, or threads yielded: they go on
     if (blocked) warp_deadlock(nthreads);
     if (waiting == 0) return;
     check_barrier(nthreads, waiting, done);
@@ -1185,6 +1475,7 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
   g.dyn = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(dyn_store.data()) + 127) & ~uintptr_t(127));
   g.dyn_bytes = c.smem;
   g.dyn_info.base = g.dyn;
+  g.dyn_info.shared = true;
   g.dyn_info.what = "the launch's " + std::to_string(c.smem) +
                     " bytes of dynamic shared memory (extern __shared__, the 3rd <<<>>> argument)";
   g.grid_dim = c.grid;
@@ -1212,12 +1503,23 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
   } reset;
   SignalGuard guard;
   guard.install();  // before sigsetjmp, so that nothing it sets is lost by the longjmp
+  g_interrupting = false;
   if (sigsetjmp(g_jmp, 1) != 0) {
     guard.restore();
     std::fflush(stdout);
+    if (g_signal == SIGINT) {
+      std::string msg = interrupt_message(0) + " (Stopped by a second Ctrl-C: the running thread " + tid_of(g.tid) +
+                        " loops without a loop statement, e.g. by goto or recursion.)";
+      abandon_fibers();
+      throw Interrupt(msg);
+    }
     abandon_fibers();
     char buf[64];
     std::snprintf(buf, sizeof buf, "%p", g_fault_addr);
+    if (g_signal == SIGILL)
+      fail("illegal instruction (SIGILL) " + where() + ": the compiler turned undefined behaviour into a trap "
+           "here, e.g. an integer division by 0, or a function that should return a value ends without "
+           "a return.");
     if (g_signal == SIGFPE)
       fail("integer division by zero (SIGFPE) " + where() +
            ". On a GPU the result would be undefined; check the divisor.");
@@ -1232,7 +1534,8 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
   for (unsigned bz = 0; bz < c.grid.z; bz++)
     for (unsigned by = 0; by < c.grid.y; by++)
       for (unsigned bx = 0; bx < c.grid.x; bx++) {
-        if (PyErr_CheckSignals() != 0) throw PyErrorAlreadySet();  // Ctrl-C, "interrupt kernel"
+        if (g_sigint) interrupted(0);  // Ctrl-C, "interrupt kernel"
+        if (PyErr_CheckSignals() != 0) throw PyErrorAlreadySet();  // other signals (e.g. SIGALRM)
         g.block_idx = {bx, by, bz};
         g.in_kernel = true;
         poison_shared();
@@ -1349,6 +1652,8 @@ void set_py_error(const char* fn) {
   try {
     throw;
   } catch (const PyErrorAlreadySet&) {
+  } catch (const Interrupt& e) {
+    PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
   } catch (const Error& e) {
     PyErr_SetString(g_error_type ? g_error_type : PyExc_RuntimeError, e.what());
   } catch (const c10::IndexError& e) {
