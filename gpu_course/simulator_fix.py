@@ -53,29 +53,38 @@ def _patch(kernelapi) -> None:
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; when ``MODULE`` is about to load, wraps its loader so that the patch
-    is applied right after the module runs, then steps aside."""
+    """Finds nothing itself; when ``module`` is about to load, wraps its loader so that ``patch``
+    is applied to it right after the module runs, then steps aside."""
+
+    def __init__(self, module=MODULE, patch=None):
+        self.module, self.patch = module, patch or _patch
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != MODULE:
+        if fullname != self.module:
             return None
         sys.meta_path.remove(self)   # one shot; and the search below must not find this finder
         spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        run = spec.loader.exec_module
+        run, patch = spec.loader.exec_module, self.patch
 
         def exec_module(module):
             run(module)
-            _patch(module)
+            patch(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
+def patch_when_imported(module: str, patch) -> None:
+    """Call ``patch(module)`` now if ``module`` is imported, else right after it is (once: a
+    second call for the same module while the first waits adds nothing)."""
+    if module in sys.modules:
+        patch(sys.modules[module])
+    elif not any(isinstance(f, _PatchOnImport) and f.module == module for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport(module, patch))
+
+
 def install() -> None:
     """Patch the simulator now if it is imported, else when it is (idempotent)."""
-    if MODULE in sys.modules:
-        _patch(sys.modules[MODULE])
-    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+    patch_when_imported(MODULE, _patch)
