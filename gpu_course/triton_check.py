@@ -6,16 +6,17 @@ illegal memory access (or silent corruption); in the interpreter (``TRITON_INTER
 store writes wherever the address points, and often ends the Python process with a segmentation
 fault (a Jupyter kernel dies with no traceback). This module checks every load, store and atomic
 the interpreter performs, as ``compute-sanitizer`` does on a GPU, and names the kernel, the
-program, the learner's line, the tensor argument and the offsets that fall outside it:
+program, the learner's line, the tensor argument and the offsets that fall outside it::
 
->>> import torch, triton, triton.language as tl                      # doctest: +SKIP
->>> @triton.jit
-... def copy(x, o, n):
-...     offs = tl.arange(0, 16)
-...     tl.store(o + offs, tl.load(x + offs))
->>> copy[(1,)](torch.ones(10), torch.zeros(10), 10)
-Traceback (most recent call last):
-TritonOutOfBounds: Triton kernel copy, program (0, 0, 0), line 4: tl.load(x + offs) ...
+    @triton.jit
+    def copy(x, o, n):
+        offs = tl.arange(0, 16)
+        tl.store(o + offs, tl.load(x + offs))
+
+    copy[(1,)](torch.ones(10), torch.zeros(10), 10)
+    # TritonOutOfBounds: Triton kernel copy, program (0, 0, 0), line 4: tl.store(o + offs, ...)
+    #   tl.load reads outside the tensor 'x' (10 float32 elements, valid offsets 0 to 9): 6 of the
+    #   16 active lanes reach offsets 10 to 15. ...
 
 How: the interpreter turns each tensor argument into its address (``_implicit_cvt``); that address
 is tagged with the argument (its name and storage's byte range), and the tag follows the pointer
