@@ -549,6 +549,45 @@ def find_functions(toks: list[Tok], match: dict[int, int],
     return funcs
 
 
+# words before a name that make it an expression, not a declaration: ``return f(x)``
+_NOT_A_TYPE = {"return", "else", "case", "goto", "throw", "new", "delete", "sizeof", "alignof",
+               "co_return", "co_await", "co_yield", "do", "typename", "operator", "using"}
+_DEFINE_RE = re.compile(r"\s*#\s*define\s+([A-Za-z_]\w*)")
+
+
+def defined_names(toks: list[Tok]) -> set:
+    """Names the source defines or declares itself: macros, functions, variables and parameters,
+    types (struct/class/union/enum, using, typedef). A lexical reading: a name counts when it
+    follows a type (a name that is not a statement keyword, ``*``, ``&`` or ``>``) and comes
+    before ``(``, ``=``, ``;``, ``,``, ``[``, ``{``, ``)`` or ``:``.
+
+    >>> toks = tokenize("#define CHECK(x) x\\nvoid cudaCheck(cudaError_t cudaStatus) {}\\n"
+    ...                 "int main() { cudaCheck(cudaGetLastError()); return f(1); }")
+    >>> sorted(defined_names(toks))
+    ['CHECK', 'cudaCheck', 'cudaStatus', 'main']
+    """
+    names = set()
+    for i, t in enumerate(toks):
+        if t.kind == "pp":
+            m = _DEFINE_RE.match(t.text)
+            if m:
+                names.add(m.group(1))
+            continue
+        if t.kind != "id" or t.text in KEYWORDS or i == 0 or i + 1 >= len(toks):
+            continue
+        prev, nxt = toks[i - 1], toks[i + 1].text
+        if prev.text in ("struct", "class", "union", "enum", "namespace"):
+            names.add(t.text)
+        elif prev.text == "using" and nxt == "=":
+            names.add(t.text)
+        elif nxt in ("(", "=", ";", ",", "[", "{", ")", ":") and (
+                (prev.kind == "id" and prev.text not in _NOT_A_TYPE) or prev.text in ("*", "&", "&&", ">")):
+            if i >= 2 and toks[i - 2].text in (".", "->") and prev.kind == "id":
+                continue
+            names.add(t.text)
+    return names
+
+
 def kernel_expr_start(toks: list[Tok], i: int) -> int | None:
     """Index of the first token of the kernel expression before the ``<<<`` at index i
     (``k``, ``ns::k``, ``k<16, float>``), None if there is none."""

@@ -63,7 +63,7 @@ def get_toolchain() -> dict:
     includes += ["-isystem", sysconfig.get_paths()["include"]]
     # -fstack-clash-protection: a big local array probes page by page, so it hits the guard page
     # below a fiber's stack (a clear error) instead of jumping over it into other memory.
-    flags = ["-std=c++20", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
+    flags = ["-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
              "-fvisibility-inlines-hidden", "-fstack-clash-protection", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     if os.environ.get("CUDA_EMU_FIBERS", "") == "ucontext":  # the portable fiber switch (tests)
         flags.append("-DCUDA_EMU_UCONTEXT")
