@@ -720,6 +720,13 @@ def _failure(kind: str, log: str, units: Units, cuda_src: str, cpp_src: str,
     """The exception for a unit that did not compile: the learner's error when the compiler points
     into statements that unit owns, into a line where the other unit (``other_log``) fails too,
     or into cpp_src; else NeedsClassicBuild (an error the split made)."""
+    ptxas = [ln.strip() for ln in log.splitlines() if re.match(r"\s*ptxas\s+(error|fatal)", ln)]
+    if kind == "device" and ptxas:  # the assembler's limits (registers, shared memory): the kernels'
+        hint = ("\n(a kernel may use at most 48 KB (0xc000 bytes) of static __shared__ memory; "
+                "for more, use extern __shared__ with the size at launch and cudaFuncSetAttribute)"
+                if any("too much shared data" in ln for ln in ptxas) else "")
+        return CudaBuildError(f"load_cuda: {_UNIT_WHAT[kind]}:\n" + "\n".join(ptxas) + hint +
+                              "\n(the full compiler output is in utils.last_build_log())")
     if kind == "binding":
         sources = {"cpp_src": cpp_src}
     else:
