@@ -114,6 +114,47 @@ def match_brackets(toks: list[Tok]) -> dict[int, int]:
     return pairs
 
 
+def unbalanced(toks: list[Tok], src: str | None = None) -> str | None:
+    """Why the (), [] and {} of ``toks`` do not balance, naming the line of the bracket left
+    open (or of the closing one that has no opener); None when they balance.
+
+    >>> src = "int relu(int x) {\\n  if (x > 0) {\\n    return x;\\n  return 0;\\n}"
+    >>> unbalanced(tokenize(src), src)
+    "the braces do not balance: the '{' on line 1 is never closed (int relu(int x) {)"
+    >>> unbalanced(tokenize("f(a));"))
+    "the parentheses do not balance: the ')' on line 1 closes nothing"
+    """
+    lines = src.splitlines() if src else []
+    closing = {")": "(", "]": "[", "}": "{"}
+    kinds = {"(": "parentheses", "[": "brackets", "{": "braces"}
+    stack = []
+
+    def at(t):
+        text = lines[t.line - 1].strip() if 0 < t.line <= len(lines) else ""
+        return f"line {t.line}", (f" ({text})" if text else "")
+
+    for t in toks:
+        if t.kind != "punct":
+            continue
+        if t.text in kinds:
+            stack.append(t)
+        elif t.text in closing:
+            if not stack:
+                line, text = at(t)
+                return f"the {kinds[closing[t.text]]} do not balance: the '{t.text}' on {line} closes nothing{text}"
+            if stack[-1].text != closing[t.text]:
+                o = stack[-1]
+                line, text = at(o)
+                return (f"the {kinds[o.text]} do not balance: the '{o.text}' on {line}{text} is "
+                        f"closed by a '{t.text}' on line {t.line}")
+            stack.pop()
+    if stack:
+        o = stack[0] if stack[0].text == "{" else stack[-1]   # the block left open: a function's
+        line, text = at(o)
+        return f"the {kinds[o.text]} do not balance: the '{o.text}' on {line} is never closed{text}"
+    return None
+
+
 # ----------------------------------------------------------------------------------------------
 # Vocabulary
 # ----------------------------------------------------------------------------------------------
