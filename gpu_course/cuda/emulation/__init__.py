@@ -187,9 +187,10 @@ from ..cxx import tokenize
 from ..errors import CudaEmulationError, format_compile_errors
 from .nvcc_check import finish_nvcc, start_nvcc
 from .source import binding, check_supported, transform
-from .toolchain import (FRONTEND_ONLY, HEADER_DIR, VERSION, cache_dir, cached_module, discard_blamed,
-                        first_tier, generator_digest, mark_used, seal_module, needs_more_torch, needs_unchecked, opt_flags, prebuilt, prune_modules,
+from .toolchain import (FRONTEND_ONLY, HEADER_DIR, VERSION, cache_dir, first_tier, generator_digest,
+                        mark_used, needs_more_torch, needs_unchecked, opt_flags, prebuilt, prune_modules,
                         run, tier_flags, get_toolchain)
+from .toolchain import cached_module, discard_blamed, seal_module  # the cache's integrity
 
 __all__ = ["load", "CudaEmulationError", "HEADER_DIR", "cache_dir", "transform"]
 
