@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -455,13 +456,32 @@ def find_notebook(name: str, notebooks: Path | None = None) -> Path:
     if path.suffix == ".ipynb" and path.is_file():
         return path.resolve()
     stem = path.name[:-len(".ipynb")] if path.name.endswith(".ipynb") else path.name
-    known = sorted(notebooks.glob("*.ipynb"))
-    hits = [p for p in known if p.stem == stem] or \
+    every = sorted(notebooks.glob("*.ipynb"))
+    known = [p for p in every if not _is_copy(p)]  # JupyterLab's 03_x-Copy1.ipynb is not the course's
+    hits = [p for p in every if p.stem == stem] or \
            [p for p in known if stem and p.stem.split("_")[0] == stem]
     if len(hits) != 1:
         names = ", ".join(p.stem for p in known)
         raise NotebookNotFound(f"no such notebook: {name} (the notebooks: {names})")
     return hits[0]
+
+
+def _is_copy(path: Path) -> bool:
+    """A copy JupyterLab made (File > Duplicate: ``03_x-Copy1.ipynb``), not a notebook of the course.
+
+    >>> _is_copy(Path("03_first_cuda_kernels-Copy1.ipynb")), _is_copy(Path("03_first_cuda_kernels.ipynb"))
+    (True, False)
+    """
+    return bool(re.search(r"-Copy\d*$", path.stem))
+
+
+def _tracked_notebooks() -> list:
+    """The notebooks of the course that git knows (what ``reset`` can restore)."""
+    r = subprocess.run(["git", "ls-files", "-z", "--", "*.ipynb"], cwd=NOTEBOOKS,
+                       capture_output=True, text=True)
+    names = [n for n in r.stdout.split("\0") if n and "/" not in n] if r.returncode == 0 else []
+    return sorted(NOTEBOOKS / n for n in names) or \
+        [p for p in sorted(NOTEBOOKS.glob("*.ipynb")) if not _is_copy(p)]
 
 
 def find_notebooks(cmd: str, args: list) -> list:
@@ -475,14 +495,24 @@ def find_notebooks(cmd: str, args: list) -> list:
 def cmd_reset(args) -> int:
     """Put back the stored outputs of notebooks (all of them by default) from git: running a
     notebook replaces the GPU outputs its prose discusses with this machine's."""
-    paths = find_notebooks("reset", args) or sorted(NOTEBOOKS.glob("*.ipynb"))
-    r = subprocess.run(["git", "checkout", "--", *map(str, paths)], cwd=ROOT, capture_output=True,
+    paths = find_notebooks("reset", args) or _tracked_notebooks()
+    files = [str(p) for p in paths]
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only", "--", *files], cwd=ROOT,
+                            capture_output=True, text=True).stdout.split()
+    # from the last commit, not the index: `git add` must not keep a learner's edits
+    r = subprocess.run(["git", "checkout", "HEAD", "--", *files], cwd=ROOT, capture_output=True,
                        text=True)
     if r.returncode != 0:
         print(f"course.py reset: git could not restore the notebooks: {r.stderr.strip()}",
               file=sys.stderr)
         return 1
     say(f"restored the stored outputs of {len(paths)} notebook(s)")
+    if staged:
+        say(f"{', '.join(Path(f).name for f in staged)}: the changes staged with git add were "
+            f"undone too (the notebook is as in the last commit)")
+    copies = [p.name for p in sorted(NOTEBOOKS.glob("*-Copy*.ipynb")) if _is_copy(p)]
+    if copies and not args:
+        say(f"left alone: {', '.join(copies)} (copies made in JupyterLab; delete them if unwanted)")
     return 0
 
 

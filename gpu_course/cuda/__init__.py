@@ -200,6 +200,10 @@ def get_sig(fname: str, src: str) -> str:
     if kernel:
         raise ValueError(f"get_sig: {fname!r} is a kernel (__global__/__device__); Python calls "
                          f"the host function that launches it, so ask for that one's signature")
+    problem = cxx.unbalanced(toks, src)
+    if problem:
+        raise ValueError(f"get_sig: {problem}, so the functions of the source cannot be read; "
+                         f"add the missing one.")
     raise ValueError(f"get_sig: no definition of {fname!r} found in the source; host functions "
                      f"defined there: {', '.join(sorted(host)) or 'none'}")
 

@@ -114,6 +114,47 @@ def match_brackets(toks: list[Tok]) -> dict[int, int]:
     return pairs
 
 
+def unbalanced(toks: list[Tok], src: str | None = None) -> str | None:
+    """Why the (), [] and {} of ``toks`` do not balance, naming the line of the bracket left
+    open (or of the closing one that has no opener); None when they balance.
+
+    >>> src = "int relu(int x) {\\n  if (x > 0) {\\n    return x;\\n  return 0;\\n}"
+    >>> unbalanced(tokenize(src), src)
+    "the braces do not balance: the '{' on line 1 is never closed (int relu(int x) {)"
+    >>> unbalanced(tokenize("f(a));"))
+    "the parentheses do not balance: the ')' on line 1 closes nothing"
+    """
+    lines = src.splitlines() if src else []
+    closing = {")": "(", "]": "[", "}": "{"}
+    kinds = {"(": "parentheses", "[": "brackets", "{": "braces"}
+    stack = []
+
+    def at(t):
+        text = lines[t.line - 1].strip() if 0 < t.line <= len(lines) else ""
+        return f"line {t.line}", (f" ({text})" if text else "")
+
+    for t in toks:
+        if t.kind != "punct":
+            continue
+        if t.text in kinds:
+            stack.append(t)
+        elif t.text in closing:
+            if not stack:
+                line, text = at(t)
+                return f"the {kinds[closing[t.text]]} do not balance: the '{t.text}' on {line} closes nothing{text}"
+            if stack[-1].text != closing[t.text]:
+                o = stack[-1]
+                line, text = at(o)
+                return (f"the {kinds[o.text]} do not balance: the '{o.text}' on {line}{text} is "
+                        f"closed by a '{t.text}' on line {t.line}")
+            stack.pop()
+    if stack:
+        o = stack[0] if stack[0].text == "{" else stack[-1]   # the block left open: a function's
+        line, text = at(o)
+        return f"the {kinds[o.text]} do not balance: the '{o.text}' on {line} is never closed{text}"
+    return None
+
+
 # ----------------------------------------------------------------------------------------------
 # Vocabulary
 # ----------------------------------------------------------------------------------------------
@@ -547,6 +588,45 @@ def find_functions(toks: list[Tok], match: dict[int, int],
                 break
             j += 1
     return funcs
+
+
+# words before a name that make it an expression, not a declaration: ``return f(x)``
+_NOT_A_TYPE = {"return", "else", "case", "goto", "throw", "new", "delete", "sizeof", "alignof",
+               "co_return", "co_await", "co_yield", "do", "typename", "operator", "using"}
+_DEFINE_RE = re.compile(r"\s*#\s*define\s+([A-Za-z_]\w*)")
+
+
+def defined_names(toks: list[Tok]) -> set:
+    """Names the source defines or declares itself: macros, functions, variables and parameters,
+    types (struct/class/union/enum, using, typedef). A lexical reading: a name counts when it
+    follows a type (a name that is not a statement keyword, ``*``, ``&`` or ``>``) and comes
+    before ``(``, ``=``, ``;``, ``,``, ``[``, ``{``, ``)`` or ``:``.
+
+    >>> toks = tokenize("#define CHECK(x) x\\nvoid cudaCheck(cudaError_t cudaStatus) {}\\n"
+    ...                 "int main() { cudaCheck(cudaGetLastError()); return f(1); }")
+    >>> sorted(defined_names(toks))
+    ['CHECK', 'cudaCheck', 'cudaStatus', 'main']
+    """
+    names = set()
+    for i, t in enumerate(toks):
+        if t.kind == "pp":
+            m = _DEFINE_RE.match(t.text)
+            if m:
+                names.add(m.group(1))
+            continue
+        if t.kind != "id" or t.text in KEYWORDS or i == 0 or i + 1 >= len(toks):
+            continue
+        prev, nxt = toks[i - 1], toks[i + 1].text
+        if prev.text in ("struct", "class", "union", "enum", "namespace"):
+            names.add(t.text)
+        elif prev.text == "using" and nxt == "=":
+            names.add(t.text)
+        elif nxt in ("(", "=", ";", ",", "[", "{", ")", ":") and (
+                (prev.kind == "id" and prev.text not in _NOT_A_TYPE) or prev.text in ("*", "&", "&&", ">")):
+            if i >= 2 and toks[i - 2].text in (".", "->") and prev.kind == "id":
+                continue
+            names.add(t.text)
+    return names
 
 
 def kernel_expr_start(toks: list[Tok], i: int) -> int | None:

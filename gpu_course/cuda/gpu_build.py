@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cxx
+from . import cache_files, cxx
 from .errors import CudaBuildError, diagnostics, format_compile_errors
 
 CACHE = Path(os.environ.get("COURSE_CUDA_CACHE",
@@ -693,7 +693,7 @@ def _nvcc_flags(nvcc: str, arch: str, opt: bool, extra_cuda_cflags) -> list:
 def _compile(cmd: list, src_text: str, src_path: Path, obj: Path) -> tuple:
     """Compile one unit unless its object is cached; return (obj, log, seconds)."""
     import time
-    if obj.exists():
+    if cache_files.usable(obj, "object file"):  # present, with the size and hash it was built with
         return obj, "", 0.0
     src_path.write_text(src_text)
     t0 = time.perf_counter()
@@ -706,6 +706,7 @@ def _compile(cmd: list, src_text: str, src_path: Path, obj: Path) -> tuple:
     if r.returncode != 0:
         return None, r.stdout + r.stderr, time.perf_counter() - t0
     tmp.replace(obj)
+    cache_files.seal(obj)
     return obj, r.stdout + r.stderr, time.perf_counter() - t0
 
 
@@ -719,6 +720,13 @@ def _failure(kind: str, log: str, units: Units, cuda_src: str, cpp_src: str,
     """The exception for a unit that did not compile: the learner's error when the compiler points
     into statements that unit owns, into a line where the other unit (``other_log``) fails too,
     or into cpp_src; else NeedsClassicBuild (an error the split made)."""
+    ptxas = [ln.strip() for ln in log.splitlines() if re.match(r"\s*ptxas\s+(error|fatal)", ln)]
+    if kind == "device" and ptxas:  # the assembler's limits (registers, shared memory): the kernels'
+        hint = ("\n(a kernel may use at most 48 KB (0xc000 bytes) of static __shared__ memory; "
+                "for more, use extern __shared__ with the size at launch and cudaFuncSetAttribute)"
+                if any("too much shared data" in ln for ln in ptxas) else "")
+        return CudaBuildError(f"load_cuda: {_UNIT_WHAT[kind]}:\n" + "\n".join(ptxas) + hint +
+                              "\n(the full compiler output is in utils.last_build_log())")
     if kind == "binding":
         sources = {"cpp_src": cpp_src}
     else:
@@ -734,8 +742,11 @@ def _failure(kind: str, log: str, units: Units, cuda_src: str, cpp_src: str,
                           f"compiler output is in utils.last_build_log())")
 
 
+_CLEANED: set = set()
+
+
 def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
-                extra_cuda_cflags=(), verbose: bool = False):
+                extra_cuda_cflags=(), verbose: bool = False, _retry: bool = True):
     """Build with the split units (see the module docstring); return the loaded module, with the
     build log as ``mod.build_log``. Raises :class:`CudaBuildError` (with ``.log``) for the
     learner's errors and :class:`NeedsClassicBuild` for what the split cannot build."""
@@ -748,6 +759,9 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
     src_dir = CACHE / "src"
     obj_dir.mkdir(parents=True, exist_ok=True)
     src_dir.mkdir(parents=True, exist_ok=True)
+    if obj_dir not in _CLEANED:  # once per process: temp files of builds that were killed
+        _CLEANED.add(obj_dir)
+        cache_files.clean_temps(obj_dir)
     jobs = {}
     for kind, text, flags, ext in (("device", units.device, nvcc_flags, "cu"),
                                    ("host", units.host, cxx_flags, "cpp"),
@@ -766,7 +780,7 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
         classic_mark.write_text(reason)
         return NeedsClassicBuild(reason)
 
-    if not so_path.exists():
+    if not cache_files.usable(so_path, "module"):
         with ThreadPoolExecutor(3) as pool:
             results = {k: pool.submit(_compile, *j) for k, j in jobs.items()}
             results = {k: f.result() for k, f in results.items()}
@@ -782,6 +796,7 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
                 err.log = log
                 raise err
         so_dir.mkdir(parents=True, exist_ok=True)
+        cache_files.clean_temps(so_dir)
         tmp = so_dir / f"{units.module}.tmp{os.getpid()}.so"
         r = subprocess.run([tc["cxx"], "-shared", *[str(r[0]) for r in results.values()], "-o",
                             str(tmp), *tc["libs"]], capture_output=True, text=True,
@@ -789,9 +804,18 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
         log += f"\n== link\n{r.stdout}{r.stderr}"
         if r.returncode != 0:  # a learner cannot define a symbol twice without a compile error
             tmp.unlink(missing_ok=True)
+            bad = cache_files.blamed(r.stdout + r.stderr, obj_dir)
+            if bad and _retry:  # a damaged cached object, not the learner's source
+                for p in bad:
+                    cache_files.discard(p)
+                print(f"The link failed in the cached {', '.join(p.name for p in bad)}: "
+                      f"rebuilding {'it' if len(bad) == 1 else 'them'} once.")
+                return build_split(cuda_src, cpp_src, funcs, opt, extra_cuda_cflags, verbose,
+                                   _retry=False)
             raise classic("the units do not link: " + (r.stdout + r.stderr).strip()[-300:], log)
         tmp.replace(so_path)
-        (so_dir / "build.log").write_text(log)
+        cache_files.seal(so_path)
+        cache_files.write_atomic(so_dir / "build.log", log)
     else:  # a cache hit: the log of the build that made this library
         log_file = so_dir / "build.log"
         log = (log_file.read_text() if log_file.exists() else "") + f"\n== loaded from cache: {so_path}"

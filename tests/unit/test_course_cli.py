@@ -71,6 +71,40 @@ def test_reset_restores_stored_outputs_by_name_or_number(tmp_path, monkeypatch):
     assert course.main(["reset", "99_nope.ipynb"]) == 2
 
 
+def test_reset_with_a_jupyterlab_copy_beside_and_a_staged_notebook(tmp_path, monkeypatch, capsys):
+    """Was: `reset 03` refused (two notebooks start with 03), `reset` of all failed with a git
+    pathspec error on the untracked copy, and a notebook staged with `git add` kept its edits
+    while reset said it had restored it."""
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    nb, other = repo / "notebooks" / "03_x.ipynb", repo / "notebooks" / "04_y.ipynb"
+    for f in (nb, other):
+        f.write_text('{"stored": "H100 outputs"}\n')
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                                    cwd=repo, check=True, capture_output=True)
+    git("init", "-q"), git("add", "-A"), git("commit", "-qm", "x")
+    monkeypatch.setattr(course, "ROOT", repo)
+    monkeypatch.setattr(course, "NOTEBOOKS", repo / "notebooks")
+    copy = repo / "notebooks" / "03_x-Copy1.ipynb"
+    copy.write_text('{"mine": 1}\n')
+    assert course.find_notebook("03") == nb
+    assert course.find_notebook("03_x-Copy1") == copy       # named in full, it is found
+    nb.write_text('{"stored": "CPU outputs"}\n')
+    git("add", str(nb))                                       # staged
+    other.write_text('{"stored": "CPU outputs"}\n')
+    capsys.readouterr()
+    assert course.main(["reset"]) == 0                        # all of them
+    out = capsys.readouterr().out
+    assert "H100" in nb.read_text() and "H100" in other.read_text()
+    assert "03_x.ipynb: the changes staged with git add were undone too" in out
+    assert "left alone: 03_x-Copy1.ipynb" in out and copy.read_text() == '{"mine": 1}\n'
+    nb.write_text('{"stored": "CPU outputs"}\n')
+    git("add", str(nb))
+    assert course.main(["reset", "03"]) == 0 and "H100" in nb.read_text()
+    assert subprocess.run(["git", "status", "--porcelain", "--", str(nb)], cwd=repo,
+                          capture_output=True, text=True).stdout == ""   # index clean as well
+
+
 # ----------------------------------------------------------------- the course's Jupyter settings
 def test_lab_env_puts_the_course_settings_first_and_keeps_the_others():
     env = course.lab_env({"JUPYTER_CONFIG_PATH": os.pathsep.join(["/a", "/b"]), "X": "1"})

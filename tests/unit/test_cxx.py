@@ -134,3 +134,17 @@ def test_a_malformed_launch_names_its_line():
 ])
 def test_kernel_base_name(name, base):
     assert cxx.kernel_base_name(name) == base
+
+
+def test_get_sig_says_when_the_braces_do_not_balance():
+    """Was: "get_sig: no definition of 'relu' found", for a missing closing brace."""
+    import utils
+    src = ("torch::Tensor relu(torch::Tensor x) {\n"
+           "    auto out = torch::empty_like(x);\n"
+           "    if (x.numel() > 0) {\n"
+           "        out = x.clamp_min(0);\n"
+           "    return out;\n")
+    with pytest.raises(ValueError, match=r"get_sig: the braces do not balance: the '\{' on line 1 "
+                       r"is never closed \(torch::Tensor relu\(torch::Tensor x\) \{\)"):
+        utils.get_sig("relu", src)
+    assert utils.get_sig("relu", src + "}\n}\n") == "torch::Tensor relu(torch::Tensor x);"

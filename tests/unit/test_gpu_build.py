@@ -353,3 +353,14 @@ def test_a_compile_failure_is_the_learners_only_in_the_lines_the_unit_owns(trick
     assert isinstance(gpu_build._failure("device", err(host_line), tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
     e = gpu_build._failure("binding", err(2, "cpp_src"), tricky, TRICKY, TRICKY_CPP)
     assert isinstance(e, CudaBuildError) and "torch::Tensor square_fill(torch::Tensor x);" in str(e)
+
+
+def test_a_ptxas_limit_is_the_learners_error_not_the_splits(tricky):
+    """ptxas names no source line; its limits (48 KB of static shared memory) are still the
+    kernels' error, not a reason to rebuild everything as one nvcc unit."""
+    log = ("ptxas error   : Entry function '_Z5big_kPf' uses too much shared data "
+           "(0x10000 bytes, 0xc000 max)\n")
+    e = gpu_build._failure("device", log, tricky, TRICKY, TRICKY_CPP)
+    assert isinstance(e, CudaBuildError)
+    assert "uses too much shared data (0x10000 bytes, 0xc000 max)" in str(e)
+    assert "at most 48 KB (0xc000 bytes) of static __shared__ memory" in str(e)

@@ -76,4 +76,32 @@ def test_a_tiled_numba_kernel_is_right_under_thread_switches(slow_empty):
 def test_install_is_idempotent():
     simulator_fix.install()
     simulator_fix.install()
-    assert sum(isinstance(f, simulator_fix._PatchOnImport) for f in __import__("sys").meta_path) <= 1
+    from numba.cuda.simulator import kernel
+    finders = [f.module for f in __import__("sys").meta_path if isinstance(f, simulator_fix._PatchOnImport)]
+    assert len(finders) == len(set(finders))   # at most one waiting finder per module
+    assert kernel.FakeCUDAKernel.__getitem__._course_original is not None
+    assert not hasattr(kernel.FakeCUDAKernel.__getitem__._course_original, "_course_original")
+
+
+@cuda.jit
+def fill_one(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 1
+
+
+@pytest.mark.parametrize("grid, block, rule", [
+    (1, 1025, r"1025 threads per block; a GPU runs at most 1024 threads in a block"),
+    ((1, 1), (32, 32, 2), r"2048 threads per block"),
+    (0, 32, r"a grid of 0 blocks; a GPU launches at least one block in each dimension"),
+    ((4, 0), 32, r"a grid of \(4, 0\) blocks"),
+    (1, (1, 1, 65), r"at most \(1024, 1024, 64\)"),
+    (1, 0, r"every block dimension must be at least 1"),
+])
+def test_launches_a_gpu_refuses_are_refused(grid, block, rule):
+    """The simulator ran these (1025 threads; a 0-block grid silently did nothing)."""
+    out = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=rule + r".*CUDA_ERROR_INVALID_VALUE"):
+        fill_one[grid, block](out)
+    fill_one[1, 1024](out)    # the limit itself is fine, and the kernel still works
+    assert out.tolist() == [1, 1, 1, 1]

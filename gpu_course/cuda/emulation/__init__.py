@@ -211,6 +211,7 @@ from .source import binding, check_supported, transform
 from .toolchain import (FRONTEND_ONLY, HEADER_DIR, VERSION, cache_dir, first_tier, generator_digest,
                         mark_used, needs_more_torch, needs_unchecked, opt_flags, prebuilt, prune_modules,
                         run, tier_flags, get_toolchain)
+from .toolchain import cached_module, discard_blamed, seal_module  # the cache's integrity
 
 __all__ = ["load", "CudaEmulationError", "HEADER_DIR", "cache_dir", "transform"]
 
@@ -329,7 +330,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
     root = Path(build_dir).expanduser() if build_dir else cache_dir()
     moddir = root / modname
     so = moddir / f"{modname}.so"
-    if so.exists():
+    if cached_module(so):  # present, and its size and hash are those recorded at build time
         mod = _import(so, modname, funcs)
         mod._cuda_emu_set_error_type(CudaEmulationError)
         mark_used(moddir)
@@ -344,7 +345,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
 
     prune_modules(root)
     moddir.mkdir(parents=True, exist_ok=True)
-    chk, tier, nvcc_error = checked, first_tier(cuda_src + "\n" + cpp_src), None
+    chk, tier, nvcc_error, retried = checked, first_tier(cuda_src + "\n" + cpp_src), None, False
     while True:  # escalate: unchecked pointers if the checked types get in the way, more torch
         code, log, cmd, nvcc_result = _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, chk, tier,
                                              flags, verbose, nvcc_check, races)
@@ -363,6 +364,8 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
             chk = False
         elif tier < 3 and needs_more_torch(log):
             tier = 3 if FRONTEND_ONLY.search(log) else tier + 1
+        elif not retried and discard_blamed(log):  # a damaged cache file, not the source
+            retried = True
         else:
             (moddir / "build.log").write_text(build_log)
             raise CudaEmulationError(
@@ -410,6 +413,7 @@ def _build(tc, moddir, modname, so, cuda_src, cpp_src, funcs, opt, checked, tier
         if code == 0:
             (moddir / "build-info.txt").write_text(f"checked={int(checked)} tier={tier}\n")
             os.replace(out, so)
+            seal_module(so)
         return code, log, cmd, nvcc_error
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .. import cxx
 from ..cxx import KEYWORDS, Function, Tok, match_brackets, tokenize
+from ..cxx import defined_names
 from ..errors import CudaEmulationError
 
 def _features(names: str, what: str) -> dict[str, str]:
@@ -98,6 +99,7 @@ def check_supported(src: str, toks: list[Tok], origin: str = "cuda_src") -> None
             seen.add((line, name))
             problems.append(_refusal(origin, line, what, name, lines[min(line, len(lines)) - 1]))
 
+    own = defined_names(toks)  # a learner's cudaCheck(...) macro or function is theirs
     for i, t in enumerate(toks):
         if t.kind == "pp":
             m = INCLUDE_RE.match(t.text)
@@ -120,7 +122,7 @@ def check_supported(src: str, toks: list[Tok], origin: str = "cuda_src") -> None
                             f"CUDA 9 for sm_70+ GPUs: use {t.text}_sync(mask, ...), e.g. {t.text}_sync(0xffffffff, "
                             f"...) when the whole warp takes part.\n{t.line:6d} | "
                             f"{lines[min(t.line, len(lines)) - 1].strip()}")
-        elif re.match(r"cuda[A-Z]\w*$", t.text) and t.text not in _CUDA_API_OK:
+        elif re.match(r"cuda[A-Z]\w*$", t.text) and t.text not in _CUDA_API_OK and t.text not in own:
             add(t.line, "the CUDA runtime API", t.text)
     for line, msg in _symbol_misuse(toks, origin):
         problems.append(f"{msg}\n{line:6d} | {lines[min(line, len(lines)) - 1].strip()}")
@@ -280,11 +282,24 @@ class Transformed:
     kernels: dict[str, list[str]]   # kernel name -> parameter names
 
 
+# A GPU takes at most 48 KiB of static __shared__ memory per kernel (ptxas: "uses too much shared
+# data (0x10000 bytes, 0xc000 max)"); each declaration asserts the running total of its kernel.
+STATIC_SHARED_MAX = 48 * 1024
+
+
+def _static_shared_assert(sizes: list, origin: str, line: int) -> str:
+    return (f'static_assert({" + ".join(sizes)} <= {STATIC_SHARED_MAX}, "{origin} line {line}: more '
+            f'than 48 KB (0xc000 bytes) of static __shared__ memory in one kernel; a GPU refuses it '
+            f'(ptxas: uses too much shared data, 0xc000 max). Use smaller tiles, or extern __shared__ '
+            f'with the size at launch (above 48 KB also cudaFuncSetAttribute).");')
+
+
 def _shared_decl(src, toks, i, match, in_function, checked, origin,
-                 found: list | None = None) -> tuple[int, int, str] | None:
+                 found: list | None = None, sizes: list | None = None) -> tuple[int, int, str] | None:
     """Rewrite of the ``__shared__`` declaration around toks[i]: (start, end, text), None to keep.
     Appends to ``found`` (name, rank, token range) for each array that became a checked
-    ``shared_array``/``dshared`` (what the race check can follow)."""
+    ``shared_array``/``dshared`` (what the race check can follow), and to ``sizes`` (the
+    kernel's static shared bytes so far, as C++ expressions) each static array's size."""
     a = i
     while a > 0 and toks[a - 1].text in ("extern", "static", "volatile"):
         a -= 1
@@ -353,6 +368,9 @@ def _shared_decl(src, toks, i, match, in_function, checked, origin,
             decl = f"static {type_text} {name}" + "".join(f"[{d}]" for d in dims)
         out.append(f"{decl} __attribute__((aligned(16))); static ::cuda_emu::shared_reg "
                    f"cuda_emu_reg_{name}_{toks[i].line}((void*)&{name}, sizeof({name}), \"{name}\");")
+        earlier = sizes if sizes is not None else []   # by type: their names may be out of scope
+        out.append(_static_shared_assert(earlier + [f"sizeof({name})"], origin, toks[i].line))
+        earlier.append(f"sizeof({type_text}{''.join(f'[{d}]' for d in dims)})")
     return toks[a].start, toks[b].end, " ".join(out)
 
 
@@ -393,13 +411,16 @@ def transform(src: str, *, checked: bool = True, origin: str = "cuda_src") -> Tr
             pointer_params.setdefault(body, set()).update(_local_pointers(src, toks, match, body, rw))
 
     shared: list = []  # (name, rank, declaration token range) of checked __shared__ arrays
+    static_shared: dict = {}  # function body -> sizes of its static __shared__ arrays so far
     templates = _kernel_templates(toks, match, funcs)
     plain = _plain_kernels(toks, funcs)
     for i, t in enumerate(toks):
         if t.kind == "punct" and t.text == "<<<":
             _rewrite_launch(src, toks, i, match, rw, kernels, in_device_code(i), origin, templates, plain)
         elif t.kind == "id" and t.text == "__shared__":
-            r = _shared_decl(src, toks, i, match, in_device_code(i), checked, origin, shared)
+            body = next((r for r in device_bodies if r[0] < i < r[1]), None)
+            r = _shared_decl(src, toks, i, match, body is not None, checked, origin, shared,
+                             static_shared.setdefault(body, []) if body else None)
             if r:
                 rw.replace(*r)
         elif t.kind == "pp" and re.match(r"\s*#\s*define\b", t.text):

@@ -14,6 +14,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+from .. import cache_files
 from ..errors import CudaEmulationError
 
 HEADER_DIR = Path(__file__).resolve().parent / "include"  # the emulator's C++ (package data)
@@ -62,7 +63,7 @@ def get_toolchain() -> dict:
     includes += ["-isystem", sysconfig.get_paths()["include"]]
     # -fstack-clash-protection: a big local array probes page by page, so it hits the guard page
     # below a fiber's stack (a clear error) instead of jumping over it into other memory.
-    flags = ["-std=c++20", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
+    flags = ["-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
              "-fvisibility-inlines-hidden", "-fstack-clash-protection", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     if os.environ.get("CUDA_EMU_FIBERS", "") == "ucontext":  # the portable fiber switch (tests)
         flags.append("-DCUDA_EMU_UCONTEXT")
@@ -116,6 +117,7 @@ def prune_modules(root: Path) -> None:
     for d in root.glob("*_*"):
         if d.name.startswith(("pch-", "runtime-")) or not d.is_dir():
             continue
+        cache_files.clean_temps(d)  # build-* folders of builds killed a day ago or more
         try:
             used = max(p.stat().st_mtime for p in d.iterdir())
         except (OSError, ValueError):
@@ -179,7 +181,7 @@ def _pch_dir(tc: dict, opt: bool, tier: int) -> Path | None:
 def _pch_path(tc: dict, opt: bool, tier: int) -> Path | None:
     """The PCH stub if it is built already, else None."""
     d = _pch_dir(tc, opt, tier)
-    return d / "cuda_emu_pch.h" if d and (d / "cuda_emu_pch.h.gch").exists() else None
+    return d / "cuda_emu_pch.h" if d and cache_files.intact(d / "cuda_emu_pch.h.gch") else None
 
 
 def prebuilt(tc: dict, opt: bool, tier: int, verbose: bool) -> tuple[Path | None, Path]:
@@ -198,15 +200,16 @@ def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
     if d is None:
         return None
     stub, gch = d / "cuda_emu_pch.h", d / "cuda_emu_pch.h.gch"
-    if gch.exists():
+    if cache_files.usable(gch, "precompiled header"):
         mark_used(d)
         return stub
     d.mkdir(parents=True, exist_ok=True)
     _prune_stale("pch-", d)
     with _FileLock(d / "lock"):
-        if gch.exists():
+        if cache_files.usable(gch, "precompiled header"):
             return stub
-        stub.write_text(f'#include "{HEADER_DIR / "cuda_emu.h"}"\n')
+        cache_files.clean_temps(d, 0)  # we hold the lock: a temp file here is a killed build's
+        cache_files.write_atomic(stub, f'#include "{HEADER_DIR / "cuda_emu.h"}"\n')
         tmp = d / f"tmp-{os.getpid()}.gch"
         cmd = (tc["cxx"] + tc["flags"] + opt_flags(opt) + tier_flags(tier) + tc["includes"] +
                ["-x", "c++-header", str(stub), "-o", str(tmp)])
@@ -222,6 +225,7 @@ def _pch(tc: dict, opt: bool, tier: int, verbose: bool) -> Path | None:
                       f"building without it")
             return None
         os.replace(tmp, gch)
+        cache_files.seal(gch)
     mark_used(d)
     return stub
 
@@ -233,14 +237,15 @@ def _runtime(tc: dict, verbose: bool) -> Path:
                                     headers_digest()]).encode()).hexdigest()[:16]
     d = cache_dir() / f"runtime-{key}"
     obj = d / "runtime.o"
-    if obj.exists():
+    if cache_files.usable(obj, "emulator runtime"):
         mark_used(d)
         return obj
     d.mkdir(parents=True, exist_ok=True)
     _prune_stale("runtime-", d)
     with _FileLock(d / "lock"):
-        if obj.exists():
+        if cache_files.usable(obj, "emulator runtime"):
             return obj
+        cache_files.clean_temps(d, 0)
         pch = _pch_path(tc, True, 1)  # use the PCH if it is there already, do not wait for it
         pre = ["-include", str(pch)] if pch else []
         tmp = d / f"tmp-{os.getpid()}.o"
@@ -252,10 +257,34 @@ def _runtime(tc: dict, verbose: bool) -> Path:
             tmp.unlink(missing_ok=True)
             raise CudaEmulationError(f"could not compile the emulator's runtime ({' '.join(cmd)}):\n{out[-3000:]}")
         os.replace(tmp, obj)
+        cache_files.seal(obj)
         if verbose:
             print(f"[cuda_emu] runtime compiled in {time.time() - t0:.1f} s: {obj}")
     mark_used(d)
     return obj
+
+
+def cached_module(so: Path) -> bool:
+    """Is the module ``so`` in the cache and intact? (A damaged one is removed, and said so.)"""
+    return cache_files.usable(so, "module")
+
+
+def seal_module(so: Path) -> None:
+    """Record the size and hash of a module just built, for :func:`cached_module`."""
+    cache_files.seal(so)
+
+
+def discard_blamed(log: str) -> bool:
+    """If a failed build's ``log`` names a precompiled header or runtime object of the cache,
+    remove them (they are rebuilt at the next try), say so in one line, and return True."""
+    bad = [p for p in cache_files.blamed(log, cache_dir())
+           if p.name in ("cuda_emu_pch.h.gch", "runtime.o")]
+    for p in bad:
+        cache_files.discard(p)
+    if bad:
+        print(f"The build failed in the cache's {', '.join(str(p) for p in bad)}: rebuilding "
+              f"{'it' if len(bad) == 1 else 'them'} once.")
+    return bool(bad)
 
 
 def needs_unchecked(log: str) -> bool:

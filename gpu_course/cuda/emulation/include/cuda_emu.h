@@ -44,7 +44,6 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
-#include <source_location>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -908,8 +907,14 @@ using cuda_emu::gridDim;
 using cuda_emu::threadIdx;
 static constexpr int warpSize = 32;
 
-// Warp-level intrinsics (CUDA 9+ *_sync forms): the call's line comes from source_location.
-using cuda_emu_loc = std::source_location;
+// Warp-level intrinsics (CUDA 9+ *_sync forms): the call's line comes from a default argument,
+// evaluated where the call is (C++17, as nvcc builds it: GCC's and clang's __builtin_LINE, what
+// C++20's std::source_location is made of).
+struct cuda_emu_loc {
+  unsigned l;
+  constexpr unsigned line() const { return l; }
+  static constexpr cuda_emu_loc current(unsigned l = __builtin_LINE()) { return {l}; }
+};
 #define CUDA_EMU_HERE cuda_emu_loc loc = cuda_emu_loc::current()
 template <class T>
 inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize, CUDA_EMU_HERE) {
