@@ -272,7 +272,7 @@ extern int g_poll;
 void tick_slow(int line);
 /// What the rewrite puts in every loop condition of device code: `while (tick(LINE), (cond))`.
 constexpr void tick(int line) {
-  if (!std::is_constant_evaluated())
+  if (!__builtin_is_constant_evaluated())
     if (__builtin_expect(__atomic_load_n(&g_poll, __ATOMIC_RELAXED), 0)) tick_slow(line);
 }
 [[noreturn]] __attribute__((cold)) void div_zero(int line);
@@ -281,7 +281,7 @@ constexpr void tick(int line) {
 template <class T>
 constexpr T divisor(T v, int line) {
   if constexpr (std::is_integral_v<T>)
-    if (!std::is_constant_evaluated() && __builtin_expect(v == 0, 0)) div_zero(line);
+    if (!__builtin_is_constant_evaluated() && __builtin_expect(v == 0, 0)) div_zero(line);
   return v;
 }
 
