@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,25 @@ def kernel_times(prof) -> dict:
                 and e.key not in PROFILER_ROWS):
             out[e.key] = (e.count, e.self_device_time_total)
     return out
+
+
+def gpu_kernels(fn, *args, **kwargs) -> list:
+    """Names of the GPU kernels one call of ``fn(*args, **kwargs)`` runs, in the order they started,
+    recorded by ``torch.profiler`` (memory copies and fills left out). ``fn`` is called once first, so
+    that compiling, autotuning and allocation stay out of the profiled call. Needs a GPU."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn(*args, **kwargs)
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():  # torch says once that its profiler clears events each cycle: one cycle here
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn(*args, **kwargs)
+            torch.cuda.synchronize()
+        events = prof.events()
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset"))]
+    return [e.name for e in sorted(kernels, key=lambda e: e.time_range.start)]
 
 
 def find_ncu() -> str | None:

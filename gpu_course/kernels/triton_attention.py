@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -835,21 +834,8 @@ def profiled_kernels(fn, *args, **kwargs):
     from ``torch.profiler`` (memory copies and fills left out). GPU only."""
     if not ON_GPU:
         raise RuntimeError("profiled_kernels needs a GPU: in cpu mode no GPU kernel runs")
-    from torch.profiler import ProfilerActivity, profile
-    fn(*args, **kwargs)  # compiled and tuned outside the profile
-    torch.cuda.synchronize()
-    with warnings.catch_warnings():  # torch says once that its profiler clears events each cycle: one cycle here
-        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            fn(*args, **kwargs)
-            torch.cuda.synchronize()
-        events = prof.events()
-    names = []
-    for e in events:
-        if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
-            if e.name not in names:
-                names.append(e.name)
-    return names
+    from ..profiling import gpu_kernels
+    return list(dict.fromkeys(gpu_kernels(fn, *args, **kwargs)))  # each name once, in order of first launch
 
 
 def short_kernel_name(name, width=110):

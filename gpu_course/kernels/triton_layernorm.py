@@ -617,17 +617,11 @@ def kernels_launched(fn, *args):
     """Names of the GPU kernels one call of ``fn(*args)`` runs, in order, recorded by
     ``torch.profiler`` (notebook 02). On the CPU there are no GPU kernels: ``[]``.
     """
-    from torch.profiler import ProfilerActivity, profile
-    fn(*args)  # compiled, cached, allocated: the profiled call is a normal one
     if not ON_GPU:
-        return []
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn(*args)
-        torch.cuda.synchronize()
-    evs = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-           and not e.name.startswith(("Memcpy", "Memset"))]
-    return [e.name for e in sorted(evs, key=lambda e: e.time_range.start)]
+        return []
+    from ..profiling import gpu_kernels
+    return gpu_kernels(fn, *args)
 
 
 def ulps_per_element(out, ref, dtype, floor=None):
