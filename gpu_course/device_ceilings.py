@@ -112,13 +112,21 @@ class Throughput:
         """The % of the spec-sheet peak, or ``None`` without a spec sheet."""
         return None if self.spec is None else 100 * self.value / self.spec
 
+    def vs_measured(self, what: str) -> str:
+        """This rate against the measured best, named ``what``: a % of it up to 100, a ratio above
+        (a rate faster than the library's best is not "103 % of a ceiling").
+
+        >>> Throughput(720.0, "TFLOP/s", 702.0, "fp16").vs_measured("cuBLAS")
+        '1.03× cuBLAS'
+        """
+        return (f"{self.pct:.0f} % of {what}" if self.pct <= 100 else f"{self.value / self.ceiling:.2f}× {what}")
+
     def __str__(self):
         if not ON_GPU:  # small CPU inputs sit in caches faster than its measured copy: no % here
             return f"{fmt_num(self.value)} {self.unit} (CPU: a % of a ceiling is reported on a GPU only)"
         label = CEILING_LABELS[self.ceiling_key]
-        vs_measured = (f"{self.pct:.0f} % of the best {label} measured here ({fmt_num(self.ceiling)} {self.unit})"
-                       if self.pct <= 100 else
-                       f"{self.value / self.ceiling:.2f}× the best {label} measured here ({fmt_num(self.ceiling)})")
+        vs_measured = self.vs_measured(f"the best {label} measured here") + (
+            f" ({fmt_num(self.ceiling)} {self.unit})" if self.pct <= 100 else f" ({fmt_num(self.ceiling)})")
         if self.spec is None:
             return f"{fmt_num(self.value)} {self.unit} = {vs_measured}"
         return (f"{fmt_num(self.value)} {self.unit} = {self.pct_spec:.0f} % of the spec-sheet peak "

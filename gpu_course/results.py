@@ -152,8 +152,7 @@ def report(notebook: str, kernel: str, size: str, t: Timing, baseline: Timing | 
         parts = [f"{kernel}: GPU {fmt_ms(t.median)}, loop {fmt_ms(t.loop_ms)} a step, CPU {fmt_ms(t.cpu_ms)} a call"]
     if achieved and t.on_gpu:
         key = achieved.ceiling_key
-        measured = (f"{achieved.pct:.0f} % of the {key} rate measured here" if achieved.pct <= 100
-                    else f"{achieved.value / achieved.ceiling:.2f}× the {key} rate measured here")
+        measured = achieved.vs_measured(f"the {key} rate measured here")
         if achieved.spec:
             parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {achieved.pct_spec:.0f} % of the "
                          f"spec-sheet {key} peak, {measured}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .mode import DEVICE, ON_GPU, device_name
+from .mode import DEVICE, ON_GPU, device_name, synchronize
 
 
 @dataclass(frozen=True)
@@ -230,11 +230,11 @@ def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, **kw
     True
     """
     fn(*args, **kwargs)
-    synchronize_device()
+    synchronize()
     if steps is None:
         t0 = time.perf_counter()
         fn(*args, **kwargs)
-        synchronize_device()
+        synchronize()
         one = max(time.perf_counter() - t0, 1e-6)
         steps = int(min(500, max(10, 0.02 / one))) if ON_GPU else 2
     rounds = rounds if rounds is not None else (5 if ON_GPU else 1)
@@ -243,7 +243,7 @@ def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, **kw
         t0 = time.perf_counter()
         for _ in range(steps):
             fn(*args, **kwargs)
-        synchronize_device()
+        synchronize()
         per.append((time.perf_counter() - t0) * 1e3 / steps)
     return statistics.median(per)
 
@@ -260,18 +260,12 @@ def cpu_ms_per_call(fn, *args, n: int | None = None, **kwargs) -> float:
     n = n if n is not None else (20 if ON_GPU else 2)
     times = []
     for _ in range(n):
-        synchronize_device()
+        synchronize()
         t0 = time.perf_counter()
         fn(*args, **kwargs)
         times.append((time.perf_counter() - t0) * 1e3)
-    synchronize_device()
+    synchronize()
     return statistics.median(times)
-
-
-def synchronize_device() -> None:
-    """Wait for the GPU's queue to drain (nothing on the CPU)."""
-    if ON_GPU:
-        torch.cuda.synchronize()
 
 
 @dataclass(frozen=True)
