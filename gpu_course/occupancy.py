@@ -183,7 +183,8 @@ def kernel_resources(cuda_src: str, cpp_src: str, funcs: list, arch: str | None 
     kernels alone (load_cuda's device unit, its flags): ``{"square_fast_k<1>": KernelResources(...)}``.
 
     ``arch`` defaults to this GPU's, and in cpu mode to an H100's (``-arch=sm_90``): the compiler
-    needs the CUDA toolkit, not a GPU. Returns ``None`` where nvcc is not installed.
+    needs the CUDA toolkit, not a GPU. Returns ``None`` where nvcc is not installed (or, in cpu mode,
+    cannot compile here).
     """
     from .cuda import gpu_build
     if arch is None and not ON_GPU:
@@ -200,6 +201,8 @@ def kernel_resources(cuda_src: str, cpp_src: str, funcs: list, arch: str | None 
         r = subprocess.run(cmd + ["-cubin", "k.cu", "-o", "k.cubin"], cwd=d, capture_output=True,
                            text=True, timeout=300)
     if r.returncode != 0:
+        if not ON_GPU:  # a toolkit that cannot compile here (e.g. a host compiler it does not support)
+            return None
         raise RuntimeError("kernel_resources: nvcc failed:\n" + (r.stdout + r.stderr)[-2000:])
     return parse_ptxas(r.stdout + r.stderr)
 

@@ -101,3 +101,18 @@ def test_occupancy_of_without_nvcc(fast_source, monkeypatch):
     monkeypatch.setattr(occupancy, "kernel_resources", lambda *a, **k: None)
     occ = occupancy.occupancy_of(["square_fast_k<1>"], *fast_source, threads=512, limits=H100)
     assert occ["square_fast_k<1>"].registers is None and occ["square_fast_k<1>"].blocks == 4
+
+
+def test_kernel_resources_without_a_working_nvcc(fast_source, monkeypatch, tmp_path):
+    from gpu_course.cuda import gpu_build
+    broken = tmp_path / "nvcc"
+    broken.write_text("#!/bin/sh\necho 'unsupported GNU version' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(gpu_build, "nvcc_command", lambda **kw: [str(broken)])
+    if utils.ON_GPU:
+        with pytest.raises(RuntimeError, match="unsupported GNU version"):
+            occupancy.kernel_resources(*fast_source)
+    else:
+        assert occupancy.kernel_resources(*fast_source) is None
+    monkeypatch.setattr(gpu_build, "nvcc_command", lambda **kw: [str(tmp_path / "missing-nvcc")])
+    assert occupancy.kernel_resources(*fast_source) is None
