@@ -54,7 +54,16 @@ class Interpreted:
         def run(*args, **kwargs):
             with triton.knobs.runtime.scope():  # as under TRITON_INTERPRET=1, for this launch only
                 triton.knobs.runtime.interpret = True
-                return launch(*args, **kwargs)
+                try:
+                    return launch(*args, **kwargs)
+                except Exception as e:
+                    if "outside of the scope of a kernel" not in str(e):
+                        raise
+                    raise NotImplementedError(
+                        f"interpreted({self.__name__}): it calls a @triton.jit function (one of yours, or one "
+                        "of triton.language's own written in Triton, such as tl.sum or tl.max), which stays "
+                        "compiled on a GPU machine, and the interpreter cannot call a compiled function. Interpret a kernel without such calls here, or run the notebook in "
+                        "cpu mode (COURSE_MODE=cpu), where every kernel is interpreted.") from None
         return run
 
     def __repr__(self):
@@ -68,12 +77,16 @@ def interpreted(kernel) -> Interpreted:
     compiled and this runs its Python body with numpy, program after program. Each launch is
     bounds-checked (``triton_check``).
 
+    On a GPU machine a kernel that calls another ``@triton.jit`` function (``tl.sum``, ``tl.max`` and
+    other reductions of ``triton.language`` are such functions) cannot be interpreted: the callee stays
+    compiled, and the launch raises ``NotImplementedError`` saying so.
+
     >>> import torch
-    >>> from gpu_course.kernels.triton_mean import sum_to_mean_kernel
-    >>> partial, out = torch.tensor([1.0, 2.0, 3.0]), torch.zeros(1)
-    >>> interpreted(sum_to_mean_kernel)[(1,)](partial, out, 3, 6, BLOCK=4)  # (1 + 2 + 3) / 6
-    >>> out.item()
-    1.0
+    >>> from gpu_course.kernels.triton_mean import mean_scalar_loop_kernel
+    >>> sums = torch.full((2,), float("nan"))
+    >>> interpreted(mean_scalar_loop_kernel)[(2,)](torch.ones(5), sums, 5, CHUNK=4)  # 4 + 1 elements
+    >>> sums.tolist()
+    [4.0, 1.0]
     """
     return Interpreted(kernel)
 

@@ -45,15 +45,45 @@ def test_interpreted_runs_programs_one_after_another():
 
 
 def test_interpreted_runs_a_package_kernel_and_nests():
-    partial = torch.arange(1, 6, dtype=torch.float32)  # 1..5
-    out = torch.zeros(1)
-    k = interpreted(interpreted(sum_to_mean_kernel))  # wrapping twice changes nothing
-    assert isinstance(k, Interpreted) and "sum_to_mean_kernel" in repr(k)
-    k[(1,)](partial, out, 5, 10, BLOCK=8)
-    assert out.item() == pytest.approx(1.5)
+    k = interpreted(interpreted(mean_scalar_loop_kernel))  # wrapping twice changes nothing
+    assert isinstance(k, Interpreted) and "mean_scalar_loop_kernel" in repr(k)
     sums = torch.full((2,), float("nan"))
-    interpreted(mean_scalar_loop_kernel)[(2,)](torch.ones(5), sums, 5, CHUNK=4)
+    k[(2,)](torch.ones(5), sums, 5, CHUNK=4)
     assert sums.tolist() == [4.0, 1.0]
+
+
+def test_interpreted_kernel_with_tl_sum():
+    """tl.sum is itself a @triton.jit function of triton.language: interpreted in cpu mode, refused
+    with a clear error on a GPU machine."""
+    partial, out = torch.arange(1, 6, dtype=torch.float32), torch.zeros(1)  # 1..5
+    if utils.ON_GPU:
+        with pytest.raises(NotImplementedError, match="tl.sum"):
+            interpreted(sum_to_mean_kernel)[(1,)](partial, out, 5, 10, BLOCK=8)
+    else:
+        interpreted(sum_to_mean_kernel)[(1,)](partial, out, 5, 10, BLOCK=8)
+        assert out.item() == pytest.approx(1.5)
+
+
+@triton.jit
+def _twice(x):
+    return x * 2
+
+
+@triton.jit
+def _calls_twice_kernel(x_ptr):
+    tl.store(x_ptr, _twice(tl.load(x_ptr)))
+
+
+def test_interpreted_kernel_calling_another_jit_function():
+    """In cpu mode every jit function is interpreted; on a GPU machine the callee stays compiled and
+    the interpreter cannot call it: a clear error, not the interpreter's own."""
+    x = torch.full((1,), 3.0)
+    if utils.ON_GPU:
+        with pytest.raises(NotImplementedError, match="calls another @triton.jit function"):
+            interpreted(_calls_twice_kernel)[(1,)](x)
+    else:
+        interpreted(_calls_twice_kernel)[(1,)](x)
+        assert x.item() == 6.0
 
 
 def test_interpreted_checks_bounds():
@@ -71,7 +101,7 @@ def test_interpreted_refuses_what_is_not_a_kernel():
 
 # ------------------------------------------------------------------------------ printed lines
 def test_printed_lines_of_an_interpreted_kernel():
-    lines = printed_lines(lambda: _peek_kernel[(2,)](torch.arange(4.0), BLOCK=4))
+    lines = printed_lines(lambda: interpreted(_peek_kernel)[(2,)](torch.arange(4.0), BLOCK=4))
     assert len(lines) == 4  # static_print and device_print, once per program in the interpreter
     counts = line_counts(lines)
     assert counts[0] == (2, "BLOCK 4")
