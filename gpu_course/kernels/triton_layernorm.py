@@ -1,4 +1,4 @@
-"""Kernels for the notebook to come on autograd and ``torch.compile`` (10), timed by
+"""Kernels for notebook 10 (autograd, custom ops and ``torch.compile``), timed by
 ``bench/layernorm.py``: a row LayerNorm with its backward, and a GeLU with its backward, each in
 Triton, each wrapped two ways:
 
