@@ -76,12 +76,35 @@ void relu(torch::Tensor x, torch::Tensor out) {
             '}\n"""'),
         "a kernel under another name": "relu_src = " + RELU.split("=", 1)[1].replace("relu_k", "my_relu_k"),
         "no guard: the last block writes past the end": RELU.replace("if (i < n) out[i]", "out[i]"),
+        "another kernel of the source does the work; relu_k, launched after it, writes nothing": r'''relu_src = utils.cuda_begin + r"""
+__global__ void helper_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
+__global__ void relu_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; (void)v; }
+}
+
+void relu(torch::Tensor x, torch::Tensor out) {
+    int n = x.numel();
+    helper_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    relu_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+}
+"""
+''',
+        "thread 0 of block 0 does all the work": RELU.replace(
+            "if (i < n) out[i] = fmaxf(x[i], 0.0f);",
+            "if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);"),
     },
     "ex03-2-answer": {
         "a torch one-liner": "silu_src = lambda x: torch.nn.functional.silu(x)",
     },
     "ex03-3-answer": {
         "a and b typed in (the old check's 2.5 and -1)": AXPB.replace("(float)a, (float)b", "2.5f, -1.0f"),
+        "the kernel computes a * x, torch adds b in the host function": AXPB.replace(
+            "out[i] = a * x[i] + b;", "out[i] = a * x[i];").replace(
+            "    C10_CUDA_KERNEL_LAUNCH_CHECK();", "    C10_CUDA_KERNEL_LAUNCH_CHECK();\n    out.add_(b);"),
         "two kernels: scale, then shift": r'''axpb_src = utils.cuda_begin + r"""
 __global__ void axpb_k(const float* __restrict__ x, float* __restrict__ out, int n, float a) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
