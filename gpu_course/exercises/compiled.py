@@ -143,10 +143,33 @@ def cuobjdump_sass(path) -> str:
                           check=True).stdout
 
 
+def _mangled_name(symbol: str) -> str:
+    """The function's own name in an Itanium-mangled symbol: ``_Z6relu_kPKfPfi`` -> ``relu_k``,
+    ``_ZN3ops4mm_kILi16EEEvPKf`` -> ``mm_k``; a plain (``extern "C"``) symbol is its own name.
+
+    >>> _mangled_name("_Z6relu_kPKfPfi"), _mangled_name("_ZN3ops4mm_kILi16EEEvPKf"), _mangled_name("k")
+    ('relu_k', 'mm_k', 'k')
+    """
+    if symbol.startswith("_ZN"):
+        pos, last = 3, ""
+        while pos < len(symbol):
+            m = re.match(r"\d+", symbol[pos:])
+            if not m:
+                break
+            n = int(m.group())
+            pos += len(m.group())
+            last, pos = symbol[pos:pos + n], pos + n
+        return last
+    m = re.match(r"_Z(\d+)", symbol)
+    if m:
+        start = m.end()
+        return symbol[start:start + int(m.group(1))]
+    return symbol
+
+
 def sass_of_kernel(sass: str, name: str) -> str:
     """The part of a ``cuobjdump -sass`` listing that belongs to kernel ``name`` (its mangled
     ``Function : _Z6relu_kPKfPfi`` header holds the name)."""
     parts = re.split(r"(?m)^\s*Function\s*:\s*", sass)
-    mine = [p for p in parts[1:] if re.match(rf"(_Z\d+{re.escape(name)}\w*|{re.escape(name)})\s*$",
-                                             p.splitlines()[0].strip())]
+    mine = [p for p in parts[1:] if p.strip() and _mangled_name(p.splitlines()[0].strip()) == name]
     return "\n".join(mine)

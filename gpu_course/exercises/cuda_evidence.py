@@ -37,6 +37,11 @@ def _first(mask: torch.Tensor):
     return divmod(flat, mask.shape[1])
 
 
+def _n(count: int, what: str) -> str:
+    """``1 value``, ``3 values``."""
+    return f"{count} {what}{'' if count == 1 else 's'}"
+
+
 def _not_run(name: str) -> str:
     return ("when the check launched it (code that does not run, e.g. under #if 0 or in an if that is never "
             "true, does not count)")
@@ -55,13 +60,13 @@ def shared_used(name: str, ex) -> str | None | bool:
             if int(ld.sum()) == 0:
                 b, t = _first(st > 0)
                 return (f"{name} never read back from shared memory when the check launched it: "
-                        f"{L.where(b, t)} stored {int(st[b, t])} values and loaded 0")
+                        f"{L.where(b, t)} stored {_n(int(st[b, t]), 'value')} and loaded 0")
             bad = (work > 0) & ((st == 0) | (ld == 0))
             if bool(bad.any()):
                 b, t = _first(bad)
                 return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
-                        f"{int(work[b, t])} times, stored {int(st[b, t])} values into shared memory and "
-                        f"loaded {int(ld[b, t])}: every thread stages its part in shared memory and reads "
+                        f"{_n(int(work[b, t]), 'time')}, stored {_n(int(st[b, t]), 'value')} into shared memory "
+                        f"and loaded {int(ld[b, t])}: every thread stages its part in shared memory and reads "
                         f"it back from there")
         return None
     if ex.sass is not None:
@@ -104,8 +109,8 @@ def shuffled(name: str, ex, call: str) -> str | None | bool:
             if bool(bad.any()):
                 b, t = _first(bad)
                 return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
-                        f"{int(work[b, t])} times and executed no {call}: every warp combines its threads' "
-                        f"values with shuffles")
+                        f"{_n(int(work[b, t]), 'time')} and executed no {call}: every warp combines its "
+                        f"threads' values with shuffles")
         return None
     if ex.sass is not None:
         return None if ex.sass[fld] else f"the compiled {name} holds no {call} ({_SASS_SHUFFLE[fld]})"

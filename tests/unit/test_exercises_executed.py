@@ -367,7 +367,8 @@ def test_compiled_code_readers():
         /*0000*/      BAR.SYNC 0x0 ;
     """
     ops = compiled.sass_ops(compiled.sass_of_kernel(sass, "relu_k"))
-    assert dict(ops) == {"shared_store": 1, "barrier": 1, "shared_load": 1, "shuffle": 1, "atomic": 1, "mma": 1}
+    assert dict(ops) == {"shared_store": 1, "barrier": 1, "shared_load": 1, "shuffle": 1, "shfl_down": 1,
+                         "atomic": 1, "mma": 1}
     assert compiled.sass_ops(compiled.sass_of_kernel(sass, "other_k")) == {"barrier": 1}
     ptx = """
     .shared .align 4 .b8 _ZN6cudapy8__main__2ms[512];
