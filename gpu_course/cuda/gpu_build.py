@@ -17,7 +17,9 @@ cached by content hash):
   ...)`` and ``sizeof(mask)`` work as in one nvcc unit), each ``cudaFuncSetAttribute(kernel, attr,
   value)`` a call of its attribute stub (e.g. to allow a kernel over 48 KB of dynamic shared memory);
 * **binding** (g++ with ``torch/python.h``): the pybind11 module for ``funcs`` plus
-  ``_course_launches()`` / ``_course_reset_launches()``; it depends only on ``cpp_src`` and so is
+  ``_course_launches()`` / ``_course_reset_launches()`` and ``_course_launch_log(since)`` (grid,
+  block, shared bytes and arguments of the latest launches, recorded by the launch stubs: what an
+  exercise check needs to make the learner's launch again); it depends only on ``cpp_src`` and so is
   reused across kernel and wrapper edits.
 
 Editing a kernel recompiles only the device unit. Launch semantics are those of ``<<<>>>``: errors

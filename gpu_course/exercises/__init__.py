@@ -976,7 +976,11 @@ def calls(*names: str):
     the interpreter), on a GPU the compiled kernel holds a dot (its GPU IR, where dead code is
     gone; Triton's compiler also turns ``tl.sum(a[:, :, None] * b[None, :, :], axis=1)`` into a dot,
     which the GPU check therefore accepts and the interpreter's count does not). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
-    ``tl.dot(...)`` and ``triton.language.dot(...)``); for CUDA C, see :func:`_cuda_calls`."""
+    ``tl.dot(...)`` and ``triton.language.dot(...)``). For CUDA C, ``__syncthreads``, the
+    ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
+    barrier; every thread that touched global memory shuffled; an atomic ran) or, on a GPU, as
+    present in the compiled kernel's SASS; other names as calls in the kernel's body (see
+    :func:`_cuda_calls`)."""
     def holds(a: Attempt):
         if a.kind == "cuda":
             return _cuda_calls(a, names)

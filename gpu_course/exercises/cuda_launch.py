@@ -311,9 +311,9 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
                     if held is None:
                         raise CudaLaunchError(
                             f"your host function gave {name} memory that is none of its tensors ({p.name}, "
-                            f"argument {i + 1}: a tensor made inside the host function?): the check launches "
-                            f"{name} itself on its own copies of the inputs and the output, so pass the "
-                            f"tensors themselves (their data_ptr) and compute inside the kernel")
+                            f"argument {i + 1}: a tensor made inside the host function?); the check gives it "
+                            f"its own copies of the inputs and the output only, so pass the tensors "
+                            f"themselves (their data_ptr) and compute inside the kernel")
                     holder, off = held
                     t = mem.tensor(holder, p.name)
             elif kind not in ("i", "u", "f", "b"):
