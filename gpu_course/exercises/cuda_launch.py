@@ -124,13 +124,13 @@ def kernel_params(source: str, name: str) -> list[Param]:
 
 
 def _qualified(source: str, name: str) -> str:
-    """``::ns::name`` when the kernel is defined inside namespace ``ns``."""
+    """``ns::name`` when the kernel is defined inside namespace ``ns`` (the launcher is at file scope)."""
     _, _, defs = _kernel_definitions(source, name)
     scope = [n for n in defs[0].scope if n and not n.startswith("extern")] if defs else []
     if defs and "" in defs[0].scope:
         raise CudaLaunchError(f"{name} is in an anonymous namespace: the check cannot name it to launch it; "
                               f"move it out of the namespace")
-    return "::" + "::".join(scope + [name])
+    return "::".join(scope + [name])
 
 
 def launcher_source(source: str, name: str) -> tuple[str, str, str]:
@@ -153,6 +153,7 @@ def launcher_source(source: str, name: str) -> tuple[str, str, str]:
         else:
             args.append(f"({p.ctype})course_int[{i}]")
     n = len(params)
+    k = _qualified(source, name)
     code = f"""
 // the course's own launch of {name} (gpu_course/exercises/cuda_launch.py): the exercise check's memory
 static inline void* course_exercise_ptr(torch::Tensor& t, int64_t off) {{
@@ -161,7 +162,9 @@ static inline void* course_exercise_ptr(torch::Tensor& t, int64_t off) {{
 {sig} {{
     TORCH_CHECK(course_cfg.size() == 7 && course_mem.size() == {n} && course_off.size() == {n} &&
                 course_int.size() == {n} && course_real.size() == {n}, "{fn}: wrong number of arguments");
-    {_qualified(source, name)}<<<dim3(course_cfg[0], course_cfg[1], course_cfg[2]),
+    if (course_cfg[6] > 48 * 1024)  // as the learner's host function allowed it (this module's own copy)
+        cudaFuncSetAttribute({k}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)course_cfg[6]);
+    {k}<<<dim3(course_cfg[0], course_cfg[1], course_cfg[2]),
         dim3(course_cfg[3], course_cfg[4], course_cfg[5]), (size_t)course_cfg[6]>>>({", ".join(args)});
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }}

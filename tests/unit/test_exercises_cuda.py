@@ -225,6 +225,24 @@ def test_2_privatized_counters_are_atomics_in_shared_memory(capsys):
                            "and 0 in shared memory: privatized counters"), glob
 
 
+def test_2_dynamic_shared_memory_above_48_kib_is_allowed_in_the_check_launch_too(capsys):
+    big = utils.cuda_begin + r"""
+__global__ void k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    extern __shared__ float t[];   // 64 KiB: 256 threads x 64 floats, one row each
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    t[threadIdx.x * 64] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) out[i] = fmaxf(t[threadIdx.x * 64], 0.0f);
+}
+void f(torch::Tensor x, torch::Tensor out) {
+    int bytes = 256 * 64 * sizeof(float);
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    k<<<cdiv(x.numel(), 256), 256, bytes>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+}
+"""
+    assert verdict(capsys, big, "k", evidence=STAGED) == OK
+
+
 # ----------------------------------------------------------------------------------------------
 # 3. one thread does all the work
 
@@ -269,7 +287,7 @@ def test_kernel_params_and_launcher():
         ("const float*", "pointer"), ("float4*", "pointer"), ("unsigned int", "int"), ("double", "real"),
         ("bool", "int"), ("std::size_t", "int"), ("float*", "pointer")]
     code, decl, fn = cuda_launch.launcher_source(src, "k")
-    assert "::ops::k<<<" in code and "(double)course_real[3]" in code and fn == "course_launch_k"
+    assert "    ops::k<<<" in code and "(double)course_real[3]" in code and fn == "course_launch_k"
     for bad, why in [("template <int T> __global__ void k(float* x) { }", "is a template"),
                      ("struct P { int a; }; __global__ void k(P p) { }", "is not a pointer or a number"),
                      ("__global__ void k(const float& x) { }", "is not a pointer or a number")]:
@@ -331,13 +349,17 @@ __global__ void k(const float* __restrict__ x, float* out, int n, float a) {
     if (i < n) out[i] = a * x[i];
 }
 __global__ void none_k() {}
+namespace ops {
+__global__ void big_k(float* out) { extern __shared__ float t[]; t[threadIdx.x] = 1.0f; out[0] = t[0]; }
+}
 void f(torch::Tensor x, torch::Tensor out) {
     k<<<cdiv(x.numel(), 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), 2.0);
     none_k<<<1, 1>>>();
 }
 """
     code, decl, fn = cuda_launch.launcher_source(src, "k")
-    units = gpu_build.make_units(src + code, utils.get_sig("f", src) + decl, ["f", fn])
+    code2, decl2, fn2 = cuda_launch.launcher_source(src, "big_k")
+    units = gpu_build.make_units(src + code + code2, utils.get_sig("f", src) + decl + decl2, ["f", fn, fn2])
     cu = tmp_path / "device.cu"
     cu.write_text(units.device)
     r = subprocess.run([NVCC, "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", "-arch=sm_90",
@@ -345,3 +367,4 @@ void f(torch::Tensor x, torch::Tensor out) {
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "_course_launch_log" in units.binding and "course_launch_k" in units.host
+    assert "__course_func_attr_1((cudaFuncAttribute)(cudaFuncAttributeMaxDynamicSharedMemorySize)" in units.host
