@@ -93,9 +93,6 @@ void relu(torch::Tensor x, torch::Tensor out) {
 }
 """
 ''',
-        "thread 0 of block 0 does all the work": RELU.replace(
-            "if (i < n) out[i] = fmaxf(x[i], 0.0f);",
-            "if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);"),
     },
     "ex03-2-answer": {
         "a torch one-liner": "silu_src = lambda x: torch.nn.functional.silu(x)",
@@ -133,5 +130,15 @@ void axpb(torch::Tensor x, torch::Tensor out, double a, double b) {
         "the grid for 1080 x 1920, copied": "grid_for = utils.dim3(120, 68)",
         "rows and columns swapped": "grid_for = lambda h, w, tile: utils.dim3(utils.cdiv(h, tile), utils.cdiv(w, tile))",
         "rounded down": "grid_for = lambda h, w, tile: utils.dim3(w // tile, h // tile)",
+    },
+}
+
+# Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did;
+# on a GPU the evidence is the compiled kernel, which cannot show how the work was split.
+CPU_CHEATS = {
+    "ex03-1-answer": {
+        "thread 0 of block 0 does all the work": RELU.replace(
+            "if (i < n) out[i] = fmaxf(x[i], 0.0f);",
+            "if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);"),
     },
 }

@@ -136,10 +136,9 @@ void sumsq(torch::Tensor x, torch::Tensor out) {
 }
 """
 ''',
-        "shuffles in a branch no thread takes, a shared-memory tree does the sum": TREE_WITH_DEAD_SHUFFLE,
-        "thread 0 of block 0 sums every element, the shuffles add zeros": SUMSQ.replace(
-            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i] * x[i];",
-            "if (blockIdx.x == 0 && threadIdx.x == 0) for (int i = 0; i < n; ++i) s += x[i] * x[i];"),
+        "shuffles under #if 0, a shared-memory tree does the sum": TREE_WITH_DEAD_SHUFFLE.replace(
+            "    if (n < 0) s += __shfl_down_sync(0xffffffffu, s, 16);   // never true",
+            "#if 0\n    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);\n#endif"),
         "another kernel of the source sums; sumsq_k, launched after it, adds zeros": SUMSQ.replace(
             "s += x[i] * x[i];", "s += 0.0f * x[i];").replace(
             "void sumsq(torch::Tensor x, torch::Tensor out) {", """__global__ void helper_k(const float* x, float* out, int n) {
@@ -202,6 +201,20 @@ void excl_scan(torch::Tensor x, torch::Tensor out) {
 }
 """
 ''',
+    },
+}
+
+# Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did; on
+# a GPU the evidence is the compiled kernel, where a branch whose condition depends on the arguments stays
+# and the split of the work between threads does not show.
+CPU_CHEATS = {
+    "ex1-answer-09": {
+        "shuffles in a branch no thread takes, a shared-memory tree does the sum": TREE_WITH_DEAD_SHUFFLE,
+        "thread 0 of block 0 sums every element, the shuffles add zeros": SUMSQ.replace(
+            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i] * x[i];",
+            "if (blockIdx.x == 0 && threadIdx.x == 0) for (int i = 0; i < n; ++i) s += x[i] * x[i];"),
+    },
+    "ex3-answer-09": {
         "__shfl_up_sync in a branch no thread takes, a shared-memory Kogge-Stone does the scan": r'''excl_scan_src = utils.cuda_begin + r"""
 __global__ void excl_scan_k(const float* __restrict__ x, float* __restrict__ out, int n) {
     __shared__ float sh[1024];
