@@ -26,7 +26,6 @@ host function (the learner's launch), and then launches the kernel itself:
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
