@@ -1,7 +1,8 @@
 """Reference solutions of notebook 03's exercises, and answers its checks must refuse.
 
-Every CUDA C source here is built by the check (in CI through the CPU emulation, a few seconds each):
-the cheats that need a build are kept to the few that show a lesson (the guard, the scalars, fusion).
+Every CUDA C source here is built by the check (in CI through the CPU emulation, a few seconds each, and
+once more with the course's launcher: the check launches the kernel itself): the cheats that need a build
+are kept to the few that show a lesson (the guard, the scalars, fusion, a kernel that does not do the work).
 """
 
 _HOST = r"""

@@ -1,7 +1,8 @@
 """Reference solutions of notebook 04's exercises, and answers its checks must refuse.
 
-Exercise 3 builds CUDA C (in CI through the CPU emulation, a few seconds a build): the solution and the
-two cheats that need a build to be refused (no shared memory; matmul_dyn_k fed a transposed copy).
+Exercise 3 builds CUDA C (in CI through the CPU emulation, a few seconds a build, and a second build: the check
+launches matmul_bt_k itself): the solution and the cheats that need a build to be refused (no shared memory; a
+kernel fed a transposed copy; tiles that are text, not execution; the work done elsewhere).
 """
 
 MATMUL_BT = r'''matmul_bt_src = utils.cuda_begin + r"""

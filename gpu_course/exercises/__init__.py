@@ -935,15 +935,22 @@ def _staged_shared_shapes(tree, names: dict) -> list:
             if name in used["load"] and name in used["store"]]
 
 
+def _configs(a: Attempt, what: str) -> list:
+    """The grids or blocks (``what``) of the learner's launches: for CUDA C, of every launch its host
+    calls made (from the module's launch log)."""
+    if a.kind == "cuda":
+        return [getattr(c, what) for L in a.launches for c in L.calls]
+    return [getattr(L, what) for L in a.launches]
+
+
 def threads_per_block(*dims):
-    """Evidence: every launch of the learner's Numba kernel used blocks of ``dims`` threads."""
+    """Evidence: every launch of the learner's Numba or CUDA C kernel used blocks of ``dims`` threads."""
     want = dims3(dims if len(dims) > 1 else dims[0])
 
     def holds(a: Attempt):
-        if a.kind != "numba":
-            raise _SetupError("threads_per_block applies to Numba launches (the CUDA C counters "
-                              "do not record block sizes; Triton has no threads)")
-        bad = [L.block for L in a.launches if L.block != want]
+        if a.kind == "triton":
+            raise _SetupError("threads_per_block applies to Numba and CUDA C launches (Triton has no threads)")
+        bad = [b for b in _configs(a, "block") if b != want]
         if bad:
             return (f"{a.name} was launched with blocks of {_show(bad[0])} threads; the exercise "
                     f"asks for {_show(want)}")
@@ -953,14 +960,11 @@ def threads_per_block(*dims):
 
 def grid_is(*dims, meaning: str | None = None):
     """Evidence: every launch of the learner's kernel had a grid of ``dims`` (Triton programs,
-    Numba blocks), e.g. ``grid_is(h, meaning="one program per row")``."""
+    Numba or CUDA C blocks), e.g. ``grid_is(h, meaning="one program per row")``."""
     want = dims3(dims if len(dims) > 1 else dims[0])
 
     def holds(a: Attempt):
-        if a.kind == "cuda":
-            raise _SetupError("grid_is applies to Triton and Numba launches (the CUDA C counters "
-                              "do not record grids)")
-        bad = [L.grid for L in a.launches if L.grid != want]
+        bad = [g for g in _configs(a, "grid") if g != want]
         if bad:
             unit = "programs" if a.kind == "triton" else "blocks"
             lead = f"{meaning}: " if meaning else ""

@@ -259,6 +259,12 @@ def test_3_one_thread_doing_all_the_work_is_refused(capsys):
 # ----------------------------------------------------------------------------------------------
 # the pieces
 
+def test_grid_and_block_of_a_cuda_launch(capsys):
+    assert verdict(capsys, RELU, "k", evidence=[utils.threads_per_block(256), utils.grid_is(4)]) == OK
+    why = verdict(capsys, RELU, "k", evidence=[utils.threads_per_block(128)])
+    assert why == "❌ t: not yet: k was launched with blocks of (256,) threads; the exercise asks for (128,)", why
+
+
 def test_launch_log_and_counts_of_the_emulation():
     mod = build("f")(elementwise(TILED))
     out = torch.empty(1000)
