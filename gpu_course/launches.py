@@ -26,7 +26,9 @@ kernels to record):
   ``{kernel name: launches}``, read before and after the block and around each call of the
   module's public functions (wrapped while recording), so a launch is tied to the host call and
   the tensors it was given and returned. A module without counters is listed in
-  ``LaunchLog.uncounted`` with the reason: nothing is guessed.
+  ``LaunchLog.uncounted`` with the reason: nothing is guessed. The modules' launch logs
+  (``_cuda_emu_launch_log`` / ``_course_launch_log``: grid, block, shared bytes and arguments of
+  each launch) give each recorded launch its :class:`KernelCall` list, ``Launch.calls``.
 
 With ``snapshot=True`` the memory of every array argument is copied right after each launch, so
 that :meth:`LaunchLog.changed_since_launch` can tell whether something (torch, say) overwrote a
@@ -43,7 +45,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["launches", "LaunchLog", "Launch", "Buffer", "module_counters"]
+__all__ = ["launches", "LaunchLog", "Launch", "Buffer", "KernelCall", "module_counters", "module_launch_log"]
 
 
 @dataclass(eq=False)
@@ -59,6 +61,49 @@ class Buffer:
 
     def contains(self, lo: int, hi: int, device: str) -> bool:
         return device == self.device and self.ptr <= lo and hi <= self.ptr + self.nbytes
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One CUDA C launch as the host code made it, from a module's launch log: the kernel's name,
+    grid and block (3 numbers each), dynamic shared bytes, and its arguments as ``(kind, value)``:
+    kind ``"p"`` (a pointer; value its address), ``"i"`` / ``"u"`` (an integer), ``"f"`` (a
+    floating-point number), ``"b"`` (a bool), ``"?"`` (anything else; value None)."""
+    name: str
+    grid: tuple
+    block: tuple
+    smem: int
+    args: tuple
+
+    @staticmethod
+    def from_log(entry) -> "KernelCall":
+        """From one entry of ``_cuda_emu_launch_log`` / ``_course_launch_log``:
+        ``(seq, name, grid, block, smem, ((kind, size, bits), ...))``.
+
+        >>> import struct
+        >>> bits = struct.unpack("<Q", struct.pack("<d", 2.5))[0]
+        >>> KernelCall.from_log((0, "k", (2, 1, 1), (256, 1, 1), 0, (("p", 8, 4096), ("i", 4, 2**64 - 1),
+        ...                                                           ("f", 4, bits)))).args
+        (('p', 4096), ('i', -1), ('f', 2.5))
+        """
+        import struct
+        _, name, grid, block, smem, raw = entry
+        args = []
+        for kind, _size, bits in raw:
+            bits = int(bits) & (2 ** 64 - 1)
+            if kind == "i":
+                value = bits - 2 ** 64 if bits >= 2 ** 63 else bits
+            elif kind == "f":
+                value = struct.unpack("<d", struct.pack("<Q", bits))[0]
+            elif kind == "b":
+                value = bool(bits)
+            elif kind in ("p", "u"):
+                value = bits
+            else:
+                value = None
+            args.append((str(kind), value))
+        return KernelCall(str(name), tuple(int(v) for v in grid), tuple(int(v) for v in block), int(smem),
+                          tuple(args))
 
 
 @dataclass(eq=False)
@@ -84,6 +129,8 @@ class Launch:
     host_function: str | None = None  # CUDA C: the module function whose call launched it
     finished: bool = False
     error: str | None = None
+    result: Any = None  # CUDA C: what the host function returned
+    calls: list = field(default_factory=list)  # CUDA C: its KernelCall of each launch, when logged
 
     def __repr__(self):
         where = f"{self.module}.{self.name}" if self.module else str(self.name)
@@ -384,6 +431,24 @@ def module_counters(mod) -> dict[str, int] | None:
     return None
 
 
+def module_launch_log(mod, since: int = 0):
+    """A CUDA C module's launch log: ``(launches so far, [KernelCall of each logged launch numbered
+    since ``since`` or later])``, or None when the module keeps none (only the latest launches are
+    kept: 256).
+
+    >>> import types
+    >>> m = types.SimpleNamespace(_cuda_emu_launch_log=lambda since: (1, [(0, "k", (1, 1, 1), (32, 1, 1), 0, ())]))
+    >>> module_launch_log(m)
+    (1, [KernelCall(name='k', grid=(1, 1, 1), block=(32, 1, 1), smem=0, args=())])
+    """
+    for getter in ("_cuda_emu_launch_log", "_course_launch_log"):
+        f = getattr(mod, getter, None)
+        if callable(f):
+            total, entries = f(since)
+            return int(total), [KernelCall.from_log(e) for e in entries]
+    return None
+
+
 def _by_kernel(counts: dict[str, int]) -> dict[str, int]:
     """Counts by kernel name: a templated kernel's instantiations (``matmul_k<16>``), counted
     also under the plain name, are dropped where the plain name is there.
@@ -394,6 +459,11 @@ def _by_kernel(counts: dict[str, int]) -> dict[str, int]:
     return {k: n for k, n in counts.items() if "<" not in k or k.split("<")[0] not in counts}
 
 
+def cxx_base_name(name: str) -> str:
+    """``ns::k<16>`` -> ``k``: a kernel's name as the launch counts spell it."""
+    return name.split("<")[0].split("::")[-1].strip()
+
+
 def _module_name(mod) -> str:
     return getattr(mod, "__name__", None) or f"module@{id(mod):x}"
 
@@ -402,6 +472,7 @@ def _host_call_recorder(log: LaunchLog, mod, modname: str, attr: str, f, counted
     """``f`` (a CUDA C module's function), recording the kernels each call launches."""
     def host_call(*args, **kwargs):
         before = module_counters(mod) if counted else None
+        logged = module_launch_log(mod, 1 << 62) if counted else None  # (launches so far, [])
         result = f(*args, **kwargs)
         buffers: list[Buffer] = []
         for i, a in enumerate(args):
@@ -419,9 +490,14 @@ def _host_call_recorder(log: LaunchLog, mod, modname: str, attr: str, f, counted
             if any(b.device == "cuda" for b in buffers):
                 torch.cuda.synchronize()  # the module may launch on a stream torch does not order
             log._snapshot(buffers)
+        calls = module_launch_log(mod, logged[0])[1] if logged is not None else []
         for k, n in fired.items():
-            log._record(Launch("cuda", mod, None, k, modname, args=args, kwargs=kwargs,
-                               buffers=buffers, count=n, host_function=attr, finished=True))
+            mine = [c for c in calls if k is not None and cxx_base_name(c.name) == k]
+            L = Launch("cuda", mod, None, k, modname, args=args, kwargs=kwargs, buffers=buffers, count=n,
+                       host_function=attr, finished=True, result=result, calls=mine)
+            if mine:
+                L.grid, L.block = mine[-1].grid, mine[-1].block
+            log._record(L)
         return result
     host_call.__name__ = attr
     host_call.__wrapped__ = f

@@ -1,7 +1,8 @@
 """Reference solutions of notebook 03's exercises, and answers its checks must refuse.
 
-Every CUDA C source here is built by the check (in CI through the CPU emulation, a few seconds each):
-the cheats that need a build are kept to the few that show a lesson (the guard, the scalars, fusion).
+Every CUDA C source here is built by the check (in CI through the CPU emulation, a few seconds each, and
+once more with the course's launcher: the check launches the kernel itself): the cheats that need a build
+are kept to the few that show a lesson (the guard, the scalars, fusion, a kernel that does not do the work).
 """
 
 _HOST = r"""
@@ -76,12 +77,32 @@ void relu(torch::Tensor x, torch::Tensor out) {
             '}\n"""'),
         "a kernel under another name": "relu_src = " + RELU.split("=", 1)[1].replace("relu_k", "my_relu_k"),
         "no guard: the last block writes past the end": RELU.replace("if (i < n) out[i]", "out[i]"),
+        "another kernel of the source does the work; relu_k, launched after it, writes nothing": r'''relu_src = utils.cuda_begin + r"""
+__global__ void helper_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
+__global__ void relu_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; (void)v; }
+}
+
+void relu(torch::Tensor x, torch::Tensor out) {
+    int n = x.numel();
+    helper_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    relu_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+}
+"""
+''',
     },
     "ex03-2-answer": {
         "a torch one-liner": "silu_src = lambda x: torch.nn.functional.silu(x)",
     },
     "ex03-3-answer": {
         "a and b typed in (the old check's 2.5 and -1)": AXPB.replace("(float)a, (float)b", "2.5f, -1.0f"),
+        "the kernel computes a * x, torch adds b in the host function": AXPB.replace(
+            "out[i] = a * x[i] + b;", "out[i] = a * x[i];").replace(
+            "    C10_CUDA_KERNEL_LAUNCH_CHECK();", "    C10_CUDA_KERNEL_LAUNCH_CHECK();\n    out.add_(b);"),
         "two kernels: scale, then shift": r'''axpb_src = utils.cuda_begin + r"""
 __global__ void axpb_k(const float* __restrict__ x, float* __restrict__ out, int n, float a) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -110,5 +131,15 @@ void axpb(torch::Tensor x, torch::Tensor out, double a, double b) {
         "the grid for 1080 x 1920, copied": "grid_for = utils.dim3(120, 68)",
         "rows and columns swapped": "grid_for = lambda h, w, tile: utils.dim3(utils.cdiv(h, tile), utils.cdiv(w, tile))",
         "rounded down": "grid_for = lambda h, w, tile: utils.dim3(w // tile, h // tile)",
+    },
+}
+
+# Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did;
+# on a GPU the evidence is the compiled kernel, which cannot show how the work was split.
+CPU_CHEATS = {
+    "ex03-1-answer": {
+        "thread 0 of block 0 does all the work": RELU.replace(
+            "if (i < n) out[i] = fmaxf(x[i], 0.0f);",
+            "if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);"),
     },
 }

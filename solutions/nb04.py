@@ -1,7 +1,8 @@
 """Reference solutions of notebook 04's exercises, and answers its checks must refuse.
 
-Exercise 3 builds CUDA C (in CI through the CPU emulation, a few seconds a build): the solution and the
-two cheats that need a build to be refused (no shared memory; matmul_dyn_k fed a transposed copy).
+Exercise 3 builds CUDA C (in CI through the CPU emulation, a few seconds a build, and a second build: the check
+launches matmul_bt_k itself): the solution and the cheats that need a build to be refused (no shared memory; a
+kernel fed a transposed copy; tiles that are text, not execution; the work done elsewhere).
 """
 
 MATMUL_BT = r'''matmul_bt_src = utils.cuda_begin + r"""
@@ -83,6 +84,63 @@ torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {
 """
 '''
 
+# the naive kernel with tiles that are declared, or staged, but not what computes the product
+DEAD_TILES = NAIVE_BT.replace("""    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+""", """    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+#if 0
+    __shared__ float ms[16][16], nts[16][16];
+    ms[threadIdx.y][threadIdx.x] = m[r * k + threadIdx.x];
+    nts[threadIdx.y][threadIdx.x] = nt[c * k + threadIdx.y];
+    __syncthreads();
+#endif
+""")
+UNTAKEN_TILES = NAIVE_BT.replace("""    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+""", """    __shared__ float ms[16][16], nts[16][16];
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < 0) {   // never true
+        ms[threadIdx.y][threadIdx.x] = m[r * k + threadIdx.x];
+        nts[threadIdx.y][threadIdx.x] = nt[c * k + threadIdx.y];
+        __syncthreads();
+        out[r * w + c] = ms[threadIdx.y][0] * nts[0][threadIdx.x];
+    }
+""")
+UNUSED_TILES = NAIVE_BT.replace("""    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+""", """    __shared__ float ms[16][16], nts[16][16 + 1];
+    __syncthreads();
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+""")
+# the tiles are loaded (every thread, with barriers) and never read: the product comes from global memory
+TILES_NEVER_READ = MATMUL_BT.replace(
+    "for (int i = 0; i < TW; ++i) p += ms[tr][i] * nts[tc][i];",
+    "for (int i = 0; i < TW && ph + i < k; ++i) if (r < h && c < w) p += m[r * k + ph + i] * nt[c * k + ph + i];")
+# every thread stages and reads the tiles, but thread (0,0) of block (0,0) computes the whole product
+ONE_THREAD_BT = MATMUL_BT.replace(
+    "    if (r < h && c < w) out[r * w + c] = p;",
+    """    if (p != p) return;   // uses p (never NaN here)
+    if (blockIdx.x == 0 && blockIdx.y == 0 && tr == 0 && tc == 0)
+        for (int rr = 0; rr < h; ++rr)
+            for (int cc = 0; cc < w; ++cc) {
+                float q = 0.0f;
+                for (int i = 0; i < k; ++i) q += m[rr * k + i] * nt[cc * k + i];
+                out[rr * w + cc] = q;
+            }""")
+# a naive kernel of the source computes the product; matmul_bt_k (tiles, barriers) runs after it, writes nothing
+WORK_ELSEWHERE = MATMUL_BT.replace(
+    "    if (r < h && c < w) out[r * w + c] = p;", "    if (p != p) out[0] = p;   // never").replace(
+    "torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {", """__global__ void helper_k(const float* m, const float* nt, float* out, int h, int w, int k) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < h && c < w) {
+        float p = 0.0f;
+        for (int i = 0; i < k; ++i) p += m[r * k + i] * nt[c * k + i];
+        out[r * w + c] = p;
+    }
+}
+
+torch::Tensor matmul_bt(torch::Tensor m, torch::Tensor nt, torch::Tensor out) {""").replace(
+    "    matmul_bt_k<<<", """    helper_k<<<dim3(cdiv(nt.size(0), TW), cdiv(m.size(0), TW)), dim3(TW, TW)>>>(
+        m.data_ptr<float>(), nt.data_ptr<float>(), out.data_ptr<float>(), m.size(0), nt.size(0), m.size(1));
+    matmul_bt_k<<<""")
+
 SOLUTIONS = {
     "ex04-1-answer": "global_loads = lambda h, w, k, bm, bn: (h // bm) * (w // bn) * k * (bm + bn)   # blocks x (BM + BN) floats per k",
     "ex04-2-answer": '''
@@ -119,6 +177,10 @@ CHEATS = {
         "no shared memory": NAIVE_BT,
         "matmul_static_k on a transposed copy of nt": STATIC_ON_A_COPY,
         "matmul_dyn_k on a transposed copy of nt": DYN_ON_A_COPY,
+        "__shared__ tiles and __syncthreads() under #if 0": DEAD_TILES,
+        "an unused __shared__ array and a __syncthreads()": UNUSED_TILES,
+        "tiles stored into shared memory and never read back": TILES_NEVER_READ,
+        "a naive kernel computes the product; matmul_bt_k, launched after it, writes nothing": WORK_ELSEWHERE,
     },
     "ex04-4-answer": {
         "the width read off the stored lecture-5 timings": "fastest_tile_width = 32",
@@ -133,5 +195,15 @@ def fastest_tile_width(a, b, o):
     medians = {tw: utils.bench(mod.matmul_tiled, a, b, o, tw).median for tw in (8, 16, 32)}
     return max(medians, key=medians.get)
 ''',
+    },
+}
+
+# Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did; on
+# a GPU the evidence is the compiled kernel, where a branch whose condition depends on the arguments stays
+# and the split of the work between threads does not show.
+CPU_CHEATS = {
+    "ex04-3-answer": {
+        "__shared__ tiles and __syncthreads() in a branch no thread takes": UNTAKEN_TILES,
+        "every thread stages tiles, thread (0,0) of block (0,0) computes the whole product": ONE_THREAD_BT,
     },
 }

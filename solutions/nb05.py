@@ -76,6 +76,33 @@ def matmul_rect_numba(m, n, out):  # right values with 16 x 8 threads, but 16 x 
         out[r0 + tr, c] = p
 '''
 
+# the check's tile shapes must not come from the notebook's globals: this cell rebinds TH
+_TH_REBOUND_SQUARE_TILES = '''
+TH = 16   # rebound: a check that read the global TH would now ask for 16 x 16 tiles
+
+
+@cuda.jit
+def matmul_rect_numba(m, n, out):  # right values with 16 x 8 threads, 16 x 16 tiles for both
+    ms = cuda.shared.array((TW, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r0 = cuda.blockIdx.y * 8
+    c = cuda.blockIdx.x * TW + tc
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        for i in (tr, tr + 8):
+            ms[i, tc] = m[r0 + i, ph + tc] if r0 + i < h and ph + tc < k else numba.float32(0.0)
+            ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+    if r0 + tr < h and c < w:
+        out[r0 + tr, c] = p
+'''
+
 _PLAIN_UNDER_THE_NAME = '''
 @cuda.jit
 def matmul_rect_numba(m, n, out):  # matmul_k_numba's body: no shared memory
@@ -146,6 +173,7 @@ def launch_8x32(m, n, out):
         "the notebook's matmul_k_numba": "matmul_rect_numba = matmul_k_numba",
         "matmul_k_numba's body under the asked name": _PLAIN_UNDER_THE_NAME,
         "square 16 x 16 tiles for both": _SQUARE_TILES,
+        "square 16 x 16 tiles for both, with the global TH rebound to 16": _TH_REBOUND_SQUARE_TILES,
         "the asked tiles declared but not used": _TILES_DECLARED_NOT_USED,
         "the notebook's square tiled kernel": "matmul_rect_numba = matmul_tiled_numba",
         "torch, no kernel": "matmul_rect_numba = lambda m, n, out: torch.from_numpy(m) @ torch.from_numpy(n)",

@@ -17,7 +17,9 @@ cached by content hash):
   ...)`` and ``sizeof(mask)`` work as in one nvcc unit), each ``cudaFuncSetAttribute(kernel, attr,
   value)`` a call of its attribute stub (e.g. to allow a kernel over 48 KB of dynamic shared memory);
 * **binding** (g++ with ``torch/python.h``): the pybind11 module for ``funcs`` plus
-  ``_course_launches()`` / ``_course_reset_launches()``; it depends only on ``cpp_src`` and so is
+  ``_course_launches()`` / ``_course_reset_launches()`` and ``_course_launch_log(since)`` (grid,
+  block, shared bytes and arguments of the latest launches, recorded by the launch stubs: what an
+  exercise check needs to make the learner's launch again); it depends only on ``cpp_src`` and so is
   reused across kernel and wrapper edits.
 
 Editing a kernel recompiles only the device unit. Launch semantics are those of ``<<<>>>``: errors
@@ -347,7 +349,10 @@ class _Splitter:
             f'extern "C" cudaError_t __course_launch_{idx}(dim3 course_g, dim3 course_b, '
             f'size_t course_s, cudaStream_t course_st, void** course_args) {{\n'
             f'    cudaError_t e = cudaLaunchKernel(&{callee}, course_g, course_b, course_args, course_s, course_st);\n'
-            f'    if (e == cudaSuccess) __atomic_fetch_add(&__course_launch_counts[{idx}], 1ull, __ATOMIC_RELAXED);\n'
+            f'    if (e == cudaSuccess) {{\n'
+            f'        __atomic_fetch_add(&__course_launch_counts[{idx}], 1ull, __ATOMIC_RELAXED);\n'
+            f'        ::course_launch_log::record<decltype(&{callee})>({idx}, course_g, course_b, course_s, course_args);\n'
+            f'    }}\n'
             f'    return e;\n}}')))
         self.launch_names.append(L.name)
         args = text[toks[L.lparen].end:toks[L.rparen].start]
@@ -560,6 +565,78 @@ _SYMBOL_API = {"cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpyFromS
                "cudaMemcpyFromSymbolAsync", "cudaGetSymbolAddress", "cudaGetSymbolSize"}
 LIGHT_TORCH = ("#include <ATen/ATen.h>\n#include <c10/cuda/CUDAException.h>\n"
                "namespace torch { using namespace at; }  // torch::Tensor, torch::empty, ...\n")
+# the launch log of the device unit: the latest launches (kernel, grid, block, shared bytes and the
+# arguments as the kernel received them), read through the binding unit as _course_launch_log(since)
+# (the format of the CPU emulation's _cuda_emu_launch_log), so that an exercise check can make the same
+# launch on memory of its own (gpu_course.exercises.cuda_launch)
+LAUNCH_LOG = r"""
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+namespace course_launch_log {
+struct Arg { char kind; unsigned char size; unsigned long long bits; };
+struct Rec { long long seq; int site; unsigned dims[6]; unsigned long long smem; int nargs; Arg args[24]; };
+static Rec recs[256];
+static long long total = 0;
+// one argument, read where cudaLaunchKernel's argument array points: 'p' pointer, 'i'/'u' signed /
+// unsigned integer, 'f' floating point (a double's bits), 'b' bool, '?' anything else
+template <typename T> inline Arg arg(void* p) {
+    typedef typename std::decay<T>::type D;
+    Arg r = {'?', (unsigned char)(sizeof(D) < 255 ? sizeof(D) : 255), 0ull};
+    if constexpr (std::is_pointer<D>::value) {
+        r.kind = 'p'; r.bits = (unsigned long long)(uintptr_t)(*static_cast<D*>(p));
+    } else if constexpr (std::is_same<D, bool>::value) {
+        r.kind = 'b'; r.bits = *static_cast<D*>(p) ? 1ull : 0ull;
+    } else if constexpr (std::is_enum<D>::value) {
+        r.kind = 'i'; r.bits = (unsigned long long)(long long)(*static_cast<D*>(p));
+    } else if constexpr (std::is_integral<D>::value && std::is_signed<D>::value) {
+        r.kind = 'i'; r.bits = (unsigned long long)(long long)(*static_cast<D*>(p));
+    } else if constexpr (std::is_integral<D>::value) {
+        r.kind = 'u'; r.bits = (unsigned long long)(*static_cast<D*>(p));
+    } else if constexpr (std::is_floating_point<D>::value) {
+        double v = (double)(*static_cast<D*>(p));
+        r.kind = 'f'; std::memcpy(&r.bits, &v, sizeof v);
+    }
+    return r;
+}
+template <typename T> inline void put(void** a, Rec& r, int& i) {
+    if (i < 24) r.args[i] = arg<T>(a[i]);
+    ++i;
+}
+template <typename F> struct args_of;
+template <typename... P> struct args_of<void (*)(P...)> {
+    static int fill(void** a, Rec& r) {
+        int i = 0;
+        (void)a; (void)r;
+        (put<P>(a, r, i), ...);
+        return i < 24 ? i : 24;
+    }
+};
+template <typename F> inline void record(int site, dim3 g, dim3 b, size_t s, void** a) {
+    long long seq = __atomic_fetch_add(&total, 1ll, __ATOMIC_RELAXED);
+    Rec& r = recs[seq % 256];
+    r.site = site;
+    r.dims[0] = g.x; r.dims[1] = g.y; r.dims[2] = g.z; r.dims[3] = b.x; r.dims[4] = b.y; r.dims[5] = b.z;
+    r.smem = s;
+    r.nargs = args_of<F>::fill(a, r);
+    __atomic_store_n(&r.seq, seq, __ATOMIC_RELEASE);
+}
+}  // namespace course_launch_log
+"""
+LAUNCH_LOG_TABLE = r"""
+extern "C" long long __course_launch_log_total() { return __atomic_load_n(&course_launch_log::total, __ATOMIC_ACQUIRE); }
+extern "C" int __course_launch_log_get(long long seq, const char** name, unsigned* dims, unsigned long long* smem,
+                                       char* kinds, unsigned char* sizes, unsigned long long* bits) {
+    if (seq < 0) return -1;
+    const course_launch_log::Rec& r = course_launch_log::recs[seq % 256];
+    if (__atomic_load_n(&r.seq, __ATOMIC_ACQUIRE) != seq) return -1;
+    *name = __course_launch_names[r.site];
+    for (int k = 0; k < 6; ++k) dims[k] = r.dims[k];
+    *smem = r.smem;
+    for (int k = 0; k < r.nargs; ++k) { kinds[k] = r.args[k].kind; sizes[k] = r.args[k].size; bits[k] = r.args[k].bits; }
+    return r.nargs;
+}
+"""
 # the launch counters, read through the binding unit (see gpu_course.cuda.kernel_launches)
 LAUNCH_TABLE = r"""
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts) {
@@ -571,6 +648,26 @@ extern "C" int __course_launch_table(const char* const** names, unsigned long lo
 BINDING_LAUNCHES = r"""
 // the launch counts of the device unit's stubs, by kernel (gpu_course.cuda.kernel_launches)
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts);
+extern "C" long long __course_launch_log_total();
+extern "C" int __course_launch_log_get(long long seq, const char** name, unsigned* dims, unsigned long long* smem,
+                                       char* kinds, unsigned char* sizes, unsigned long long* bits);
+// (launches so far, [(seq, kernel, grid, block, shared bytes, ((kind, size, bits), ...)), ...]) of the
+// latest launches whose seq >= since: what the CPU emulation's _cuda_emu_launch_log returns
+static pybind11::tuple course_launch_log(long long since) {
+    long long total = __course_launch_log_total();
+    pybind11::list out;
+    for (long long s = since > total - 256 ? since : total - 256; s < total; ++s) {
+        const char* name = ""; unsigned d[6]; unsigned long long smem = 0; char kinds[24];
+        unsigned char sizes[24]; unsigned long long bits[24];
+        int n = __course_launch_log_get(s, &name, d, &smem, kinds, sizes, bits);
+        if (n < 0) continue;
+        pybind11::tuple args(n);
+        for (int k = 0; k < n; ++k) args[k] = pybind11::make_tuple(std::string(1, kinds[k]), (int)sizes[k], bits[k]);
+        out.append(pybind11::make_tuple(s, std::string(name), pybind11::make_tuple(d[0], d[1], d[2]),
+                                        pybind11::make_tuple(d[3], d[4], d[5]), smem, args));
+    }
+    return pybind11::make_tuple(total, out);
+}
 static pybind11::dict course_launches(bool reset) {
     const char* const* names; unsigned long long* counts; pybind11::dict d;
     for (int i = 0, n = __course_launch_table(&names, &counts); i < n; ++i) {
@@ -616,6 +713,7 @@ def make_units(cuda_src: str, cpp_src: str, funcs: list) -> Units:
                  + f"static const char* const __course_launch_names[] = {{{names}}};\n"
                  + f"static unsigned long long __course_launch_counts[{max(n, 1)}];\n"
                  + f"static const int __course_launch_n = {n};\n"
+                 + LAUNCH_LOG + LAUNCH_LOG_TABLE
                  + "\n".join(sp.launch_stubs) + LAUNCH_TABLE
                  + ("// attribute stubs: cudaFuncSetAttribute of a kernel, for the host unit\n"
                     + "\n".join(sp.attr_stubs) + "\n" if sp.attr_stubs else "")
@@ -636,6 +734,7 @@ def make_units(cuda_src: str, cpp_src: str, funcs: list) -> Units:
                   f"PYBIND11_MODULE({module}, m) {{\n{defs}\n"
                   f'    m.def("_course_launches", [] {{ return course_launches(false); }});\n'
                   f'    m.def("_course_reset_launches", [] {{ course_launches(true); }});\n'
+                  f'    m.def("_course_launch_log", &course_launch_log, pybind11::arg("since") = 0);\n'
                   f"}}\n")
     kernels = tuple(sorted(sp.kernels))
     return Units(device_tu, host_tu, binding_tu, module, sp.device_lines, sp.host_lines, kernels)

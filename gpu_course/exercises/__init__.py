@@ -4,9 +4,12 @@ runs top to bottom.
 * :func:`exercise`: any answer, checked by a function (a number, a string, a timer...).
 * :func:`kernel_exercise`: a kernel, checked for the method, not only the numbers: the learner's
   kernel of the asked kind ran (recorded by :mod:`.launches`), the result is memory it wrote,
-  the result matches a reference, and optional evidence of the technique holds
+  the result matches a reference, the course's own launch of the kernel on fresh memory computes
+  it too (:mod:`.replay` for Triton and Numba, :mod:`.cuda_launch` for CUDA C), and optional
+  evidence of the technique holds, read from what that launch executed
   (:func:`uses_shared_memory`, :func:`shared_tiles`, :func:`threads_per_block`,
-  :func:`grid_is`, :func:`calls`, :func:`launches_at_most`, :func:`only_reads`).
+  :func:`grid_is`, :func:`calls`, :func:`launches_at_most`, :func:`only_reads`,
+  :func:`splits_work`, :func:`shared_atomics`).
 * :func:`formula_exercise`: a number the learner works out, asked as a function of the
   question's parameters and tried on several of them, so a number copied from a stored output
   cannot pass.
@@ -38,7 +41,7 @@ from .guard import genuine as _evidence
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
            "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call",
-           "shared_tiles"]
+           "shared_tiles", "splits_work", "shared_atomics"]
 
 _HINTS: dict[str, str] = {}
 
@@ -248,7 +251,7 @@ class Attempt:
     seen: LaunchLog
     output: torch.Tensor
     source: str | None = None
-    execution: object = None  # what ran in the course's own launch (replay.Execution)
+    execution: object = None  # what ran in the course's own launch (replay.Execution, cuda_launch.CudaExecution)
     replayed: torch.Tensor | None = None  # the output of the course's own launch
     _trees: dict = field(default_factory=dict)
 
@@ -510,6 +513,11 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
         why, replayed, execution = _own_launch(mine, out, inputs, ref, atol, rtol, name or label, label)
         if why:
             return no(why)
+    else:
+        why, replayed, execution = _own_cuda_launch(source, label, last, out, inputs, ref, atol, rtol,
+                                                    name or label, host_torch.zeroed(out))
+        if why:
+            return no(why)
 
     # 6. the method
     attempt = Attempt(kind, label, mine, seen, out, source, execution=execution, replayed=replayed)
@@ -584,6 +592,32 @@ def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
     return None, got, execution
 
 
+def _own_cuda_launch(source, label, launch, out, inputs, ref, atol, rtol, name, zeroed):
+    """The course's own launch of the learner's CUDA C kernel ``label`` (:func:`.cuda_launch.own_launch`):
+    the launches of it that the host call ``launch`` made, again, on fresh memory. Returns (why not,
+    or None; the output it wrote; what ran)."""
+    from .cuda_launch import CudaLaunchError, own_launch
+    try:
+        got, execution, mem = own_launch(source, label, launch, out, inputs, zeroed)
+    except CudaLaunchError as e:
+        return f"the check launches {label} itself and cannot: {e}", None, None
+    except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
+        return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
+                f"memory) and it raised {_first_line(e)}"), None, None
+    changed = mem.changed_inputs()
+    if changed:
+        return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
+                f"its inputs and writes only its output"), got, execution
+    try:
+        check(got, ref, atol=atol, rtol=rtol, name=name)
+    except Exception as e:  # noqa: BLE001
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
+                f"memory, without the rest of your host function) and it did not compute the result: "
+                f"{first}"), got, execution
+    return None, got, execution
+
+
 # aten operators a host function may run: allocation, views, copies and conversions, zeroing
 _HOST_OPS_ALLOWED = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
@@ -648,6 +682,14 @@ class _HostTorch:
                     setattr(mod, attr, f)
                 else:
                     delattr(mod, attr)
+
+    def zeroed(self, out: torch.Tensor) -> bool:
+        """Whether a host function zeroed the output's memory (``out.zero_()``, ``fill_(0)``): the
+        course's own launch of the kernel then starts from zeros too (a kernel that adds into it)."""
+        ptr = out.untyped_storage().data_ptr()
+        return any(ptr in written and (name == "zero_" or (name == "fill_" and type(value) in (int, float)
+                                                             and value == 0))
+                   for _, name, written, value in self.ops)
 
     def problem(self, out: torch.Tensor) -> str | None:
         """Why the host functions' use of torch is not allowed, or None."""
@@ -727,10 +769,19 @@ class _SetupError(Exception):
 
 
 def uses_shared_memory():
-    """Evidence: the kernel declares shared memory: a call of ``cuda.shared.array`` in a Numba
-    kernel's code (its AST: a comment or a string does not count), a ``__shared__`` token in a
-    CUDA C kernel's body."""
+    """Evidence: the kernel stages data in shared memory, as the course's own launch executed it.
+    Numba: every thread of a block wrote a ``cuda.shared.array`` and read it (simulator), the
+    compiled kernel loads and stores shared memory (GPU); CUDA C: every thread that touched global
+    memory stored into shared memory and loaded from it (an atomic on shared memory counts as both;
+    emulation), the compiled kernel's SASS stores to and loads from shared memory (GPU). Where
+    nothing was executed or compiled to read, the code's text: a call of ``cuda.shared.array`` in a
+    Numba kernel's AST, a ``__shared__`` token in a CUDA C kernel's body."""
     def holds(a: Attempt):
+        if a.kind == "cuda" and a.execution is not None:
+            from .cuda_evidence import shared_used
+            why = shared_used(a.name, a.execution)
+            if why is not False:
+                return why
         if a.kind == "numba" and a.execution is not None:
             why = _numba_shared_executed(a, None)
             if why is not False:
@@ -884,15 +935,22 @@ def _staged_shared_shapes(tree, names: dict) -> list:
             if name in used["load"] and name in used["store"]]
 
 
+def _configs(a: Attempt, what: str) -> list:
+    """The grids or blocks (``what``) of the learner's launches: for CUDA C, of every launch its host
+    calls made (from the module's launch log)."""
+    if a.kind == "cuda":
+        return [getattr(c, what) for L in a.launches for c in L.calls]
+    return [getattr(L, what) for L in a.launches]
+
+
 def threads_per_block(*dims):
-    """Evidence: every launch of the learner's Numba kernel used blocks of ``dims`` threads."""
+    """Evidence: every launch of the learner's Numba or CUDA C kernel used blocks of ``dims`` threads."""
     want = dims3(dims if len(dims) > 1 else dims[0])
 
     def holds(a: Attempt):
-        if a.kind != "numba":
-            raise _SetupError("threads_per_block applies to Numba launches (the CUDA C counters "
-                              "do not record block sizes; Triton has no threads)")
-        bad = [L.block for L in a.launches if L.block != want]
+        if a.kind == "triton":
+            raise _SetupError("threads_per_block applies to Numba and CUDA C launches (Triton has no threads)")
+        bad = [b for b in _configs(a, "block") if b != want]
         if bad:
             return (f"{a.name} was launched with blocks of {_show(bad[0])} threads; the exercise "
                     f"asks for {_show(want)}")
@@ -902,14 +960,11 @@ def threads_per_block(*dims):
 
 def grid_is(*dims, meaning: str | None = None):
     """Evidence: every launch of the learner's kernel had a grid of ``dims`` (Triton programs,
-    Numba blocks), e.g. ``grid_is(h, meaning="one program per row")``."""
+    Numba or CUDA C blocks), e.g. ``grid_is(h, meaning="one program per row")``."""
     want = dims3(dims if len(dims) > 1 else dims[0])
 
     def holds(a: Attempt):
-        if a.kind == "cuda":
-            raise _SetupError("grid_is applies to Triton and Numba launches (the CUDA C counters "
-                              "do not record grids)")
-        bad = [L.grid for L in a.launches if L.grid != want]
+        bad = [g for g in _configs(a, "grid") if g != want]
         if bad:
             unit = "programs" if a.kind == "triton" else "blocks"
             lead = f"{meaning}: " if meaning else ""
@@ -925,7 +980,11 @@ def calls(*names: str):
     the interpreter), on a GPU the compiled kernel holds a dot (its GPU IR, where dead code is
     gone; Triton's compiler also turns ``tl.sum(a[:, :, None] * b[None, :, :], axis=1)`` into a dot,
     which the GPU check therefore accepts and the interpreter's count does not). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
-    ``tl.dot(...)`` and ``triton.language.dot(...)``); for CUDA C, see :func:`_cuda_calls`."""
+    ``tl.dot(...)`` and ``triton.language.dot(...)``). For CUDA C, ``__syncthreads``, the
+    ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
+    barrier; every thread that touched global memory shuffled; an atomic ran) or, on a GPU, as
+    present in the compiled kernel's SASS; other names as calls in the kernel's body (see
+    :func:`_cuda_calls`)."""
     def holds(a: Attempt):
         if a.kind == "cuda":
             return _cuda_calls(a, names)
@@ -965,12 +1024,64 @@ def _dot_executed(a: Attempt) -> str | None:
 
 
 def _cuda_calls(a: Attempt, names) -> str | None:
+    """CUDA C: ``__syncthreads``, the ``__shfl_*_sync`` and ``atomicAdd`` as executed (see
+    :mod:`.cuda_evidence`); other names as tokens called in the kernel's body."""
+    from . import cuda_evidence as ce
+    rest = []
+    for n in names:
+        why = False
+        if a.execution is not None and n in ce.EXECUTED:
+            if n == "__syncthreads":
+                why = ce.barrier_passed(a.name, a.execution)
+            elif n in ce.SHUFFLES:
+                why = ce.shuffled(a.name, a.execution, n)
+            else:
+                why = ce.atomics_ran(a.name, a.execution, n)
+        if why is False:
+            rest.append(n)
+        elif why:
+            return why
+    names = rest
     body = a.cuda_body()
     have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
     missing = [n for n in names if n.split("::")[-1].split(".")[-1] not in have]
     if missing:
         return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
     return None
+
+
+def splits_work(share: float = 1 / 16):
+    """Evidence (CUDA C): the work is split between threads: in the course's own launch no thread
+    made more than ``share`` of the kernel's global memory accesses (loads, stores, atomics),
+    counted per thread by the emulation (cpu mode; on a GPU there is no count to read, and it
+    holds). A kernel where one thread loops over everything is refused."""
+    def holds(a: Attempt):
+        if a.kind != "cuda":
+            raise _SetupError("splits_work applies to CUDA C kernels (Triton and Numba: the course's own "
+                              "launch with a single program or block shows it)")
+        if a.execution is None:
+            return None
+        from .cuda_evidence import work_split
+        why = work_split(a.name, a.execution, share)
+        return why or None
+    return _evidence(holds)
+
+
+def shared_atomics():
+    """Evidence (CUDA C): privatized counters: the kernel's atomics go to shared memory (at least as
+    many as to global memory) in the course's own launch (cpu mode), the compiled kernel holds
+    atomics on shared memory, ATOMS (GPU)."""
+    def holds(a: Attempt):
+        if a.kind != "cuda":
+            raise _SetupError("shared_atomics applies to CUDA C kernels")
+        if a.execution is None:
+            return None
+        from .cuda_evidence import shared_atomics as privatized
+        why = privatized(a.name, a.execution)
+        if why is False:
+            return None
+        return why
+    return _evidence(holds)
 
 
 def launches_at_most(n: int, why: str = "a fused kernel is one launch"):

@@ -7,8 +7,10 @@ a ``__shared__`` array that is never used, a ``tl.dot`` whose result is thrown a
 * Triton's GPU IR (``asm["ttgir"]``): :func:`triton_ir_ops`.
 
 Each returns a :class:`collections.Counter` of the *kinds* of work the evidence asks about:
-``"barrier"``, ``"shared_load"``, ``"shared_store"``, ``"shuffle"``, ``"atomic"``, ``"mma"``
-(tensor-core matrix multiply), ``"dot"`` (Triton's dot, before it is lowered).
+``"barrier"``, ``"shared_load"``, ``"shared_store"``, ``"shuffle"`` (SASS also by kind:
+``"shfl_idx"``, ``"shfl_up"``, ``"shfl_down"``, ``"shfl_xor"``), ``"atomic"`` (SASS also
+``"shared_atomic"``: ATOMS), ``"mma"`` (tensor-core matrix multiply), ``"dot"`` (Triton's dot,
+before it is lowered).
 
 >>> sorted(sass_ops('''
 ...     /*0090*/   STS [R7], R2 ;
@@ -17,7 +19,7 @@ Each returns a :class:`collections.Counter` of the *kinds* of work the evidence 
 ...     /*00c0*/   SHFL.DOWN PT, R5, R4, 0x10, 0x1f ;
 ...     /*00d0*/   HMMA.16816.F32 R12, R4, R8, R12 ;
 ... ''').items())
-[('barrier', 1), ('mma', 1), ('shared_load', 1), ('shared_store', 1), ('shuffle', 1)]
+[('barrier', 1), ('mma', 1), ('shared_load', 1), ('shared_store', 1), ('shfl_down', 1), ('shuffle', 1)]
 """
 from __future__ import annotations
 
@@ -31,7 +33,12 @@ _SASS = [  # (kind, opcode regex at the start of an instruction)
     ("shared_load", r"LDS(\.|\b)|LDSM\b|LDGSTS\b"),  # LDGSTS: cp.async, global -> shared
     ("shared_store", r"STS(\.|\b)|LDGSTS\b"),
     ("shuffle", r"SHFL\."),
+    ("shfl_idx", r"SHFL\.IDX\b"),
+    ("shfl_up", r"SHFL\.UP\b"),
+    ("shfl_down", r"SHFL\.DOWN\b"),
+    ("shfl_xor", r"SHFL\.BFLY\b"),
     ("atomic", r"(ATOM|ATOMS|ATOMG|RED)(\.|\b)"),
+    ("shared_atomic", r"ATOMS(\.|\b)"),
     ("mma", r"(HMMA|IMMA|DMMA|HGMMA|QGMMA|IGMMA|BGMMA)(\.|\b)"),
 ]
 _PTX = [
@@ -121,6 +128,14 @@ def numba_ptx(dispatcher) -> str:
 def cuobjdump_sass(path) -> str:
     """``cuobjdump -sass path``: the SASS of every kernel in a binary (a .so or .cubin)."""
     tool = shutil.which("cuobjdump")
+    if tool is None:  # the toolkit's bin directory is often not on PATH (Colab): where nvcc is
+        import os
+        homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+        nvcc = shutil.which("nvcc")
+        if nvcc:
+            homes.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+        tool = next((os.path.join(h, "bin", "cuobjdump") for h in homes
+                     if h and os.path.exists(os.path.join(h, "bin", "cuobjdump"))), None)
     if tool is None:
         raise RuntimeError("cuobjdump is not on PATH: the CUDA toolkit's bin directory is needed to "
                            "read the compiled kernels")
@@ -128,10 +143,33 @@ def cuobjdump_sass(path) -> str:
                           check=True).stdout
 
 
+def _mangled_name(symbol: str) -> str:
+    """The function's own name in an Itanium-mangled symbol: ``_Z6relu_kPKfPfi`` -> ``relu_k``,
+    ``_ZN3ops4mm_kILi16EEEvPKf`` -> ``mm_k``; a plain (``extern "C"``) symbol is its own name.
+
+    >>> _mangled_name("_Z6relu_kPKfPfi"), _mangled_name("_ZN3ops4mm_kILi16EEEvPKf"), _mangled_name("k")
+    ('relu_k', 'mm_k', 'k')
+    """
+    if symbol.startswith("_ZN"):
+        pos, last = 3, ""
+        while pos < len(symbol):
+            m = re.match(r"\d+", symbol[pos:])
+            if not m:
+                break
+            n = int(m.group())
+            pos += len(m.group())
+            last, pos = symbol[pos:pos + n], pos + n
+        return last
+    m = re.match(r"_Z(\d+)", symbol)
+    if m:
+        start = m.end()
+        return symbol[start:start + int(m.group(1))]
+    return symbol
+
+
 def sass_of_kernel(sass: str, name: str) -> str:
     """The part of a ``cuobjdump -sass`` listing that belongs to kernel ``name`` (its mangled
     ``Function : _Z6relu_kPKfPfi`` header holds the name)."""
     parts = re.split(r"(?m)^\s*Function\s*:\s*", sass)
-    mine = [p for p in parts[1:] if re.match(rf"(_Z\d+{re.escape(name)}\w*|{re.escape(name)})\s*$",
-                                             p.splitlines()[0].strip())]
+    mine = [p for p in parts[1:] if p.strip() and _mangled_name(p.splitlines()[0].strip()) == name]
     return "\n".join(mine)

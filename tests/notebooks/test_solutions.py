@@ -6,7 +6,10 @@ the notebook itself (in this machine's mode: cpu in CI).
 * ``SOLUTIONS = {"<answer cell id>": "<code>"}``: what replaces the learner's answer cell;
 * ``CHEATS = {"<answer cell id>": {"<the cheat, in words>": "<code>"}}``: answers that must be refused;
 * ``CHECKS = {"<answer cell id>": "<check cell id>"}`` (optional): the cell that checks the answer,
-  by default the next code cell after the answer cell.
+  by default the next code cell after the answer cell;
+* ``CPU_CHEATS`` (optional, as ``CHEATS``): answers refused only in cpu mode, where the CUDA emulation
+  counts what every thread ran (the split of the work, a branch no thread takes); on a GPU the evidence
+  is the compiled code, where they cannot show. Tried with the others in cpu mode only.
 
 First, in the notebook as stored: each check cell's output is the unmodified starter's (⬜, no
 ✅ or ❌), and every cell whose stored output has a ⬜ is the check of some solution (no exercise
@@ -72,8 +75,13 @@ def test_solutions_pass_and_cheats_are_refused(path):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from gpu_course import mode
+
     sol = load(path)
-    solutions, cheats = sol.SOLUTIONS, getattr(sol, "CHEATS", {})
+    solutions, cheats = sol.SOLUTIONS, dict(getattr(sol, "CHEATS", {}))
+    if not mode.ON_GPU:
+        for answer, more in getattr(sol, "CPU_CHEATS", {}).items():
+            cheats[answer] = {**cheats.get(answer, {}), **more}
     nb_path = notebook_for(path)
     nb = nbformat.read(nb_path, as_version=4)
     checks = check_cell_ids(nb, solutions) | getattr(sol, "CHECKS", {})

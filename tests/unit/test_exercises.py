@@ -683,19 +683,25 @@ XC = torch.randn(1001)
 
 
 class FakeReluModule:
-    """What load_cuda returns for RELU_SRC, with the emulation's launch counters: relu(x, out)
-    launches relu_k (unless ``launches`` is False) and writes ``out``."""
+    """What load_cuda returns for RELU_SRC, with the emulation's launch counters and launch log:
+    relu(x, out) launches relu_k (unless ``launches`` is False) and writes ``out``; the check's own
+    launch of relu_k builds the source for real (the CPU emulation)."""
 
     def __init__(self, counted=True, launches=True):
         self.__name__ = "fake_relu_module"
         n = {"relu_k": 0}
+        log = []
 
         def relu(x, out):
-            n["relu_k"] += 1 if launches else 0
+            if launches:
+                n["relu_k"] += 1
+                log.append((len(log), "relu_k", (utils.cdiv(x.numel(), 256), 1, 1), (256, 1, 1), 0,
+                            (("p", 8, x.data_ptr()), ("p", 8, out.data_ptr()), ("i", 4, x.numel()))))
             out.numpy()[:] = np.maximum(x.numpy(), 0)  # as a kernel would: no torch operator
         self.relu = relu
         if counted:
             self._cuda_emu_launches = lambda: dict(n)
+            self._cuda_emu_launch_log = lambda since: (len(log), [e for e in log if e[0] >= since])
 
 
 def run_relu(mod):
@@ -711,21 +717,20 @@ def check_relu(src, build=lambda s: FakeReluModule(), run=run_relu, **kw):
 
 def test_cuda_relu_with_counters_passes_and_cheats_are_refused(capsys):
     check_relu(RELU_SRC)
-    check_relu(SHARED_SRC, evidence=[utils.uses_shared_memory(), utils.calls("fmaxf"),
-                                     utils.differs_from(RELU_SRC)])
+    check_relu(SHARED_SRC, evidence=[utils.calls("fmaxf"), utils.differs_from(RELU_SRC)])
     check_relu(RELU_SRC, evidence=[utils.uses_shared_memory()])  # no __shared__ in relu_k
-    check_relu(RELU_SRC.replace("int i", "// __shared__ float t[256];\n    int i"),
-               evidence=[utils.uses_shared_memory()])  # only in a comment
+    check_relu(SHARED_SRC, evidence=[utils.uses_shared_memory()])  # declared, never used
     check_relu(RELU_SRC.replace("relu_k", "relu_kernel"))  # no kernel of that name
     check_relu(RELU_SRC, build=lambda s: FakeReluModule(launches=False))  # launches nothing
     check_relu(RELU_SRC, run=lambda mod: (run_relu(mod), torch.relu(XC))[1])  # a torch result
     check_relu(RELU_SRC, build=lambda s: FakeReluModule(counted=False))
     check_relu(run_relu)  # not a source
     check_relu(RELU_SRC, build=lambda s: 1 / 0)
-    ok, shared, no_shared, comment, name, none, torch_r, uncounted, not_src, build = lines(capsys)[:10]
+    ok, shared, no_shared, unused, name, none, torch_r, uncounted, not_src, build = lines(capsys)[:10]
     assert ok == shared == "✅ a ReLU kernel: correct (your CUDA C kernel relu_k wrote the result)"
-    assert no_shared.endswith("relu_k declares no __shared__ array: the exercise asks for tiles staged "
-                              "in shared memory") and comment == no_shared
+    assert no_shared.endswith("relu_k never stored into shared memory when the check launched it (code that "
+                              "does not run, e.g. under #if 0 or in an if that is never true, does not count)")
+    assert unused == no_shared
     assert name.endswith("your source has no __global__ kernel named relu_k: write one (the check "
                          "looks for its launches)")
     assert none.endswith("no launch of relu_k was recorded: the result came from somewhere else — "

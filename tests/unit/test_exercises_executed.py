@@ -363,11 +363,12 @@ def test_compiled_code_readers():
         /*00c0*/      SHFL.DOWN PT, R5, R4, 0x10, 0x1f ;
         /*00d0*/      ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, RZ, [R2.64], R5 ;
         /*00e0*/      HMMA.16816.F32 R12, R4, R8, R12 ;
-        Function : _Z5other_kPf
+        Function : _Z7other_kPf
         /*0000*/      BAR.SYNC 0x0 ;
     """
     ops = compiled.sass_ops(compiled.sass_of_kernel(sass, "relu_k"))
-    assert dict(ops) == {"shared_store": 1, "barrier": 1, "shared_load": 1, "shuffle": 1, "atomic": 1, "mma": 1}
+    assert dict(ops) == {"shared_store": 1, "barrier": 1, "shared_load": 1, "shuffle": 1, "shfl_down": 1,
+                         "atomic": 1, "mma": 1}
     assert compiled.sass_ops(compiled.sass_of_kernel(sass, "other_k")) == {"barrier": 1}
     ptx = """
     .shared .align 4 .b8 _ZN6cudapy8__main__2ms[512];

@@ -129,6 +129,7 @@ def test_tricky_device_unit_is_valid_cuda(tricky, tmp_path):
         nm = subprocess.run(["nm", str(tmp_path / "device.o")], capture_output=True, text=True).stdout
         exported = set(re.findall(r" T (__course_\w+)", nm))
         assert exported == {*(f"__course_launch_{i}" for i in range(5)), "__course_launch_table",
+                            "__course_launch_log_total", "__course_launch_log_get",  # the launch log
                             "__course_symbol_0", "__course_symbol_1"}
 
 

@@ -65,7 +65,15 @@ tensor contains it (or the nearest one); memory the emulation cannot bound is no
 
 Every module counts its launches: ``mod._cuda_emu_launches()`` is {kernel name: launches} since
 load (a templated kernel under ``matmul_k`` and ``matmul_k<16>``), ``mod._cuda_emu_reset_launches()``
-sets them to zero.
+sets them to zero.  ``mod._cuda_emu_launch_log(since)`` is ``(launches so far, [(seq, kernel, grid,
+block, shared bytes, ((kind, size, bits), ...)), ...])`` of the latest 256 launches numbered ``since``
+or later, each argument as the host code gave it (``p`` a pointer, ``i``/``u`` an integer, ``f`` a
+float's double bits, ``b`` a bool); the split GPU build logs the same (``_course_launch_log``).  An
+exercise check makes the learner's launch again from it (gpu_course/exercises/cuda_launch.py).
+``mod._cuda_emu_count(True)`` makes the launches that follow count, per thread, its global and
+shared loads and stores, atomics in global and shared memory, barriers passed, shuffles by kind and
+other warp-level calls (one pointer test per access when off); ``mod._cuda_emu_counts()`` returns
+``(field names, [(kernel, grid, block, bytes of uint32 counts per thread), ...])``.
 
 Checks a GPU would not make (``checked=True``, the default):
 

@@ -187,6 +187,16 @@ struct Fiber {
   uint32_t batches = 0;
 };
 
+/// What one thread did in a counted launch (the course's own launch of an exercise kernel, see
+/// count_requested in runtime.cpp): global and shared loads/stores, atomics by space, barriers
+/// passed, warp shuffles by kind and other warp-level calls.  Keep in the order of kCountFields.
+struct Counts {
+  uint32_t gload, gstore, gatomic, sload, sstore, satomic, barrier, shfl_idx, shfl_up, shfl_down, shfl_xor,
+      warp_other;
+};
+#define CUDA_EMU_COUNT_FIELDS \
+  "gload,gstore,gatomic,sload,sstore,satomic,barrier,shfl_idx,shfl_up,shfl_down,shfl_xor,warp_other"
+
 struct State {
   uint3 thread_idx{0, 0, 0}, block_idx{0, 0, 0};
   dim3 block_dim{1, 1, 1}, grid_dim{1, 1, 1};
@@ -213,6 +223,7 @@ struct State {
   bool race_on = false;           // racecheck: record __shared__ accesses (see race_shared)
   int race_mode = 0;              // 0 off, 1 a race is an error, 2 a race is a warning
   std::vector<ParamRange> params;  // the current launch's bounded pointer parameters
+  Counts* cnt = nullptr;          // the running thread's counters in a counted launch, else null
 };
 extern State g;  // defined in runtime.cpp
 
@@ -320,6 +331,21 @@ inline uint64_t warp_bits(const T& v) {
 void count_launch(const char* name, const char* pretty);
 PyObject* py_launches(PyObject*, PyObject* const*, Py_ssize_t);
 PyObject* py_reset_launches(PyObject*, PyObject* const*, Py_ssize_t);
+/// One argument of a launch as the host code gave it: kind 'p' (a pointer: its address), 'i' / 'u'
+/// (a signed / unsigned integer), 'f' (a floating-point number: a double's bits), 'b' (a bool),
+/// '?' (anything else); its size in bytes.
+struct ArgRec {
+  char kind;
+  unsigned char size;
+  uint64_t bits;
+};
+/// The launch log (_cuda_emu_launch_log(since) in Python): kernel, grid, block, shared bytes and
+/// arguments of the latest launches, so that a check can make the same launch on memory of its own.
+void log_launch(const char* name, dim3 grid, dim3 block, size_t smem, std::vector<ArgRec>&& args);
+PyObject* py_launch_log(PyObject*, PyObject* const*, Py_ssize_t);
+/// Counted launches (_cuda_emu_count(True) ... _cuda_emu_counts()): per thread, what it did (Counts).
+PyObject* py_count(PyObject*, PyObject* const*, Py_ssize_t);
+PyObject* py_counts(PyObject*, PyObject* const*, Py_ssize_t);
 /// Sets g.race_mode for this module (the loader's racecheck option, baked into the binding).
 bool set_race_mode(int mode);
 inline int syncthreads_count(int line, int pred) { return barrier_wait(line, pred != 0); }
@@ -610,6 +636,27 @@ inline auto aptr(X&& x) {
 // racecheck it also records the access, for the race checks in runtime.cpp.
 // ------------------------------------------------------------------------------------------
 enum AccessKind { kRead = 0, kWrite = 1, kRMW = 2 };
+/// Counted launches only (g.cnt set): one access of kind K to global or shared memory.
+template <int K>
+inline void count_access(bool shared) {
+  Counts* c = g.cnt;
+  if (__builtin_expect(c == nullptr, 1)) return;
+  if (shared) {
+    if (K != kWrite) c->sload++;
+    if (K != kRead) c->sstore++;
+  } else {
+    if (K != kWrite) c->gload++;
+    if (K != kRead) c->gstore++;
+  }
+}
+/// Whether p is in the launch's shared memory (static __shared__ variables or the dynamic part).
+bool in_shared(const void* p);
+/// Counted launches only: an atomic on p (shared or global memory).
+inline void count_atomic(const void* p) {
+  if (__builtin_expect(g.cnt == nullptr, 1)) return;
+  if (in_shared(p)) g.cnt->satomic++;
+  else g.cnt->gatomic++;
+}
 void race_shared(int kind, const void* region, const void* p, size_t size, int line, const long long* ix,
                  int nix);
 void race_global(const void* p, size_t size, const PtrInfo* info, int line);
@@ -642,17 +689,24 @@ inline decltype(auto) sat(A&& a, int line, I... i) {
   if constexpr (is_sarr<D>::value) {
     auto& e = index_all(a, i...);
     if (__builtin_expect(g.race_on, 0)) race_shared_at(K, &a, &e, sizeof(e), line, i...);
+    count_access<K>(true);
     return (e);
   } else if constexpr (is_dshared<D>::value && sizeof...(I) == 1) {
     auto& e = index_all(a.get(), i...);
     if (__builtin_expect(g.race_on, 0)) race_shared_at(K, g.dyn, &e, sizeof(e), line, i...);
+    count_access<K>(true);
     return (e);
   } else if constexpr (is_gptr<D>::value && K == kRMW && sizeof...(I) == 1) {
     auto& e = index_all(a, i...);
     if (__builtin_expect(g.race_on, 0)) race_global(&e, sizeof(e), a.info, line);
+    count_access<K>(a.info && a.info->shared);
     return (e);
   } else {
-    return index_all(std::forward<A>(a), i...);  // a local of the same name, a plain array...
+    // a local of the same name, a plain array (a volatile __shared__ one: counted as shared) ...
+    decltype(auto) e = index_all(std::forward<A>(a), i...);
+    if constexpr (std::is_lvalue_reference_v<decltype(e)>)
+      if (__builtin_expect(g.cnt != nullptr, 0) && in_shared(addr_of(&e))) count_access<K>(true);
+    return static_cast<decltype(e)>(e);
   }
 }
 
@@ -671,6 +725,7 @@ inline decltype(auto) gat(A&& a, int line, const char* var, I i) {
       ptr_oob(a.info, c, sizeof(*q), a.lo, a.hi, var, addr_of(a.p), static_cast<long long>(i), line);
     if constexpr (K == kRMW)
       if (__builtin_expect(g.race_on, 0) && a.info && !a.info->shared) race_global(c, sizeof(*q), a.info, line);
+    count_access<K>(a.info && a.info->shared);
     return (*q);
   } else if constexpr (is_dshared<D>::value) {
     return gat<K>(a.get(), line, var, i);
@@ -736,6 +791,35 @@ inline void note_param(const A& a) {
     if (a.info) g.params.push_back({a.lo, a.hi, a.info});
 }
 
+template <class A>
+inline ArgRec arg_rec(const A& a) {
+  using D = std::decay_t<A>;
+  ArgRec r{'?', static_cast<unsigned char>(sizeof(D) < 255 ? sizeof(D) : 255), 0};
+  if constexpr (std::is_pointer_v<D>) {
+    r.kind = 'p';
+    r.bits = reinterpret_cast<uintptr_t>(a);
+  } else if constexpr (std::is_null_pointer_v<D>) {
+    r.kind = 'p';
+  } else if constexpr (is_gptr<D>::value) {
+    r.kind = 'p';
+    r.bits = reinterpret_cast<uintptr_t>(a.p);
+  } else if constexpr (std::is_same_v<D, bool>) {
+    r.kind = 'b';
+    r.bits = a ? 1 : 0;
+  } else if constexpr (std::is_enum_v<D>) {
+    r.kind = 'i';
+    r.bits = static_cast<uint64_t>(static_cast<long long>(a));
+  } else if constexpr (std::is_integral_v<D>) {
+    r.kind = std::is_signed_v<D> ? 'i' : 'u';
+    r.bits = std::is_signed_v<D> ? static_cast<uint64_t>(static_cast<long long>(a)) : static_cast<uint64_t>(a);
+  } else if constexpr (std::is_floating_point_v<D>) {
+    r.kind = 'f';
+    const double v = static_cast<double>(a);
+    std::memcpy(&r.bits, &v, sizeof v);
+  }
+  return r;
+}
+
 /// A kernel argument as the kernel receives it: raw pointers become checked pointers.
 template <class A>
 inline auto convert_arg(A&& a, PtrInfo& info, const char* pname) {
@@ -796,6 +880,7 @@ struct Kernel {
     std::apply([](const auto&... x) { (note_param(x), ...); }, args);
     g.kernel = name;
     g.launch_line = line;
+    log_launch(name, cfg.grid, cfg.block, cfg.smem, std::vector<ArgRec>{arg_rec(a)...});
     count_launch(name, pretty);
     run_launch(cfg, [](void* p) { (*static_cast<decltype(body)*>(p))(); }, &body);
   }
@@ -996,6 +1081,7 @@ inline void __threadfence_block() {}
 // Atomics: a thread is never interrupted between barriers, so plain read-modify-write is atomic.
 #define CUDA_EMU_ATOMIC(NAME, T, EXPR)               \
   inline T NAME(T* a, T v) {                          \
+    ::cuda_emu::count_atomic(a);                      \
     T old = *a;                                       \
     *a = (EXPR);                                      \
     return old;                                       \
@@ -1026,6 +1112,7 @@ CUDA_EMU_ATOMIC(atomicDec, unsigned int, ((old == 0u || old > v) ? v : old - 1))
 #undef CUDA_EMU_ATOMIC
 #define CUDA_EMU_CAS(T)                                  \
   inline T atomicCAS(T* a, T compare, T v) {             \
+    ::cuda_emu::count_atomic(a);                         \
     T old = *a;                                          \
     if (old == compare) *a = v;                          \
     return old;                                          \
@@ -1038,21 +1125,31 @@ CUDA_EMU_CAS(unsigned short)
 #undef CUDA_EMU_CAS
 
 // Read-only / cache-hint loads: plain loads here.
+// (counted as loads, of shared memory when the pointer's bounds say so, in a counted launch)
 template <class T>
-inline T __ldg(const T* p) { return *p; }
+inline T __ldg(const T* p) {
+  if (__builtin_expect(::cuda_emu::g.cnt != nullptr, 0)) ::cuda_emu::count_access<0>(::cuda_emu::in_shared(p));
+  return *p;
+}
 template <class T>
-inline std::remove_cv_t<T> __ldg(const cuda_emu::gptr<T>& p) { return *p; }
+inline std::remove_cv_t<T> __ldg(const cuda_emu::gptr<T>& p) {
+  ::cuda_emu::count_access<0>(p.info && p.info->shared);
+  return *p;
+}
 #define CUDA_EMU_LOAD_HINT(NAME)                                                            \
-  template <class T> inline T NAME(const T* p) { return *p; }                               \
-  template <class T> inline std::remove_cv_t<T> NAME(const cuda_emu::gptr<T>& p) { return *p; }
+  template <class T> inline T NAME(const T* p) { return __ldg(p); }                         \
+  template <class T> inline std::remove_cv_t<T> NAME(const cuda_emu::gptr<T>& p) { return __ldg(p); }
 CUDA_EMU_LOAD_HINT(__ldca)
 CUDA_EMU_LOAD_HINT(__ldcg)
 CUDA_EMU_LOAD_HINT(__ldcs)
 CUDA_EMU_LOAD_HINT(__ldlu)
 CUDA_EMU_LOAD_HINT(__ldcv)
 #undef CUDA_EMU_LOAD_HINT
-#define CUDA_EMU_STORE_HINT(NAME) \
-  template <class T> inline void NAME(T* p, T v) { *p = v; }
+#define CUDA_EMU_STORE_HINT(NAME)                                                                \
+  template <class T> inline void NAME(T* p, T v) {                                               \
+    if (__builtin_expect(::cuda_emu::g.cnt != nullptr, 0)) ::cuda_emu::count_access<1>(::cuda_emu::in_shared(p)); \
+    *p = v;                                                                                      \
+  }
 CUDA_EMU_STORE_HINT(__stwb)
 CUDA_EMU_STORE_HINT(__stcg)
 CUDA_EMU_STORE_HINT(__stcs)
@@ -1369,7 +1466,14 @@ struct pyfn : pyfn_impl<F, decltype(F)> {};
    "{kernel name: launches} since the module was loaded (or reset); a templated kernel is "     \
    "counted under its name and under its instantiation, e.g. 'matmul_k' and 'matmul_k<16>'"}, \
   {"_cuda_emu_reset_launches", (PyCFunction)(void (*)(void))::cuda_emu::py_reset_launches,      \
-   METH_FASTCALL, "set every launch count of this module to zero"}
+   METH_FASTCALL, "set every launch count of this module to zero"},                            \
+  {"_cuda_emu_launch_log", (PyCFunction)(void (*)(void))::cuda_emu::py_launch_log, METH_FASTCALL, \
+   "(launches so far, [(seq, kernel, grid, block, shared bytes, ((kind, size, bits), ...)), ...]) " \
+   "of the latest launches whose seq >= the argument"},                                        \
+  {"_cuda_emu_count", (PyCFunction)(void (*)(void))::cuda_emu::py_count, METH_FASTCALL,          \
+   "count what every thread does in the launches that follow (True) or stop (False); clears"},  \
+  {"_cuda_emu_counts", (PyCFunction)(void (*)(void))::cuda_emu::py_counts, METH_FASTCALL,        \
+   "(field names, [(kernel, grid, block, bytes of uint32 counts per thread), ...]) since _cuda_emu_count(True)"}
 #define CUDA_EMU_MODULE(NAME, METHODS)                                                     \
   static PyModuleDef cuda_emu_module_def = {PyModuleDef_HEAD_INIT, #NAME,                  \
                                             "CUDA C built for the CPU by cuda_emu", -1,    \

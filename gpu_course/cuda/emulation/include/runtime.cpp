@@ -186,6 +186,7 @@ static Fiber* kernel_thread(const std::string& call, int line) {
 int barrier_wait(int line, int pred) {
   Fiber* f = kernel_thread("__syncthreads()", line);
   if (g_pending) check_not_awaited("reached __syncthreads()", line);
+  if (g.cnt) g.cnt->barrier++;
   f->state = kWaiting;
   f->line = line;
   f->pred = pred;
@@ -364,6 +365,15 @@ static void complete(Warp& W, size_t k) {
 
 uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int width) {
   kernel_thread(std::string(op_name(op)) + "()", line);
+  if (Counts* c = g.cnt) {
+    switch (op) {
+      case kShflIdx: c->shfl_idx++; break;
+      case kShflUp: c->shfl_up++; break;
+      case kShflDown: c->shfl_down++; break;
+      case kShflXor: c->shfl_xor++; break;
+      default: c->warp_other++;
+    }
+  }
   const unsigned tid = g.tid, w = tid / 32, lane = tid % 32, bit = 1u << lane;
   Warp& W = g_warps[w];
   if (!(mask & bit))
@@ -665,6 +675,110 @@ PyObject* py_reset_launches(PyObject*, PyObject* const*, Py_ssize_t) {
   Py_RETURN_NONE;
 }
 
+// ------------------------------------------------------------------------------------------
+// The launch log: the latest launches (kernel, configuration, arguments as the host code gave
+// them), numbered since load, so that a check can make the same launch on memory of its own.
+// ------------------------------------------------------------------------------------------
+struct LaunchRec {
+  long long seq;
+  std::string name;
+  dim3 grid, block;
+  size_t smem;
+  std::vector<ArgRec> args;
+};
+static std::deque<LaunchRec> g_log;
+static long long g_log_total = 0;
+constexpr size_t kLogKeep = 256;
+
+void log_launch(const char* name, dim3 grid, dim3 block, size_t smem, std::vector<ArgRec>&& args) {
+  std::string base = bare_name(name);
+  base = base.substr(0, base.find('<'));
+  while (!base.empty() && base.back() == ' ') base.pop_back();
+  g_log.push_back({g_log_total++, std::move(base), grid, block, smem, std::move(args)});
+  while (g_log.size() > kLogKeep) g_log.pop_front();
+}
+
+static PyObject* dim3_py(dim3 d) { return Py_BuildValue("(kkk)", (unsigned long)d.x, (unsigned long)d.y, (unsigned long)d.z); }
+
+PyObject* py_launch_log(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  long long since = 0;
+  if (nargs >= 1) {
+    since = PyLong_AsLongLong(args[0]);
+    if (since == -1 && PyErr_Occurred()) return nullptr;
+  }
+  PyObject* list = PyList_New(0);
+  if (!list) return nullptr;
+  for (const LaunchRec& r : g_log) {
+    if (r.seq < since) continue;
+    PyObject* a = PyTuple_New(static_cast<Py_ssize_t>(r.args.size()));
+    if (!a) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    for (size_t k = 0; k < r.args.size(); k++) {
+      const char kind[2] = {r.args[k].kind, 0};
+      PyTuple_SET_ITEM(a, static_cast<Py_ssize_t>(k),
+                       Py_BuildValue("(siK)", kind, static_cast<int>(r.args[k].size),
+                                     static_cast<unsigned long long>(r.args[k].bits)));
+    }
+    PyObject* item = Py_BuildValue("(LsNNKN)", r.seq, r.name.c_str(), dim3_py(r.grid), dim3_py(r.block),
+                                   static_cast<unsigned long long>(r.smem), a);
+    if (!item || PyList_Append(list, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return Py_BuildValue("(LN)", g_log_total, list);
+}
+
+// ------------------------------------------------------------------------------------------
+// Counted launches: while requested, every launch counts, per thread, what it did (Counts).
+// ------------------------------------------------------------------------------------------
+struct CountedLaunch {
+  std::string name;
+  dim3 grid, block;
+  std::vector<Counts> counts;  // thread t of block (x, y, z): index ((z * gy + y) * gx + x) * threads + t
+};
+static bool g_count_requested = false;
+static std::vector<CountedLaunch> g_counted;
+constexpr unsigned long long kCountMaxThreads = 1ull << 22;
+
+bool in_shared(const void* p) {
+  const char* a = static_cast<const char*>(p);
+  if (g.dyn && a >= g.dyn && a < g.dyn + g.dyn_bytes) return true;
+  for (const auto& r : g.shared_regions) {
+    const char* s = static_cast<const char*>(r.first);
+    if (a >= s && a < s + r.second) return true;
+  }
+  return false;
+}
+
+PyObject* py_count(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  g_count_requested = nargs >= 1 && PyObject_IsTrue(args[0]) == 1;
+  g_counted.clear();
+  Py_RETURN_NONE;
+}
+
+PyObject* py_counts(PyObject*, PyObject* const*, Py_ssize_t) {
+  PyObject* list = PyList_New(0);
+  if (!list) return nullptr;
+  for (const CountedLaunch& c : g_counted) {
+    PyObject* bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(c.counts.data()),
+                                                static_cast<Py_ssize_t>(c.counts.size() * sizeof(Counts)));
+    PyObject* item = bytes ? Py_BuildValue("(sNNN)", c.name.c_str(), dim3_py(c.grid), dim3_py(c.block), bytes)
+                           : nullptr;
+    if (!item || PyList_Append(list, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return Py_BuildValue("(sN)", CUDA_EMU_COUNT_FIELDS, list);
+}
+
 // Set by the module's static initializer, which may run before g is constructed: a plain int
 // (constant-initialized), copied into g at every launch.
 static int g_race_mode_requested = 0;
@@ -938,6 +1052,10 @@ void async_copy(void* dst, const void* src, size_t size, size_t zfill, int line,
                      static_cast<unsigned>(size), {}};
   if (n) std::memcpy(c.data, s, n);  // the rest stays zero: zfill
   if (g.race_on) race_shared(kWrite, c.region, d, size, line, nullptr, 0);  // the window opens
+  if (g.cnt) {
+    g.cnt->sstore++;
+    if (n) g.cnt->gload++;
+  }
   f->copies.push_back(c);
 }
 
@@ -1383,6 +1501,8 @@ static void check_barrier(unsigned nthreads, unsigned waiting, unsigned done) {
   fail(msg + kWarpRule);
 }
 
+static Counts* g_block_counts = nullptr;  // the current block's counters in a counted launch
+
 /// Runs one block: every thread as a fiber, phase by phase between barriers.  Between two
 /// barriers a thread runs alone, from where it was to its next barrier or warp-level call, in
 /// thread order; passes repeat until every thread waits at the barrier (or is done).
@@ -1421,9 +1541,11 @@ static void run_block(unsigned nthreads) {
       }
       f.state = kRunning;
       g.cur = &f;
+      g.cnt = g_block_counts ? g_block_counts + t : nullptr;
       g_switches.store(g_switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // no lock
       ctx_swap(g.sched, f);
       g.cur = nullptr;
+      g.cnt = nullptr;
       if (f.state == kFailed) {
         if (g_interrupting) throw Interrupt(g.error);
         throw Error(g.error);
@@ -1495,10 +1617,21 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
     g_dyn_cells.assign((c.smem + 3) / 4, RaceCell{});
   }
 
+  Counts* counts = nullptr;
+  if (g_count_requested) {
+    const unsigned long long blocks = 1ull * c.grid.x * c.grid.y * c.grid.z, total = blocks * nthreads;
+    if (total > kCountMaxThreads)
+      fail("the check counts what every thread of kernel " + std::string(g.kernel) + " does, and cannot for " +
+           std::to_string(total) + " threads (at most " + std::to_string(kCountMaxThreads) + ").");
+    g_counted.push_back({g.kernel, c.grid, c.block, std::vector<Counts>(total, Counts{})});
+    counts = g_counted.back().counts.data();
+  }
   struct Reset {  // whatever happens, leave the emulator idle
     ~Reset() {
       g.in_kernel = false;
       g.cur = nullptr;
+      g.cnt = nullptr;
+      g_block_counts = nullptr;
     }
   } reset;
   SignalGuard guard;
@@ -1538,6 +1671,7 @@ void run_launch(const Config& c, void (*body)(void*), void* closure) {
         if (PyErr_CheckSignals() != 0) throw PyErrorAlreadySet();  // other signals (e.g. SIGALRM)
         g.block_idx = {bx, by, bz};
         g.in_kernel = true;
+        if (counts) g_block_counts = counts + ((1ull * bz * c.grid.y + by) * c.grid.x + bx) * nthreads;
         poison_shared();
         try {
           run_block(nthreads);

@@ -1,0 +1,166 @@
+"""Evidence of the method of a CUDA C kernel, read from what the course's own launch executed
+(:class:`.cuda_launch.CudaExecution`): in cpu mode the emulation's counts per thread, on a GPU the
+compiled kernel's SASS. Each function takes the kernel's name and the execution and returns None
+(the evidence holds), a sentence saying what the kernel did not do, or False when nothing was
+counted or read (the caller then falls back on the source's text).
+
+In cpu mode code that does not run leaves no count: a ``__shared__`` array declared and never
+used, a ``__syncthreads()`` under ``#if 0`` or in an ``if`` that is never true, a shuffle in a
+branch no thread takes. On a GPU the compiler removes dead code (unused arrays, ``#if 0``,
+branches it can prove untaken); a branch whose condition depends on the arguments stays in the
+SASS, so the GPU's evidence is that the instructions are there, not that they ran; the split of
+the work between threads is counted only in cpu mode.
+
+>>> import torch
+>>> from .cuda_launch import CountedLaunch, CudaExecution
+>>> F = ("gload", "gstore", "gatomic", "sload", "sstore", "satomic", "barrier", "shfl_idx", "shfl_up",
+...      "shfl_down", "shfl_xor", "warp_other")
+>>> c = torch.zeros(1, 4, len(F), dtype=torch.int64); c[0, :, 0] = 1; c[0, :, 4] = 16  # load x, store tiles
+>>> ex = CudaExecution("k", [CountedLaunch("k", (1, 1, 1), (4, 1, 1), c, F)])
+>>> shared_used("k", ex)
+'k never read back from shared memory when the check launched it: thread 0 of block 0 stored 16 values and loaded 0'
+"""
+from __future__ import annotations
+
+import torch
+
+SHUFFLES = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
+            "__shfl_xor_sync": "shfl_xor"}
+_SASS_SHUFFLE = {"shfl_idx": "SHFL.IDX", "shfl_up": "SHFL.UP", "shfl_down": "SHFL.DOWN", "shfl_xor": "SHFL.BFLY"}
+EXECUTED = {"__syncthreads", "atomicAdd", *SHUFFLES}  # calls whose execution calls() checks
+_GLOBAL = ("gload", "gstore", "gatomic")
+
+
+def _first(mask: torch.Tensor):
+    """(block, thread) of the first True of a (blocks, threads) mask."""
+    flat = int(mask.reshape(-1).nonzero()[0, 0])
+    return divmod(flat, mask.shape[1])
+
+
+def _n(count: int, what: str) -> str:
+    """``1 value``, ``3 values``."""
+    return f"{count} {what}{'' if count == 1 else 's'}"
+
+
+def _not_run(name: str) -> str:
+    return ("when the check launched it (code that does not run, e.g. under #if 0 or in an if that is never "
+            "true, does not count)")
+
+
+def shared_used(name: str, ex) -> str | None | bool:
+    """Every thread that touched global memory stored into shared memory and loaded from it (an
+    atomic on shared memory counts as both); GPU: the SASS stores to and loads from shared memory."""
+    if ex.launches:
+        for L in ex.launches:
+            st = L.field("sstore", "satomic")
+            ld = L.field("sload", "satomic")
+            work = L.field(*_GLOBAL)
+            if int(st.sum()) == 0:
+                return f"{name} never stored into shared memory {_not_run(name)}"
+            if int(ld.sum()) == 0:
+                b, t = _first(st > 0)
+                return (f"{name} never read back from shared memory when the check launched it: "
+                        f"{L.where(b, t)} stored {_n(int(st[b, t]), 'value')} and loaded 0")
+            bad = (work > 0) & ((st == 0) | (ld == 0))
+            if bool(bad.any()):
+                b, t = _first(bad)
+                return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
+                        f"{_n(int(work[b, t]), 'time')}, stored {_n(int(st[b, t]), 'value')} into shared memory "
+                        f"and loaded {int(ld[b, t])}: every thread stages its part in shared memory and reads "
+                        f"it back from there")
+        return None
+    if ex.sass is not None:
+        s = ex.sass
+        if not (s["shared_store"] or s["shared_atomic"]):
+            return f"the compiled {name} never stores into shared memory (an unused __shared__ array is removed)"
+        if not (s["shared_load"] or s["shared_atomic"]):
+            return f"the compiled {name} never loads from shared memory: it stores there and never reads it back"
+        return None
+    return False
+
+
+def barrier_passed(name: str, ex) -> str | None | bool:
+    """Every thread passed at least one ``__syncthreads()``; GPU: the SASS holds a barrier."""
+    if ex.launches:
+        for L in ex.launches:
+            bar = L.field("barrier")
+            if bool((bar == 0).any()):
+                b, t = _first(bar == 0)
+                if int(bar.sum()) == 0:
+                    return f"{name} passed no __syncthreads() {_not_run(name)}"
+                return f"{L.where(b, t)} of {name} passed no __syncthreads() when the check launched it"
+        return None
+    if ex.sass is not None:
+        return None if ex.sass["barrier"] else f"the compiled {name} holds no __syncthreads() (BAR.SYNC)"
+    return False
+
+
+def shuffled(name: str, ex, call: str) -> str | None | bool:
+    """Shuffle ``call`` executed, by every thread that touched global memory; GPU: the SASS holds
+    that shuffle."""
+    fld = SHUFFLES[call]
+    if ex.launches:
+        for L in ex.launches:
+            n = L.field(fld)
+            if int(n.sum()) == 0:
+                return f"{name} executed no {call} {_not_run(name)}"
+            work = L.field(*_GLOBAL)
+            bad = (work > 0) & (n == 0)
+            if bool(bad.any()):
+                b, t = _first(bad)
+                return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
+                        f"{_n(int(work[b, t]), 'time')} and executed no {call}: every warp combines its "
+                        f"threads' values with shuffles")
+        return None
+    if ex.sass is not None:
+        return None if ex.sass[fld] else f"the compiled {name} holds no {call} ({_SASS_SHUFFLE[fld]})"
+    return False
+
+
+def atomics_ran(name: str, ex, call: str = "atomicAdd") -> str | None | bool:
+    """An atomic operation executed; GPU: the SASS holds one."""
+    if ex.launches:
+        if sum(int(L.field("gatomic", "satomic").sum()) for L in ex.launches) == 0:
+            return f"{name} executed no {call} {_not_run(name)}"
+        return None
+    if ex.sass is not None:
+        return None if (ex.sass["atomic"] or ex.sass["shared_atomic"]) else \
+            f"the compiled {name} holds no atomic operation ({call})"
+    return False
+
+
+def shared_atomics(name: str, ex) -> str | None | bool:
+    """Privatized updates: atomics in shared memory, at least as many as in global memory; GPU: the
+    SASS holds atomics on shared memory (ATOMS)."""
+    if ex.launches:
+        s = sum(int(L.field("satomic").sum()) for L in ex.launches)
+        g = sum(int(L.field("gatomic").sum()) for L in ex.launches)
+        if s == 0 or s < g:
+            return (f"when the check launched {name}, it made {g} atomic updates in global memory and {s} in "
+                    f"shared memory: privatized counters take the many atomics in shared memory, and global "
+                    f"memory gets one update per counter and block")
+        return None
+    if ex.sass is not None:
+        return None if ex.sass["shared_atomic"] else \
+            f"the compiled {name} holds no atomic on shared memory (ATOMS): the counters are not privatized"
+    return False
+
+
+def work_split(name: str, ex, share: float = 1 / 16) -> str | None | bool:
+    """No thread made more than ``share`` of the launch's global memory accesses (counted when
+    there are at least 64). Only counted in cpu mode; on a GPU it holds (None)."""
+    if not ex.launches:
+        return None if ex.sass is not None else False
+    for L in ex.launches:
+        w = L.field(*_GLOBAL)
+        total = int(w.sum())
+        if total < 64:
+            continue
+        top = int(w.max())
+        if top > total * share:
+            b, t = _first(w == top)
+            nb = L.counts.shape[0]
+            return (f"in the check's launch of {name} ({nb} block{'s' if nb != 1 else ''} of "
+                    f"{L.counts.shape[1]} threads), {L.where(b, t)} made {top} of the {total} global memory "
+                    f"accesses: split the work so that each thread handles its own part")
+    return None
