@@ -27,7 +27,7 @@ def matmul_rect_numba(m, n, out):
     p = numba.float32(0.0)
     for ph in range(0, k, TW):
         ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
-        for i in (tr, tr + TH):  # rows tr and tr + 8 of the n tile
+        for i in range(tr, TW, TH):  # rows tr and tr + 8 of the n tile (a range: numba types it on a GPU)
             ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
         cuda.syncthreads()
         for i in range(TW):
@@ -65,7 +65,7 @@ def matmul_rect_numba(m, n, out):  # right values with 16 x 8 threads, but 16 x 
     w = n.shape[1]
     p = numba.float32(0.0)
     for ph in range(0, k, TW):
-        for i in (tr, tr + TH):
+        for i in range(tr, TW, TH):
             ms[i, tc] = m[r0 + i, ph + tc] if r0 + i < h and ph + tc < k else numba.float32(0.0)
             ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
         cuda.syncthreads()
@@ -92,7 +92,7 @@ def matmul_rect_numba(m, n, out):  # right values with 16 x 8 threads, 16 x 16 t
     w = n.shape[1]
     p = numba.float32(0.0)
     for ph in range(0, k, TW):
-        for i in (tr, tr + 8):
+        for i in range(tr, TW, 8):
             ms[i, tc] = m[r0 + i, ph + tc] if r0 + i < h and ph + tc < k else numba.float32(0.0)
             ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
         cuda.syncthreads()

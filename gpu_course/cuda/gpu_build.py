@@ -897,7 +897,10 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
         so_dir.mkdir(parents=True, exist_ok=True)
         cache_files.clean_temps(so_dir)
         tmp = so_dir / f"{units.module}.tmp{os.getpid()}.so"
-        r = subprocess.run([tc["cxx"], "-shared", *[str(r[0]) for r in results.values()], "-o",
+        # -Bsymbolic: the library's own references (its PyInit's module definition, the host functions the
+        # binding calls) bind to its own definitions, never to a same-named symbol of a module loaded before
+        # (every edit of a source keeps the module's name, so that its binding unit stays cached)
+        r = subprocess.run([tc["cxx"], "-shared", "-Wl,-Bsymbolic", *[str(r[0]) for r in results.values()], "-o",
                             str(tmp), *tc["libs"]], capture_output=True, text=True,
                            timeout=COMPILE_TIMEOUT_S)
         log += f"\n== link\n{r.stdout}{r.stderr}"
@@ -938,7 +941,11 @@ def load_module(name: str, path: Path, funcs=()):
     An undefined symbol that is one of ``funcs`` is the learner's (declared in cpp_src, defined
     nowhere): :class:`CudaBuildError`; any other is the split's: :class:`NeedsClassicBuild`."""
     spec = importlib.util.spec_from_file_location(name, path)
+    flags = sys.getdlopenflags()
     try:
+        # RTLD_LOCAL: an earlier build of the same module (same name, same symbols) loaded into the global
+        # symbol scope would otherwise stand in for this one's symbols: an edited kernel would not run
+        sys.setdlopenflags(flags & ~os.RTLD_GLOBAL)
         mod = importlib.util.module_from_spec(spec)  # dlopen: undefined symbols surface here
         spec.loader.exec_module(mod)
     except ImportError as e:
@@ -956,4 +963,6 @@ def load_module(name: str, path: Path, funcs=()):
         raise CudaBuildError(f"load_cuda: {sym} is declared (in cpp_src) but defined nowhere "
                              f"in cuda_src: define it, or fix its name or parameter types "
                              f"so that they match the declaration") from None
+    finally:
+        sys.setdlopenflags(flags)
     return mod

@@ -122,6 +122,29 @@ def test_cache_reload_is_instant():
     assert time.perf_counter() - t0 < 1.0
 
 
+def test_an_edited_kernel_runs_after_the_first_build_in_the_same_process():
+    """Every edit keeps the module's name (so its binding unit stays cached): the edited build must
+    still run its own kernel, not the first build's same-named symbols (a library loaded into the
+    global symbol scope would stand in for them)."""
+    body = utils.cuda_begin + r"""
+__global__ void scale_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = FACTOR * x[i];
+}
+void scale(torch::Tensor x, torch::Tensor out) {
+    int n = x.numel();
+    scale_k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+}
+"""
+    x = torch.randn(1000, device="cuda")
+    for factor in (2, 3, 5):
+        src = body.replace("FACTOR", f"{factor}.0f")
+        m = utils.load_cuda(src, utils.get_sig("scale", src), ["scale"])
+        out = torch.full_like(x, float("nan"))
+        m.scale(x, out)
+        assert torch.equal(out, factor * x), f"the build with FACTOR {factor} ran another build's kernel"
+
+
 def test_compile_error_names_the_line():
     bad = SRC.replace("if (i < n) out[i] = sq(x[i]);", "if (i < n) out[i] = sq(xx[i]);")
     with pytest.raises(RuntimeError) as e:
