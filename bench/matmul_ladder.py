@@ -5,9 +5,12 @@
     python bench/matmul_ladder.py --sweep 9   # ... only rung 9's: every tile shape the autotuner tries
 
 Builds gpu_course/kernels/cuda/matmul/ (one file per rung, and the dispatcher) once, the same source notebook 04
-builds. Rung 9 is timed in the shape that matmul_ladder.autotune_rung9 finds fastest at each size (it times every
-rung-9 shape on the same operands, so its sweep costs nothing more). On the CPU it runs the checks through the
-emulation on small sizes and times nothing (emulation times say nothing about a GPU).
+builds. Each row: GPU time (launch hidden), time per step of a back-to-back loop, CPU time per call
+(utils.bench_user), TFLOP/s, and cuBLAS's time over the rung's for the GPU time and for the loop. Rung 9 is
+timed in the shape that matmul_ladder.autotune_rung9 finds fastest at each size (it times every rung-9 shape
+on the same operands, on GPU time, so its sweep costs nothing more); the --sweep rows are GPU time alone.
+On the CPU it runs the checks through the emulation on small sizes, then the table at a tiny size with torch's
+CPU matmul as the baseline: that checks the script; emulation times say nothing about a GPU.
 """
 import argparse
 import time
@@ -15,6 +18,9 @@ import time
 import torch
 import utils
 from gpu_course.kernels import matmul_ladder
+from gpu_course.timing import user_cells, user_header, user_ratios
+
+BASE = utils.by_mode(gpu="cuBLAS fp32", cpu="torch (CPU)")  # the baseline row's name
 
 
 def build():
@@ -52,33 +58,34 @@ def main(sweep=None):
     try:
         mod = build()
         check_all(mod, rungs)
-        if not utils.ON_GPU:
-            print("cpu mode: nothing timed (emulation timings say nothing about a GPU)")
-            return
-        print(utils.device_name())
-        print(f"{'size':>14s} {'kernel':44s} {'ms':>9s} {'TFLOP/s':>8s} {'x cuBLAS':>9s}")
-        for h, w, k in [(4096, 4096, 4096), (5120, 5120, 256)]:
+        print(utils.device_name() + ("" if utils.ON_GPU else
+              " (cpu mode: a tiny size through the emulation; these times say nothing about a GPU)"))
+        ratio_head = f"× {BASE.split()[0]} (GPU, loop)"
+        print(f"{'size':>14s} {'kernel':44s}{user_header()} {'TFLOP/s':>8s}  {ratio_head:>20s}")
+        for h, w, k in utils.by_mode(gpu=[(4096, 4096, 4096), (5120, 5120, 256)], cpu=[(64, 64, 64)]):
             m, n = torch.randn(h, k, device=utils.DEVICE), torch.randn(k, w, device=utils.DEVICE)
             o = torch.empty(h, w, device=utils.DEVICE)
             fl = 2 * h * w * k  # a multiply and an add per term of every dot product
             size = f"{h}x{k}x{w}"
 
-            def row(name, ms, base):
-                print(f"{size:>14s} {name:44s} {ms:9.3f} {fl / ms / 1e9:8.1f} {base / ms:9.2f}")
+            def row(name, t):
+                print(f"{size:>14s} {name:44s}{user_cells(t)} {fl / t.median / 1e9:8.1f}  "
+                      f"{user_ratios(t, t_cublas):>20s}")
 
-            t_cublas = utils.bench(torch.matmul, m, n, out=o).median
-            row("cuBLAS fp32", t_cublas, t_cublas)
+            t_cublas = utils.bench_user(torch.matmul, m, n, out=o)
+            row(BASE, t_cublas)
             tuned = matmul_ladder.autotune_rung9(m, n, o, mod=mod)   # checks and times every rung-9 shape
             for r, name in rungs.items():
-                if r == 9:
-                    t = tuned.table[tuned.best][2]
+                if r == 9:  # the shape the autotuner chose, timed as the other rungs
+                    t = utils.bench_user(mod.matmul_rung_cfg, m, n, o, 9, tuned.best)
                     name = f"{name} = cfg {tuned.best}"
                 else:
-                    t = utils.bench(mod.matmul_rung, m, n, o, r)
-                row(name, t.median, t_cublas)
-            for r, c, shape in shapes(sweep):
-                t = tuned.table[c][2] if r == 9 else utils.bench(mod.matmul_rung_cfg, m, n, o, r, c)
-                row(f"rung {r} cfg {c} {shape}", t.median, t_cublas)
+                    t = utils.bench_user(mod.matmul_rung, m, n, o, r)
+                row(name, t)
+            for r, c, shape in shapes(sweep):  # GPU time alone
+                t = (tuned.table[c][2] if r == 9 else
+                     utils.bench(mod.matmul_rung_cfg, m, n, o, r, c, reps=utils.by_mode(gpu=None, cpu=2)))
+                row(f"rung {r} cfg {c} {shape}", t)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
 

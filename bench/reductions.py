@@ -3,15 +3,29 @@
     python bench/reductions.py            # check every rung, time rungs 1-8 (rung 1: 3 runs) at 10^8 fp32
 
 Builds gpu_course/kernels/cuda/{reduce,scan,histogram,image}/ once, the source notebook 09 builds, checks
-every rung against a float64 sum at sizes no block divides (poisoned out), then prints each rung's GPU time,
-its ratio to the rung before and to torch.sum, and the per-block figures notebook 09's text is made from.
-On the CPU it runs the checks through the emulation on small sizes and times nothing.
+every rung against a float64 sum at sizes no block divides (poisoned out), then prints torch.sum's and each
+rung's GPU time (launch hidden), time per step of a back-to-back loop and CPU time per call
+(utils.bench_user), torch.sum's time over the rung's for the GPU time and for the loop, the rung's GPU time
+over the rung before's, and the per-block figures notebook 09's text is made from.
+On the CPU it runs the checks through the emulation on small sizes, then the table at a small size: that
+checks the script; the emulation's times say nothing about a GPU.
 """
 import time
 
 import torch
 import utils
 from gpu_course.kernels import reductions
+from gpu_course.timing import cpu_ms_per_call, loop_ms, user_cells, user_header, user_ratios
+
+
+def time_rung(mod, x, out, rung, blocks):
+    """utils.bench_user of one rung; rung 1 (one atomic per element, ~0.2 s a call on an H100) with three
+    runs of each kind instead of a budget's worth."""
+    args = (x, out, rung, blocks)
+    if rung != 1 or not utils.ON_GPU:
+        return utils.bench_user(mod.sum_rung, *args)
+    return utils.UserTiming(utils.bench(mod.sum_rung, *args, warmup=1, reps=3),
+                            loop_ms(mod.sum_rung, *args, steps=3, rounds=1), cpu_ms_per_call(mod.sum_rung, *args, n=3))
 
 
 def main():
@@ -28,22 +42,23 @@ def main():
             utils.check(o, xs.double().sum().reshape(1), atol=1e-6 * n, rtol=1e-6, name=f"{name}, n={n}")
     print("every rung: OK against float64")
     if not utils.ON_GPU:
-        print("cpu mode: no timings (the emulation's times say nothing about a GPU)")
-        return
-    n = 100_000_000
+        print("cpu mode: the table at a small size through the emulation; its times say nothing about a GPU")
+    n = utils.by_mode(gpu=100_000_000, cpu=70_001)
     x, out = torch.randn(n, device=utils.DEVICE), torch.empty(1, device=utils.DEVICE)
-    t_sum = utils.bench(torch.sum, x).median
-    print(f"torch.sum: {utils.fmt_ms(t_sum)}")
+    t_sum = utils.bench_user(torch.sum, x)
+    print(f"\n{f'sum of {n:,} fp32':>38}{user_header()}  × torch.sum (GPU, loop)  GPU time / rung before's")
+    print(f"{'torch.sum':>38}{user_cells(t_sum)}  {user_ratios(t_sum, t_sum):>22}")
     times = {}
     for rung, name in reductions.RUNGS.items():
-        kw = dict(warmup=1, reps=3) if rung == 1 else {}
-        times[rung] = t = utils.bench(mod.sum_rung, x, out, rung, blocks, **kw).median
-        before = f", {t / times[rung - 1]:.2f}x rung {rung - 1}'s time" if rung > 1 else f", {t / n * 1e6:.2f} ns an atomic"
-        print(f"{name:>38}: {utils.fmt_ms(t):>10}, {t_sum / t:.2f}x torch.sum's speed{before}")
-    blocks4 = sum(reductions.tree_grids(n))
-    copy = utils.ceilings()["copy"]
-    print(f"rung 4: {blocks4:,} blocks, one every {times[4] * 1e6 * sms / blocks4:.0f} ns per SM; "
-          f"1 KB at an SM's share of {copy:.0f} GB/s: {1024 / (copy / sms):.0f} ns")
+        times[rung] = t = time_rung(mod, x, out, rung, blocks)
+        before = (f"{t.median / times[rung - 1].median:.2f}x rung {rung - 1}'s" if rung > 1
+                  else f"{t.median / n * 1e6:.2f} ns an atomic")
+        print(f"{name:>38}{user_cells(t)}  {user_ratios(t, t_sum):>22}  {before}")
+    if utils.ON_GPU:
+        blocks4 = sum(reductions.tree_grids(n))
+        copy = utils.ceilings()["copy"]
+        print(f"rung 4: {blocks4:,} blocks, one every {times[4].median * 1e6 * sms / blocks4:.0f} ns per SM; "
+              f"1 KB at an SM's share of {copy:.0f} GB/s: {1024 / (copy / sms):.0f} ns")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,18 @@
     python bench/triton_matmul.py --sizes 4096     # only some sizes
     python bench/triton_matmul.py --record         # also record the rows in results/ (as notebook 07 does)
 
-Prints a table: size, dtype, Triton TFLOP/s, cuBLAS TFLOP/s, ratio (cuBLAS time / Triton time: >= 1 is as fast
-as cuBLAS), and the autotuner's chosen configuration; then, at 2048^3 and 4096^3, the loop and CPU figures
-(utils.compare, with and without a CUDA graph); then matmul + bias + GeLU fused vs unfused. Target on an
-H100: fp16 >= 0.90x cuBLAS at 4096^3. The kernel, its launcher and the autotuner's configurations are the
-notebook's own, from gpu_course/kernels/triton_matmul.py (edit matmul_configs there). In cpu mode it runs tiny
-sizes in the interpreter: that checks the script only.
+Prints a table with two rows per size and dtype, cuBLAS and Triton: GPU time (launch hidden), time per step of
+a back-to-back loop, CPU time per call (utils.bench_user), TFLOP/s (over the GPU time), cuBLAS's time over
+Triton's for the GPU time and for the loop (>= 1 is as fast as cuBLAS), and the autotuner's chosen
+configuration; then, at 2048^3 and 4096^3, the same figures with and without a CUDA graph (utils.compare);
+then matmul + bias + GeLU fused vs unfused vs eager torch. Target on an H100: fp16 >= 0.90x cuBLAS at 4096^3
+(GPU time). --record writes the Triton rows, with the loop and CPU figures and cuBLAS's, to
+results/<device>.csv. The kernel, its launcher and the autotuner's configurations are the notebook's own,
+from gpu_course/kernels/triton_matmul.py (edit matmul_configs there). In cpu mode it runs tiny sizes in the
+interpreter: that checks the script only.
 """
 import argparse
+import os
 
 import utils  # first: chooses the mode before triton is imported
 import torch
@@ -19,6 +23,8 @@ import torch.nn.functional as F
 import triton
 
 from gpu_course.kernels.triton_matmul import matmul, matmul_tuned
+from gpu_course.results import SAVE_ENV
+from gpu_course.timing import user_cells, user_header, user_ratios
 
 NB = "07_triton_matmul"
 
@@ -31,14 +37,16 @@ def short(cfg):
             f"w{cfg.num_warps} s{cfg.num_stages}")
 
 
-REPS = utils.by_mode(gpu=None, cpu=2)  # the interpreter's times mean nothing: two runs check the script
+HEADER = f"{'size':>8} {'dtype':>6} {'kernel':<8}{user_header()}{'TFLOP/s':>9}  × cuBLAS (GPU, loop)  config"
 
 
-def row(n, label, t, t_ref, record, kernel, kind, baseline_name):
+def rows(n, label, t, t_ref, record, kernel, kind, baseline_name):
+    """cuBLAS's row and Triton's (both UserTimings), and Triton's results row when recording."""
     fl, size = 2 * n**3, f"{n}³"
-    tri, ref = fl / t.median / 1e9, fl / t_ref.median / 1e9
-    print(f"{size:>22} {label:>10} {tri:>10,.1f} {ref:>10,.1f} {t_ref.median / t.median:>7.2f}x  "
-          f"{short(matmul_tuned.best_config) if utils.ON_GPU else ''}")
+    for name, tt in (("cuBLAS", t_ref), ("Triton", t)):
+        cfg = short(matmul_tuned.best_config) if utils.ON_GPU and tt is t else ""
+        print(f"{size:>8} {label:>6} {name:<8}{user_cells(tt)}{fl / tt.median / 1e9:>9,.1f}  "
+              f"{user_ratios(tt, t_ref):>19}  {cfg}")
     if record:
         utils.save_result(NB, kernel, size, t, utils.throughput(t, flops=fl, kind=kind), baseline=t_ref,
                           baseline_name=baseline_name)
@@ -49,25 +57,18 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="*")
     ap.add_argument("--record", action="store_true", help="record rows in results/ (GPU only)")
     args = ap.parse_args()
+    if args.record:
+        os.environ[SAVE_ENV] = "1"  # utils.save_result writes only when asked to
     print(utils.banner())
     print(f"triton {triton.__version__}, torch {torch.__version__}")
     sizes = args.sizes or utils.by_mode(gpu=[1024, 2048, 3072, 4096, 6144, 8192], cpu=[64, 96])
-    print(f"\n{'size':>22} {'dtype':>10} {'Triton':>10} {'cuBLAS':>10} {'ratio':>8}  config   (TFLOP/s)")
+    print(f"\n{HEADER}")
     for n in sizes:
         a = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
         b = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
         utils.check(matmul(a, b), a.float() @ b.float(), atol=0.05, rtol=1e-2, name=f"fp16 {n}")
-        t_ref, t = utils.bench(torch.matmul, a, b, reps=REPS), utils.bench(matmul, a, b, reps=REPS)
-        row(n, "fp16", t, t_ref, args.record, "triton matmul fp16 (autotuned)", "fp16", "cuBLAS")
-    print("\nWhat a caller gets: GPU time (launch hidden), time per step of a back-to-back loop, CPU time per "
-          "call;\na Triton launch goes through Python, cuBLAS's through torch's C++ dispatcher; a CUDA graph replays it")
-    for n in [s for s in sizes if s in (2048, 4096)] or sizes[:1]:
-        a = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
-        b = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
-        print(f"fp16 {n}³:")
-        utils.compare({"cuBLAS": lambda: torch.matmul(a, b), "ours": lambda: matmul(a, b),
-                       "cuBLAS, CUDA graph": utils.cuda_graph(torch.matmul, a, b),
-                       "ours, CUDA graph": utils.cuda_graph(matmul, a, b)}, baseline="cuBLAS")
+        t_ref, t = utils.bench_user(torch.matmul, a, b), utils.bench_user(matmul, a, b)
+        rows(n, "fp16", t, t_ref, args.record, "triton matmul fp16 (autotuned)", "fp16", "cuBLAS")
     n = utils.by_mode(gpu=4096, cpu=64)
     a = torch.randn(n, n, device=utils.DEVICE)
     b = torch.randn(n, n, device=utils.DEVICE)
@@ -80,25 +81,36 @@ def main():
             # TF32 rounds inputs to 10-bit mantissas: errors grow like sqrt(k) (see the notebook)
             tol = 1e-2 * n**0.5 if tf32 else 5e-2
             utils.check(matmul(a, b, tf32=tf32), a @ b, atol=tol, rtol=1e-2, name=kind)
-            t_ref = utils.bench(torch.matmul, a, b, reps=REPS)
-            t = utils.bench(matmul, a, b, tf32=tf32, reps=REPS)
             if not utils.ON_GPU and kind == "tf32":
-                continue  # no TF32 ceiling on the CPU
-            row(n, kind, t, t_ref, args.record, f"triton matmul {kind} (autotuned)", kind, f"cuBLAS {kind}")
+                continue  # checked; no TF32 on the CPU to time against
+            t_ref = utils.bench_user(torch.matmul, a, b)
+            t = utils.bench_user(matmul, a, b, tf32=tf32)
+            rows(n, kind, t, t_ref, args.record, f"triton matmul {kind} (autotuned)", kind, f"cuBLAS {kind}")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
-    h, k, w = utils.by_mode(gpu=(8192, 1024, 4096), cpu=(96, 72, 80))
+    if not utils.ON_GPU:
+        print("(cpu mode: the interpreter's and the CPU's wall clock; these figures say nothing about a GPU)")
+    print("\nWith and without a CUDA graph: a Triton launch goes through Python, cuBLAS's through torch's C++ "
+          "dispatcher; a CUDA graph replays it")
+    for n in [s for s in sizes if s in (2048, 4096)] or sizes[:1]:
+        a = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
+        b = torch.randn(n, n, device=utils.DEVICE, dtype=torch.float16)
+        print(f"fp16 {n}³:")
+        utils.compare({"cuBLAS": lambda: torch.matmul(a, b), "ours": lambda: matmul(a, b),
+                       "cuBLAS, CUDA graph": utils.cuda_graph(torch.matmul, a, b),
+                       "ours, CUDA graph": utils.cuda_graph(matmul, a, b)}, baseline="cuBLAS")
+    h, k, w = utils.by_mode(gpu=(8192, 1024, 4096), cpu=(48, 40, 36))
     a = torch.randn(h, k, device=utils.DEVICE, dtype=torch.float16)
     b = torch.randn(k, w, device=utils.DEVICE, dtype=torch.float16) / k**0.5
     bias = torch.randn(w, device=utils.DEVICE, dtype=torch.float16)
     utils.check(matmul(a, b, bias, activation="gelu"), F.gelu(a.float() @ b.float() + bias.float()),
                 atol=1e-2, rtol=1e-2, name="fused")
-    t_eager = utils.bench(lambda: F.gelu(a @ b + bias), reps=REPS)
-    t_unfused = utils.bench(lambda: F.gelu(matmul(a, b) + bias), reps=REPS)
-    t_fused = utils.bench(matmul, a, b, bias, "gelu", reps=REPS)
-    print(f"\nmatmul + bias + GeLU, {h}x{k} @ {k}x{w} fp16:  eager {utils.fmt_ms(t_eager.median)}, "
-          f"Triton unfused {utils.fmt_ms(t_unfused.median)}, fused {utils.fmt_ms(t_fused.median)}  "
-          f"(fused: {t_eager.median / t_fused.median:.2f}x eager, {t_unfused.median / t_fused.median:.2f}x unfused)")
+    print(f"\nmatmul + bias + GeLU, {h}x{k} @ {k}x{w} fp16:")
+    t = utils.compare({"eager torch": lambda: F.gelu(a @ b + bias),
+                       "Triton unfused": lambda: F.gelu(matmul(a, b) + bias),
+                       "Triton fused": lambda: matmul(a, b, bias, "gelu")}, baseline="eager torch")
+    print(f"fused vs unfused (unfused time / fused): {user_ratios(t['Triton fused'], t['Triton unfused']).strip()}"
+          " (GPU, loop)")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@
 * ``display``: ``show_img``, ``capture_printf``, ``show_source``, ``say``
 * ``profiling``, ``inductor`` (imported by name: ``from gpu_course import profiling``): reading ncu's
   report and torch.profiler's tables; reading what torch.compile generated
+* ``occupancy`` (imported by name): resident blocks per SM from registers, shared memory and the SM's
+  limits, and the persistent grid they allow
+* ``triton_check``, ``triton_debug``, ``triton_plots`` (imported by name): bounds checks of the Triton
+  interpreter, a kernel run by the interpreter on any machine and what a launch printed, sweep plots
 * ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
 * ``kernels``: the kernels a notebook teaches and a benchmark times, defined once
 * ``paths``: where results are kept

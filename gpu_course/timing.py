@@ -1,6 +1,7 @@
 """Timing GPU work: ``bench`` (warm-up, repeats, the median), ``Timing`` and readable units;
 ``bench_user`` (what a caller in a Python loop gets: GPU time, time per step, CPU time per call),
-``compare`` (a table of those against a library) and ``cuda_graph`` (the cure for launch-bound code).
+``compare`` (a table of those against a library; ``user_cells`` / ``user_ratios`` give its columns to a
+script's own table) and ``cuda_graph`` (the cure for launch-bound code).
 
 Why a GPU timer needs care for short kernels: a CUDA event is a timestamp the GPU writes when it
 *reaches* the event in its queue. If the queue is empty when Python records the start event, the GPU
@@ -342,16 +343,54 @@ def compare(fns: dict, *args, baseline: str | None = None, l2_flush: bool = Fals
     return times
 
 
+def user_header(width: int = 11) -> str:
+    """The headers of :func:`user_cells`' three columns.
+
+    >>> user_header()
+    '   GPU time  loop/step   CPU/call'
+    """
+    return f"{'GPU time':>{width}}{'loop/step':>{width}}{'CPU/call':>{width}}"
+
+
+def user_cells(t, width: int = 11) -> str:
+    """Three right-aligned columns of ``width``: the GPU time, the time per step in a loop and the CPU
+    time per call of ``t`` (a :class:`UserTiming`); for a plain :class:`Timing` (a row of a
+    configuration sweep, timed on the GPU alone) the last two are blank. A script's table puts
+    these beside its own columns (GB/s, TFLOP/s) and :func:`user_ratios` after them.
+
+    >>> user_cells(UserTiming(Timing([2.0], "m", "d", True), 0.5, 0.0123))
+    '   2.000 ms   500.0 µs    12.3 µs'
+    >>> user_cells(Timing([2.0], "m", "d", True)).rstrip()
+    '   2.000 ms'
+    """
+    if isinstance(t, UserTiming):
+        return f"{fmt_ms(t.median):>{width}}{fmt_ms(t.loop_ms):>{width}}{fmt_ms(t.cpu_ms):>{width}}"
+    return f"{fmt_ms(t.median):>{width}}{'':>{2 * width}}"
+
+
+def user_ratios(t, baseline) -> str:
+    """``baseline``'s time over ``t``'s, for the GPU time and for the loop (above 1.00×: ``t`` is the
+    faster), 14 characters; the loop's is ``-`` unless both are :class:`UserTiming` s.
+
+    >>> b = UserTiming(Timing([2.0], "m", "d", True), 3.0, 0.01)
+    >>> user_ratios(UserTiming(Timing([1.0], "m", "d", True), 4.0, 0.02), b)
+    ' 2.00×,  0.75×'
+    >>> user_ratios(Timing([4.0], "m", "d", True), b)
+    ' 0.50×,     - '
+    """
+    loop = (f"{baseline.loop_ms / t.loop_ms:5.2f}×" if isinstance(t, UserTiming) and isinstance(baseline, UserTiming)
+            else f"{'-':>5} ")
+    return f"{baseline.median / t.median:5.2f}×, {loop}"
+
+
 def user_table(times: dict, baseline: str) -> str:
     """The table :func:`compare` prints, from ``{name: UserTiming}``."""
     b = times[baseline]
     width = max(len(n) for n in times) + 2
-    lines = [f"{'':<{width}}{'GPU time':>11}{'loop/step':>11}{'CPU/call':>11}"
-             f"{'× ' + baseline[:18] + ' (GPU, loop)':>{max(24, len(baseline[:18]) + 16)}}"]
+    ratio_width = max(24, len(baseline[:18]) + 16)
+    lines = [f"{'':<{width}}{user_header()}{'× ' + baseline[:18] + ' (GPU, loop)':>{ratio_width}}"]
     for name, t in times.items():
-        ratio = f"{b.median / t.median:5.2f}×, {b.loop_ms / t.loop_ms:5.2f}×"
-        lines.append(f"{name:<{width}}{fmt_ms(t.median):>11}{fmt_ms(t.loop_ms):>11}{fmt_ms(t.cpu_ms):>11}"
-                     f"{ratio:>{max(24, len(baseline[:18]) + 16)}}")
+        lines.append(f"{name:<{width}}{user_cells(t)}{user_ratios(t, b):>{ratio_width}}")
     if not b.on_gpu:
         lines.append("(CPU wall clock of simulators and interpreters: these figures say nothing about a GPU)")
     return "\n".join(lines)

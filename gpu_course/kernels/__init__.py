@@ -5,11 +5,11 @@ source (``utils.show_source`` for Triton, ``cuda_source`` for CUDA C) and ``benc
 * ``triton_softmax``: notebook 06's fused row softmax, several rows per program
 * ``triton_matmul``: notebook 07's grouped, autotuned matmul with an optional bias + GeLU epilogue
 * ``triton_layernorm``: LayerNorm (forward, backward) and GeLU (forward, backward), each wrapped as a
-  ``torch.autograd.Function`` and as a ``torch.library`` custom op; timed by ``bench/layernorm.py``,
-  for the autograd notebook to come (10)
+  ``torch.autograd.Function`` and as a ``torch.library`` custom op; notebook 10's
+  kernels, timed by ``bench/layernorm.py``
 * ``triton_attention``: attention, naive and online-softmax in torch, FlashAttention's forward and
-  FlashAttention-2's backward in Triton; timed by ``bench/flash_attention.py``, for the attention
-  notebook to come (11)
+  FlashAttention-2's backward in Triton; notebook 11's
+  kernels, timed by ``bench/flash_attention.py``
 * ``matmul_ladder``: notebook 04's fp32 CUDA C ladder, one file per rung in ``cuda/matmul/``
 * ``elementwise``: notebook 03's CUDA C square and GeLU, one file per step in ``cuda/elementwise/``
 * ``reductions``: notebook 09's CUDA C sums (a ladder, ``cuda/reduce/``), scans, histograms and image

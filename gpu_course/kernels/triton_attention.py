@@ -1,4 +1,4 @@
-"""Attention for the notebook to come on FlashAttention in Triton (11), timed by
+"""Attention for notebook 11 (FlashAttention in Triton), timed by
 ``bench/flash_attention.py``: three ways to compute ``softmax(scale * q @ k^T) @ v`` over tensors of
 shape (batch, heads, N, d).
 

@@ -1,4 +1,4 @@
-"""Kernels for the notebook to come on autograd and ``torch.compile`` (10), timed by
+"""Kernels for notebook 10 (autograd, custom ops and ``torch.compile``), timed by
 ``bench/layernorm.py``: a row LayerNorm with its backward, and a GeLU with its backward, each in
 Triton, each wrapped two ways:
 
@@ -225,17 +225,28 @@ def layer_norm_forward(x, weight, bias, eps=1e-5, cfg=None, alloc=torch.empty):
     ``alloc`` makes ``y`` (tests pass ``utils.poisoned``); ``cfg`` overrides
     :func:`layer_norm_config`."""
     _check_inputs("layer_norm_forward", x, weight, bias)
-    x2 = _rows(x)
+    y, mean, rstd = _forward(_rows(x), weight, bias, eps, cfg, alloc)
+    return _shaped(y, x), mean, rstd
+
+
+def _shaped(t, like):
+    """``t`` (h, w) with ``like``'s shape: itself when ``like`` is a matrix (a ``view`` costs CPU time
+    on every call, and an ``autograd.Function`` returning a view pays more)."""
+    return t if like.dim() == 2 else t.view(like.shape)
+
+
+def _forward(x2, weight, bias, eps, cfg, alloc):
+    """The forward launch on checked inputs: ``x2`` (h, w) with contiguous rows."""
     h, w = x2.shape
-    cfg = cfg or _config(w, h, x.device)
-    y = alloc(h, w, dtype=x.dtype, device=x.device)
-    sd = _stats_dtype(x.dtype)
-    mean = alloc(h, dtype=sd, device=x.device)
-    rstd = alloc(h, dtype=sd, device=x.device)
+    cfg = cfg or _config(w, h, x2.device)
+    y = alloc(h, w, dtype=x2.dtype, device=x2.device)
+    sd = _stats_dtype(x2.dtype)
+    mean = alloc(h, dtype=sd, device=x2.device)
+    rstd = alloc(h, dtype=sd, device=x2.device)
     layer_norm_fwd_kernel[(h,)](x2, weight.contiguous(), bias.contiguous(), y, mean, rstd, x2.stride(0),
-                                y.stride(0), w, eps, BLOCK_W=cfg["BLOCK_W"], ACC=_acc(x.dtype),
+                                y.stride(0), w, eps, BLOCK_W=cfg["BLOCK_W"], ACC=_acc(x2.dtype),
                                 num_warps=cfg["num_warps"])
-    return y.view(x.shape), mean, rstd
+    return y, mean, rstd
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd, cfg=None, alloc=torch.empty):
@@ -244,26 +255,34 @@ def layer_norm_backward(dy, x, weight, mean, rstd, cfg=None, alloc=torch.empty):
     _check_inputs("layer_norm_backward", x, weight)
     if tuple(dy.shape) != tuple(x.shape):
         raise ValueError(f"layer_norm_backward: dy has shape {tuple(dy.shape)}, x {tuple(x.shape)}")
-    x2, dy2 = _rows(x), _rows(dy)
-    h, w = x2.shape
+    x2 = _rows(x)
+    h = x2.shape[0]
     if mean.numel() != h or rstd.numel() != h:
         raise ValueError(f"layer_norm_backward: mean and rstd need one value per row ({h}); got "
                          f"{mean.numel()} and {rstd.numel()}")
-    cfg = cfg or _config(w, h, x.device)
+    dx, dw, db = _backward(_rows(dy), x2, weight, mean.contiguous(), rstd.contiguous(), cfg, alloc)
+    return _shaped(dx, x), dw, db
+
+
+def _backward(dy2, x2, weight, mean, rstd, cfg, alloc):
+    """The backward's two launches on checked inputs (``dy2``, ``x2``: (h, w) with contiguous rows;
+    ``mean``, ``rstd`` contiguous): ``(dx, dweight, dbias)``, ``dx`` (h, w)."""
+    h, w = x2.shape
+    cfg = cfg or _config(w, h, x2.device)
     groups = cfg["GROUPS"]
-    acc, sd = _acc(x.dtype), _stats_dtype(x.dtype)
-    dx = alloc(h, w, dtype=x.dtype, device=x.device)
-    dw_part, db_part = alloc(2, groups, w, dtype=sd, device=x.device)  # every row written by its program
-    layer_norm_bwd_dx_kernel[(groups,)](dy2, x2, weight.contiguous(), mean.contiguous(), rstd.contiguous(),
+    acc, sd = _acc(x2.dtype), _stats_dtype(x2.dtype)
+    dx = alloc(h, w, dtype=x2.dtype, device=x2.device)
+    dw_part, db_part = alloc(2, groups, w, dtype=sd, device=x2.device)  # every row written by its program
+    layer_norm_bwd_dx_kernel[(groups,)](dy2, x2, weight.contiguous(), mean, rstd,
                                         dx, dw_part, db_part, dy2.stride(0), x2.stride(0), dx.stride(0),
                                         h, w, groups, BLOCK_W=cfg["BLOCK_W"], ACC=acc,
                                         num_warps=cfg["num_warps"])
-    dw = alloc(w, dtype=weight.dtype, device=x.device)
-    db = alloc(w, dtype=weight.dtype, device=x.device)
+    dw = alloc(w, dtype=weight.dtype, device=x2.device)
+    db = alloc(w, dtype=weight.dtype, device=x2.device)
     BLOCK_N = 128
     layer_norm_bwd_dwdb_kernel[(cdiv(w, BLOCK_N),)](dw_part, db_part, dw, db, groups, w, BLOCK_G=32,
                                                     BLOCK_N=BLOCK_N, ACC=acc, num_warps=4)
-    return dx.view(x.shape), dw, db
+    return dx, dw, db
 
 
 GELU_BLOCK = 1024
@@ -300,19 +319,23 @@ def _check_elementwise(name, x):
 
 # ---------------------------------------------------------------- wrapper 1: autograd.Function
 class LayerNorm(torch.autograd.Function):
-    """LayerNorm with the Triton forward and backward, for eager autograd."""
+    """LayerNorm with the Triton forward and backward, for eager autograd. The inputs are checked once,
+    in the forward; the backward launches on what the forward saved (its CPU time counts on every
+    training step)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
-        y, mean, rstd = layer_norm_forward(x, weight, bias, eps)
-        ctx.save_for_backward(x, weight, mean, rstd)
-        return y
+        _check_inputs("layer_norm", x, weight, bias)
+        x2 = _rows(x)
+        y, mean, rstd = _forward(x2, weight, bias, eps, None, torch.empty)
+        ctx.save_for_backward(x2, weight, mean, rstd)
+        return _shaped(y, x)
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight, mean, rstd = ctx.saved_tensors
-        dx, dw, db = layer_norm_backward(dy, x, weight, mean, rstd)
-        return dx, dw, db, None
+        x2, weight, mean, rstd = ctx.saved_tensors
+        dx, dw, db = _backward(_rows(dy), x2, weight, mean, rstd, None, torch.empty)
+        return dx.view(dy.shape) if dy.dim() != 2 else dx, dw, db, None
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -581,6 +604,24 @@ def under_cuda_graph(h, w, dtype, seed=0):
         replay()
         check_variants({f"{name}, CUDA graph": lambda *_: None}, x, wt, b, dy, ran=True)
         out[f"{name}, CUDA graph"] = time_user(replay)
+    return out
+
+
+def on_the_calling_thread(h, w, dtype, seed=0):
+    """Forward + backward of eager ``F.layer_norm`` and of ours (:func:`layer_norm_op`), each timed with
+    autograd's engine running the backward on its worker thread for the GPU (the default) and on the
+    thread that calls ``.backward()`` (``torch.autograd.set_multithreading_enabled(False)``), the two
+    settings timed one after the other: ``{name: UserTiming}``, names ``"<variant>, <thread>"`` with
+    thread ``"worker thread"`` or ``"calling thread"``. The gradients are checked against torch first,
+    under the calling-thread setting."""
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
+    out = {}
+    for name, f in fns.items():
+        out[f"{name}, worker thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
+        with torch.autograd.set_multithreading_enabled(False):
+            check_variants({name: f}, x, wt, b, dy)
+            out[f"{name}, calling thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
     return out
 
 

@@ -55,7 +55,8 @@ int64_t round_up(int64_t n) { return (int64_t)std::bit_ceil((uint64_t)n); }
 
 @pytest.mark.parametrize("grid, block", [(1, 1025), (0, 32)])
 def test_numba_launches_the_gpu_refuses(grid, block):
-    """What simulator_fix.check_launch copies: the driver refuses these launches."""
+    """What simulator_fix.check_launch copies: the GPU refuses these launches (numba-cuda refuses a 0-block
+    grid itself, before the driver would)."""
     from numba import cuda
 
     @cuda.jit
@@ -65,6 +66,6 @@ def test_numba_launches_the_gpu_refuses(grid, block):
             out[i] = 1
 
     out = cuda.to_device(np.zeros(4, np.float32))
-    with pytest.raises(Exception, match="CUDA_ERROR_INVALID_VALUE|invalid argument"):
+    with pytest.raises(Exception, match="CUDA_ERROR_INVALID_VALUE|invalid argument|grid values must be >= 1"):
         fill_one[grid, block](out)
         cuda.synchronize()

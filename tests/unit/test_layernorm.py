@@ -314,6 +314,22 @@ def test_under_cuda_graph_checks_and_times_eager_and_ours():
     assert all(t.loop_ms > 0 for t in got.values())
 
 
+def test_on_the_calling_thread_times_both_settings_and_restores_the_engine():
+    got = ln.on_the_calling_thread(3, 40, torch.float32)
+    assert list(got) == [f"{n}, {t} thread" for n in (ln.EAGER, ln.OURS) for t in ("worker", "calling")]
+    assert all(t.loop_ms > 0 for t in got.values())
+    assert torch.autograd.is_multithreading_enabled()       # the setting is left as it was
+
+
+def test_backward_of_a_3d_input_and_an_expanded_gradient():
+    x, wt, b, _ = ln.inputs(6, 40, torch.float32)
+    x3 = x.detach().view(2, 3, 40).requires_grad_()
+    ln.layer_norm(x3, wt, b).sum().backward()               # dy: an expanded scalar, stride 0
+    xd = x3.detach().double().requires_grad_()
+    torch.nn.functional.layer_norm(xd, (40,), wt.detach().double(), b.detach().double()).sum().backward()
+    assert x3.grad.shape == (2, 3, 40) and torch.allclose(x3.grad.double(), xd.grad, atol=1e-4)
+
+
 def test_check_variants_ran_checks_the_stored_gradients():
     x, wt, b, dy = ln.inputs(4, 30, torch.float32)
     ln.fwd_bwd(ln.variants(30)[ln.OURS])(x, wt, b, dy)

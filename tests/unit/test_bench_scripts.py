@@ -1,0 +1,80 @@
+"""The bench scripts that compare our kernels with a library, run whole in cpu mode (tiny sizes, through the
+CUDA C emulation and the Triton interpreter): each runs to its end, says that its times say nothing about a
+GPU, and prints its table with the three figures a caller gets (GPU time, time per step of a loop, CPU time
+per call) for ours and for the library, and the library's time over ours for the GPU time and the loop.
+(bench/layernorm.py and bench/flash_attention.py print theirs through tables tested in test_layernorm.py and
+test_attention.py.)"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import utils
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# script -> its arguments for a short cpu-mode run
+SCRIPTS = {"elementwise.py": [], "matmul_ladder.py": [], "reductions.py": [],
+           "triton_basics_bench.py": [], "triton_matmul.py": ["--sizes", "64"],
+           "triton_matmul_sweep.py": ["fp16", "64"]}
+
+TIME = r"\d[\d.,]* (?:µs|ms|s)"
+# GPU time, loop/step, CPU/call, then (further on) the library's time over this row's: GPU, loop
+ROW = re.compile(rf"{TIME} +{TIME} +{TIME}\b.* \d+\.\d\d×, +\d+\.\d\d×")
+
+
+def run_script(name, args):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET", "COURSE_SAVE_RESULTS")}
+    env.update(COURSE_MODE="cpu", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name):
+    res = run_script(name, SCRIPTS[name])
+    out = res.stdout
+    assert res.returncode == 0, f"{name} failed:\n{out[-3000:]}\n{res.stderr[-3000:]}"
+    assert "nothing about a GPU" in out, f"{name}: no note that cpu-mode times mean nothing"
+    headers = [line for line in out.splitlines()
+               if "GPU time" in line and "loop/step" in line and "CPU/call" in line]
+    assert headers, f"{name}: no table header with GPU time, loop/step and CPU/call:\n{out}"
+    rows = [line for line in out.splitlines() if ROW.search(line)]
+    assert len(rows) >= 2, f"{name}: fewer than two rows with the three figures and the two ratios:\n{out}"
+    # the library's own row: its time over its own, 1.00x on the GPU time and on the loop
+    assert any(re.search(r" 1\.00×, +1\.00×", line) for line in rows), f"{name}: no baseline row:\n{out}"
+
+
+def _load(name):
+    """A bench script as a module (its main() not run)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name[:-3]}", ROOT / "bench" / name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_user_timing(ms, loop, cpu):
+    return utils.UserTiming(utils.Timing([ms] * 3, "CUDA events", "Test GPU 9000", True), loop, cpu)
+
+
+def test_triton_matmul_records_the_loop_and_cpu_figures(tmp_path, monkeypatch, capsys):
+    from gpu_course import device_ceilings, results
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    monkeypatch.setattr(device_ceilings, "ceilings", lambda: {"fp16": 700.0})
+    tm = _load("triton_matmul.py")
+    ours, cublas = _fake_user_timing(2.0, 2.5, 0.03), _fake_user_timing(1.8, 2.0, 0.01)
+    tm.rows(4096, "fp16", ours, cublas, True, "triton matmul fp16 (autotuned)", "fp16", "cuBLAS")
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in printed] == ["cuBLAS", "Triton"]
+    assert printed[1].split()[3:9] == ["2.000", "ms", "2.500", "ms", "30.0", "µs"]
+    assert "0.90×,  0.80×" in printed[1] and "1.00×,  1.00×" in printed[0]
+    row = utils.stored_results("Test GPU 9000")[0]
+    assert (row["kernel"], row["baseline"], row["vs_baseline"]) == ("triton matmul fp16 (autotuned)", "cuBLAS", "0.900")
+    assert (row["loop_ms"], row["cpu_ms"], row["baseline_loop_ms"], row["vs_baseline_loop"]) == \
+        ("2.5", "0.03", "2", "0.800")
