@@ -32,17 +32,18 @@ def build():
 
 def shapes(sweep):
     """(rung, cfg, shape name) of the other tile shapes to time: every rung's (sweep == 0) or one rung's
-    (rung 9's cfg 0 too: the autotuner's table starts there)."""
+    (rung 9's cfg 0 too: the autotuner's table starts there); those this GPU cannot run are left out
+    (matmul_ladder.runs_here)."""
     return [(r, c, shape) for r, names in matmul_ladder.RUNG_CONFIGS.items() for c, shape in enumerate(names)
-            if (c or r == 9) and sweep is not None and sweep in (0, r)]
+            if (c or r == 9) and sweep is not None and sweep in (0, r) and matmul_ladder.runs_here(r, c)[0]]
 
 
-def check_all(mod):
-    """Every rung in every compiled tile shape against float64, at sizes no tile divides."""
+def check_all(mod, rungs=matmul_ladder.RUNGS):
+    """Every rung of ``rungs`` in every compiled tile shape against float64, at sizes no tile divides."""
     for h, k, w in utils.by_mode(gpu=[(1000, 777, 555), (1000, 776, 556)], cpu=[(100, 70, 90), (100, 68, 92)]):
         m, n = torch.randn(h, k, device=utils.DEVICE), torch.randn(k, w, device=utils.DEVICE)
         ref = m.double() @ n.double()
-        for r, name in matmul_ladder.RUNGS.items():
+        for r, name in rungs.items():
             utils.check(mod.matmul_rung(m, n, utils.poisoned(h, w), r), ref, **utils.dot_tol(k), name=name)
         for r, c, shape in shapes(0):
             utils.check(mod.matmul_rung_cfg(m, n, utils.poisoned(h, w), r, c), ref, **utils.dot_tol(k),
@@ -51,11 +52,12 @@ def check_all(mod):
 
 
 def main(sweep=None):
+    rungs = matmul_ladder.rungs_here()   # says why it leaves a rung out (an older GPU: rung 10)
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         mod = build()
-        check_all(mod)
+        check_all(mod, rungs)
         print(utils.device_name() + ("" if utils.ON_GPU else
               " (cpu mode: a tiny size through the emulation; these times say nothing about a GPU)"))
         ratio_head = f"× {BASE.split()[0]} (GPU, loop)"
@@ -73,7 +75,7 @@ def main(sweep=None):
             t_cublas = utils.bench_user(torch.matmul, m, n, out=o)
             row(BASE, t_cublas)
             tuned = matmul_ladder.autotune_rung9(m, n, o, mod=mod)   # checks and times every rung-9 shape
-            for r, name in matmul_ladder.RUNGS.items():
+            for r, name in rungs.items():
                 if r == 9:  # the shape the autotuner chose, timed as the other rungs
                     t = utils.bench_user(mod.matmul_rung_cfg, m, n, o, 9, tuned.best)
                     name = f"{name} = cfg {tuned.best}"

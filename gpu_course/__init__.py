@@ -1,6 +1,8 @@
 """The course's helpers, one module per job; the notebooks reach them through ``utils``.
 
-* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``
+* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``; what
+  this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
+  ``COURSE_FAKE_CC=7.5`` fakes to check a notebook's skips for Colab's T4
 * ``launch``: ``dim3``, ``cdiv``, ``to_numba``: what a kernel launch needs
 * ``checking``: ``check`` against a reference, ``poisoned`` outputs, ``dot_tol``
 * ``exercises``: ``exercise``, ``kernel_exercise``, ``formula_exercise``, ``hint``: self-checking
@@ -34,8 +36,8 @@ can be imported; nothing else happens at import time.
 from . import mode  # noqa: F401  first: sets NUMBA_ENABLE_CUDASIM / TRITON_INTERPRET for the mode
 
 from .claims import ClaimFailed, claim
-from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, spec_peak,
-                              throughput)
+from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, missing_ceilings,
+                              spec_peak, throughput)
 from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
 from .cuda import (CudaBuildError, CudaEmulationError, cuda_begin, get_sig, kernel_launches,
                    last_build_log, load_cuda)
@@ -47,7 +49,8 @@ from .exercises import (calls, differs_from, exercise, formula_exercise, grid_is
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
 from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, compute_capability, device_name,
-                   gpu_properties, gpu_supports, synchronize, versions)
+                   fits_shared_memory, gpu_has, gpu_properties, gpu_supports, shared_memory_per_block,
+                   synchronize, versions)
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
@@ -58,7 +61,8 @@ from .timing import (Timing, UserTiming, bench, bench_user, compare, cpu_ms_per_
 __all__ = [
     # mode
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
-    "gpu_properties", "synchronize", "compute_capability", "gpu_supports",
+    "gpu_properties", "synchronize", "compute_capability", "gpu_supports", "gpu_has",
+    "shared_memory_per_block", "fits_shared_memory",
     # launching kernels
     "dim3", "cdiv", "to_numba",
     # CUDA C
@@ -71,7 +75,7 @@ __all__ = [
     "watch_calls", "slow_work", "shared_tiles", "splits_work", "shared_atomics",
     "launches", "LaunchLog",
     # timing, ceilings, results
-    "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "throughput",
+    "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "missing_ceilings", "throughput",
     "bench_user", "UserTiming", "compare", "loop_ms", "cpu_ms_per_call", "cuda_graph", "spec_peak", "SPEC_PEAKS",
     "reference_ceilings", "plot_roofline",
     "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",

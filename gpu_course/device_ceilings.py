@@ -3,11 +3,12 @@ achieves as a share of them."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 import torch
 
-from .mode import DEVICE, ON_GPU, by_mode, device_name
+from .mode import CC_ENV, DEVICE, ON_GPU, by_mode, device_name, gpu_supports
 from .paths import RESULTS_DIR, now, read_json
 from .timing import Timing, UserTiming, bench, fmt_num
 
@@ -37,10 +38,34 @@ def spec_peak(kind: str, device: str | None = None) -> float | None:
     ``"copy"`` in GB/s) for ``device`` (default: this one), or ``None`` if the course has no spec
     sheet for it (the CPU, or a GPU not in :data:`SPEC_PEAKS`).
 
+    While ``COURSE_FAKE_CC`` makes this GPU act as another, its own spec sheet does not apply: ``None``.
+
     >>> spec_peak("fp16", "NVIDIA H100 80GB HBM3"), spec_peak("fp16", "CPU (x86_64)")
     (989.4, None)
     """
+    if device is None and os.environ.get(CC_ENV):
+        return None
     return SPEC_PEAKS.get(device or device_name(), {}).get(kind)
+
+
+# The ceilings a GPU may lack, and the feature each needs (utils.gpu_supports): on a GPU older than Ampere
+# (Colab's T4) there is no bf16 matmul, and allow_tf32 changes nothing, so a "tf32" ceiling would be fp32's.
+CEILING_FEATURES = {"tf32": "tf32", "bf16": "bf16"}
+
+
+def missing_ceilings() -> dict:
+    """``{kind: one-line reason}`` for the ceilings this GPU lacks (see :data:`CEILING_FEATURES`); empty
+    where it has them all, and in cpu mode (unless ``COURSE_FAKE_CC`` says otherwise).
+
+    >>> set(missing_ceilings()) <= {"tf32", "bf16"}
+    True
+    """
+    out = {}
+    for kind, feature in CEILING_FEATURES.items():
+        ok, why = gpu_supports(feature)
+        if not ok:
+            out[kind] = why
+    return out
 
 
 def _measure_ceilings() -> dict:
@@ -55,6 +80,8 @@ def _measure_ceilings() -> dict:
     n = by_mode(gpu=8192, cpu=512)
     dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
               "bf16": torch.bfloat16} if ON_GPU else {"fp32": torch.float32}
+    for kind in missing_ceilings():   # what this GPU lacks is not measured (see CEILING_FEATURES)
+        dtypes.pop(kind, None)
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for key, dt in dtypes.items():
@@ -72,22 +99,29 @@ def ceilings(refresh: bool = False) -> dict:
     """Measured ceilings of this device: ``{"copy": GB/s, "fp32": TFLOP/s, ...}``.
 
     Measured once per device name. A GPU's are kept in ``results/ceilings.json`` (a few
-    seconds to measure; ``refresh=True`` measures again); the CPU's only for this session.
+    seconds to measure; ``refresh=True`` measures again); the CPU's only for this session. The
+    kinds this GPU lacks (:func:`missing_ceilings`: tf32 and bf16 before Ampere) are left out.
     """
     name = device_name()
     if not refresh and name in _ceilings_cache:
-        return _ceilings_cache[name]
+        return _without_missing(_ceilings_cache[name])
     stored = read_json(CEILINGS_FILE)
     if ON_GPU and not refresh and name in stored:
         _ceilings_cache[name] = stored[name]["ceilings"]
-        return _ceilings_cache[name]
+        return _without_missing(_ceilings_cache[name])
     measured = {k: float(f"{v:.4g}") for k, v in _measure_ceilings().items()}
     _ceilings_cache[name] = measured
-    if ON_GPU:
+    if ON_GPU and not os.environ.get(CC_ENV):   # a GPU acting as another keeps its stored ceilings
         stored[name] = {"ceilings": measured, "measured": now(), "torch": torch.__version__}
         RESULTS_DIR.mkdir(exist_ok=True)
         CEILINGS_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    return measured
+    return _without_missing(measured)
+
+
+def _without_missing(ceil: dict) -> dict:
+    """``ceil`` without the kinds :func:`missing_ceilings` names (the same dict when none is missing)."""
+    missing = missing_ceilings()
+    return {k: v for k, v in ceil.items() if k not in missing} if missing else ceil
 
 
 @dataclass
@@ -150,5 +184,7 @@ def throughput(t, nbytes: int | None = None, flops: int | None = None, kind: str
         value, unit = flops / (ms * 1e-3) / 1e12, "TFLOP/s"
     ceil = ceilings()
     if kind not in ceil:
-        raise ValueError(f"throughput: no measured ceiling {kind!r} on this device; have {sorted(ceil)}")
+        why = missing_ceilings().get(kind)
+        raise ValueError(f"throughput: no measured ceiling {kind!r} on this device; have {sorted(ceil)}"
+                         + (f" ({why})" if why else ""))
     return Throughput(value, unit, ceil[kind], kind, spec_peak(kind))

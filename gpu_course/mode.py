@@ -12,6 +12,11 @@ GPU's launch limits) and bounds checks for Triton's interpreter (``triton_check`
 that library is imported; in gpu mode a filter for
 torch's harmless first-use cuBLAS warning (``_quiet_known_gpu_warnings``).
 
+What this GPU can do: ``gpu_supports(feature)`` / ``gpu_has(feature)`` (bf16, TF32, SDPA's flash and cuDNN
+backends, cp.async, wgmma) and ``shared_memory_per_block()``; a notebook skips what the GPU lacks with
+one printed line. ``COURSE_FAKE_CC=7.5`` makes them answer as on a GPU of that compute capability (here
+Colab's T4), on a GPU or in cpu mode, so that the skips can be checked without one.
+
 >>> from gpu_course import mode
 >>> n = mode.by_mode(gpu=100_000_000, cpu=10_000)  # problem sizes come from the mode, here only
 """
@@ -120,6 +125,9 @@ def banner() -> str:
         line = ("Mode cpu: no GPU in use. CUDA C runs in the course's CPU emulation, Numba in its "
                 "CUDA simulator, Triton in its interpreter; results are checked as on a GPU, but "
                 f"timings here say nothing about a GPU. (Set {MODE_ENV}=gpu|cpu to force a mode.)")
+    if os.environ.get(CC_ENV):
+        line += (f" Acting as a GPU of compute capability {os.environ[CC_ENV]} ({CC_ENV}): what such a GPU "
+                 "lacks is skipped.")
     note = stored_outputs_note()
     return f"{line}\n{note}" if note else line
 
@@ -218,6 +226,19 @@ FEATURES = {
                            "and a torch built with cuDNN 9"),
     "cp_async": ((8, 0), "cp.async copies need compute capability 8.0 (Ampere) or newer"),
     "wgmma": ((9, 0), "wgmma and TMA are Hopper instructions: compute capability 9.0 or newer"),
+    "tf32": ((8, 0), "TF32 tensor cores need compute capability 8.0 (Ampere) or newer (here allow_tf32 and "
+                     "input_precision='tf32' compute in plain fp32)"),
+}
+
+# The most shared memory one block may use (cudaDevAttrMaxSharedMemoryPerBlockOptin: dynamic shared memory
+# above 48 KB needs cudaFuncSetAttribute), in bytes, by compute capability: the CUDA C++ Programming Guide's
+# table of technical specifications. A faked compute capability (COURSE_FAKE_CC) is looked up here; so is a
+# GPU whose torch does not report it. A capability between two rows takes the row below it.
+SHARED_MEMORY_PER_BLOCK = {
+    (7, 0): 96 * 1024, (7, 5): 64 * 1024,                       # V100; T4, RTX 20xx
+    (8, 0): 163 * 1024, (8, 6): 99 * 1024, (8, 7): 163 * 1024,  # A100; A10, RTX 30xx; Orin
+    (8, 9): 99 * 1024,                                          # L4, RTX 40xx
+    (9, 0): 227 * 1024, (10, 0): 227 * 1024, (12, 0): 99 * 1024,  # H100; B200; RTX 50xx
 }
 
 
@@ -262,3 +283,62 @@ def gpu_supports(feature: str) -> tuple:
         if not v or v < 90000:
             return False, f"skipped: {why} (this torch has cuDNN {v})"
     return True, ""
+
+
+def gpu_has(feature: str) -> bool:
+    """Whether this GPU has ``feature`` (as :func:`gpu_supports`); where it does not, print the one-line
+    reason first, so that a notebook guards a section with ``if utils.gpu_has("tf32"):`` and says why
+    it skips it. Prints nothing where the feature is there, and in cpu mode (unless ``COURSE_FAKE_CC``).
+
+    >>> gpu_has("bf16") == gpu_supports("bf16")[0]
+    True
+    """
+    ok, why = gpu_supports(feature)
+    if not ok:
+        print(why)
+    return ok
+
+
+def _by_capability(table: dict, cc: tuple):
+    """The value of ``table`` (keyed by compute capability) for ``cc``: its own row, else the row below
+    it, else ``None``.
+
+    >>> _by_capability({(7, 5): "T4", (8, 0): "A100"}, (8, 6)), _by_capability({(7, 5): 1}, (6, 1))
+    ('A100', None)
+    """
+    below = [k for k in table if k <= tuple(cc)]
+    return table[max(below)] if below else None
+
+
+def shared_memory_per_block() -> int | None:
+    """The most shared memory one block may use on this GPU, in bytes (with the opt-in above 48 KB):
+    the device's own figure, or :data:`SHARED_MEMORY_PER_BLOCK`'s for a faked compute capability
+    (``COURSE_FAKE_CC=7.5``: 64 KB, Colab's T4); ``None`` in cpu mode, where nothing limits it.
+
+    >>> limit = shared_memory_per_block()
+    >>> limit is None or limit >= 48 * 1024
+    True
+    """
+    cc = compute_capability()
+    if cc is None:
+        return None
+    if ON_GPU and not os.environ.get(CC_ENV):
+        own = getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", None)
+        if own:
+            return int(own)
+    return _by_capability(SHARED_MEMORY_PER_BLOCK, cc) or 48 * 1024
+
+
+def fits_shared_memory(nbytes: int, what: str) -> tuple:
+    """``(True, "")`` where a block of ``what`` (e.g. ``"rung 10"``) that uses ``nbytes`` of shared memory
+    can run on this GPU, else ``(False, reason)`` with the one-line reason a notebook prints.
+
+    >>> fits_shared_memory(1024, "a small tile")
+    (True, '')
+    """
+    limit = shared_memory_per_block()
+    if limit is None or nbytes <= limit:
+        return True, ""
+    cc = compute_capability()
+    return False, (f"{what}: skipped on this GPU (sm_{cc[0]}{cc[1]}): it needs {nbytes / 1024:.0f} KB of shared "
+                   f"memory per block, this GPU gives a block at most {limit / 1024:.0f} KB")

@@ -147,8 +147,8 @@ def run_ncu(script, kernel_regex: str, sections=("SpeedOfLight", "MemoryWorkload
     shown = script.relative_to(root) if root and script.is_relative_to(root) else script
     ncu = find_ncu()
     if ncu is None:
-        return NcuReport(problem="ncu not found: install Nsight Compute (it comes with the CUDA toolkit) "
-                                 "and put it on PATH.")
+        return NcuReport(problem="skipped: ncu (Nsight Compute) is not installed here (Colab has none); it comes "
+                                 "with the CUDA toolkit: put it on PATH to run this.")
     cmd = [ncu, "--kernel-name", f"regex:{kernel_regex}", "--launch-count", "1"]
     for s in sections:
         cmd += ["--section", s]

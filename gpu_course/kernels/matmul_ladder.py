@@ -13,6 +13,11 @@ and one dispatcher, ``cuda/matmul/matmul_rung.cu``, that Python calls:
 Rung 9 is rung 8's kernel in the tile shapes of :data:`RUNG9_SHAPES`; :func:`autotune_rung9` times
 them all on given operands and remembers the fastest per size.
 
+Rung 10 needs what an older GPU lacks: ``cp.async`` (compute capability 8.0; before it the copies run as
+plain loads and stores, so the rung would not be what it says) and, in its default shape, 120 KB of
+shared memory per block (a T4 gives 64 KB, an L4 99 KB). :func:`runs_here` says whether a rung's shape
+runs on this GPU and :func:`rungs_here` gives the rungs that do, saying why it leaves any out.
+
 ``out`` (h x w) = ``m`` (h x k) @ ``n`` (k x w), row-major fp32, any sizes. Notebook 04 prints each
 rung's file (:func:`rung_source`) and builds :func:`source` together with its own kernels; notebook 05
 builds rung 3 alone; ``bench/matmul_ladder.py`` builds it all (:func:`build`).
@@ -31,7 +36,7 @@ from typing import NamedTuple
 
 from ..checking import check, dot_tol, poisoned
 from ..cuda import cuda_begin, get_sig, load_cuda
-from ..mode import ON_GPU
+from ..mode import ON_GPU, fits_shared_memory, gpu_supports
 from ..timing import Timing, bench as _bench, fmt_ms
 from . import CUDA_DIR, cuda_source
 
@@ -82,6 +87,54 @@ RUNG_CONFIGS = {1: ["16x16 threads"], 2: ["16x16 threads"], 3: ["TW=32", "TW=16"
                 6: ["128x128x8 8x8", "128x128x16 8x8", "64x128x8 8x8", "128x64x8 8x8", "64x64x16 4x4"],
                 7: ["128x128x8 8x8"], 8: [RUNG9_SHAPES[0].name], 9: [s.name for s in RUNG9_SHAPES],
                 10: [f"{s.name} {stages} stages" for s, stages in RUNG10_SHAPES]}
+
+
+
+def rung10_shared_bytes(cfg: int) -> int:
+    """The dynamic shared memory of rung 10's shape ``cfg`` per block: STAGES tiles of m and of n, fp32.
+
+    >>> [rung10_shared_bytes(c) // 1024 for c in range(len(RUNG10_SHAPES))]   # KB
+    [120, 48, 64]
+    """
+    shape, stages = RUNG10_SHAPES[cfg]
+    return stages * shape.BK * (shape.BM + shape.BN) * 4
+
+
+def runs_here(rung: int, cfg: int = 0) -> tuple:
+    """``(True, "")`` where rung ``rung`` in its shape ``cfg`` runs on this GPU, else ``(False, reason)``,
+    the reason one line. Rungs 1 to 9 run anywhere (at most 48 KB of static shared memory); rung 10 needs
+    ``cp.async`` and its shape's shared memory (:func:`rung10_shared_bytes`). In cpu mode every rung runs,
+    unless ``COURSE_FAKE_CC`` makes the emulation answer as a GPU of that compute capability.
+
+    >>> runs_here(3)
+    (True, '')
+    """
+    if rung not in RUNGS or not 0 <= cfg < len(RUNG_CONFIGS[rung]):
+        raise ValueError(f"runs_here: no rung {rung!r} with cfg {cfg!r}; see matmul_ladder.RUNG_CONFIGS")
+    if rung != 10:
+        return True, ""
+    ok, why = gpu_supports("cp_async")
+    if not ok:
+        return False, f"{RUNGS[10]}: {why}"
+    return fits_shared_memory(rung10_shared_bytes(cfg), f"{RUNGS[10]} ({RUNG_CONFIGS[10][cfg]})")
+
+
+def rungs_here() -> dict:
+    """:data:`RUNGS` without the rungs whose default shape cannot run on this GPU (:func:`runs_here`),
+    printing one line for each one left out (nothing where all run, as on an H100 or in cpu mode).
+
+    >>> set(rungs_here()) <= set(RUNGS)   # all ten on an H100, rungs 1 to 9 on a T4
+    True
+    """
+    out = {}
+    for rung, name in RUNGS.items():
+        ok, why = runs_here(rung)
+        if ok:
+            out[rung] = name
+        else:
+            print(why)
+    return out
+
 
 DISPATCHER = "matmul/matmul_rung.cu"
 FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", "matmul_rung10_order"]

@@ -45,7 +45,7 @@ import triton.language as tl
 from ..checking import CheckFailed
 from ..launch import cdiv
 from ..device_ceilings import ceilings, spec_peak, throughput
-from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports
+from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports, shared_memory_per_block
 from ..results import report, save_result, stored_results
 from ..timing import bench_user, fmt_ms
 from .triton_matmul import dot_precision
@@ -205,15 +205,33 @@ def fwd_config(BM, BN, stages, warps):
     return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN), num_stages=stages, num_warps=warps)
 
 
+# A GPU whose blocks get less shared memory than this (Colab's T4: 64 KB) also tries the smaller tiles of
+# SMALL_SMEM_CONFIGS: compiled for sm_75 at d = 128 in fp16, every tile of the lists below needs 64 KB or more
+# of it in one kernel or another (the backward's 80 to 160 KB), these 48 KB.
+SMALL_SMEM = 96 * 1024
+
+
+def small_shared_memory() -> bool:
+    """Whether this GPU gives a block less than :data:`SMALL_SMEM` of shared memory (a T4, or
+    ``COURSE_FAKE_CC=7.5``); False in cpu mode.
+
+    >>> small_shared_memory() in (True, False)
+    True
+    """
+    limit = shared_memory_per_block()
+    return ON_GPU and limit is not None and limit < SMALL_SMEM
+
+
 def forward_configs():
     """What the forward's autotuner tries. GPU: query blocks of 64 or 128 rows (BLOCK_M a multiple
     of BLOCK_N, which the causal split needs), key blocks of 64 or 128. On the H100 (bench/flash_attention.py,
     fp16, B4 H16 N4096) 128x64 with 8 warps and 4 stages won at d = 64 and 128, causal or not; the
     list keeps it, two neighbours, and 64x64 for small shared memory (configs that overflow it are
-    skipped by the autotuner). CPU: one small block, never timed (tl.dot in the interpreter needs
-    blocks of at least 16)."""
+    skipped by the autotuner); with :func:`small_shared_memory` also 64x32. CPU: one small block,
+    never timed (tl.dot in the interpreter needs blocks of at least 16)."""
+    small = [fwd_config(64, 32, 1, 4)] if small_shared_memory() else []
     return by_mode(gpu=[fwd_config(128, 64, 4, 8), fwd_config(128, 64, 3, 4), fwd_config(128, 128, 3, 8),
-                        fwd_config(64, 64, 4, 4)],
+                        fwd_config(64, 64, 4, 4)] + small,
                    cpu=[fwd_config(16, 16, 1, 4)])
 
 
@@ -410,11 +428,13 @@ def backward_configs():
     holds a key block and streams query blocks (wide BLOCK_N, narrow BLOCK_M); the dQ kernel the
     reverse. On the H100 (bench/flash_attention.py, fp16, B4 H16 N4096) dK/dV won with 32x64, 4 warps,
     4 stages at d = 64 and 64x128, 8 warps, 3 stages at d = 128, dQ with 128x64, 8 warps, 3 stages at
-    both; each list keeps its winners and one smaller tile. The causal split needs BLOCK_M a multiple
+    both; each list keeps its winners and one smaller tile, and with :func:`small_shared_memory` a 32x32
+    tile (on a T4 none of the others fits at d = 128). The causal split needs BLOCK_M a multiple
     of BLOCK_N in the dQ kernel (as in the forward). CPU: one small block each."""
-    dkdv = by_mode(gpu=[bwd_config(32, 64, 4, 4), bwd_config(64, 128, 3, 8), bwd_config(32, 128, 3, 4)],
+    small = [bwd_config(32, 32, 1, 4)] if small_shared_memory() else []
+    dkdv = by_mode(gpu=[bwd_config(32, 64, 4, 4), bwd_config(64, 128, 3, 8), bwd_config(32, 128, 3, 4)] + small,
                    cpu=[bwd_config(16, 16, 1, 4)])
-    dq = by_mode(gpu=[bwd_config(128, 64, 3, 8), bwd_config(128, 32, 3, 4), bwd_config(64, 32, 4, 4)],
+    dq = by_mode(gpu=[bwd_config(128, 64, 3, 8), bwd_config(128, 32, 3, 4), bwd_config(64, 32, 4, 4)] + small,
                  cpu=[bwd_config(16, 16, 1, 4)])
     return dkdv, dq
 
@@ -586,18 +606,49 @@ def _max_err(a, b):
     return (a.detach().double() - b.detach().double()).abs().max().item()
 
 
+def reference_parts(shape, free_bytes=None) -> int:
+    """In how many slices of the batch :func:`fp32_reference` computes attention of ``shape`` (B, H, N, d):
+    1 where three fp32 N x N tensors for the whole batch (the most SDPA's math kernel holds at once,
+    forward or backward) take at most half of ``free_bytes`` (default: the GPU's free memory; in cpu mode
+    always 1), else enough slices for that (at most B). An H100 needs one at B4 H16 N4096, a T4 two.
+
+    >>> reference_parts((4, 16, 4096, 64), free_bytes=75 * 2**30), reference_parts((4, 16, 4096, 64), 14 * 2**30)
+    (1, 2)
+    """
+    if free_bytes is None:
+        if not ON_GPU:
+            return 1
+        free_bytes = torch.cuda.mem_get_info()[0]
+    B, H, N = shape[:3]
+    need = 3 * B * H * N * N * 4
+    return max(1, min(B, math.ceil(need / (free_bytes / 2))))
+
+
+def fp32_reference(q, k, v, dout, causal=False):
+    """``(out, dq, dk, dv)`` of attention by SDPA's math kernel on fp32 copies of ``q, k, v`` (and
+    ``dout``): the reference :func:`errors_like_sdpa` holds ours and SDPA to. It holds N x N tensors, so
+    where the GPU's free memory is short (:func:`reference_parts`: a T4 at B4 H16 N4096) it runs one
+    slice of the batch at a time, each batch element computed alone."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    parts = reference_parts(q.shape)
+    outs = []
+    for qs, ks, vs, ds in [(q, k, v, dout)] if parts == 1 else zip(*(t.chunk(parts) for t in (q, k, v, dout))):
+        ref_in = [t.detach().float().requires_grad_() for t in (qs, ks, vs)]
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = F.scaled_dot_product_attention(*ref_in, is_causal=causal)
+        outs.append((ref.detach(), *torch.autograd.grad(ref, ref_in, ds.float())))
+        del ref, ref_in
+    return outs[0] if parts == 1 else tuple(torch.cat(t) for t in zip(*outs))
+
+
 def errors_like_sdpa(q, k, v, dout, causal=False, baseline=None):
     """Max abs errors of the output and of dQ, dK, dV, of ours and of an SDPA backend (``baseline``:
     ``(name, function)``, default :func:`accuracy_baseline`), against an fp32 reference (SDPA's math
     kernel on fp32 copies): ``{"out": (ours, sdpa), "dq": ...}``. Raises :class:`CheckFailed` where
     ours errs more than twice as much as the library plus :data:`ERROR_FLOORS`. ``q, k, v`` must
     require grad."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     name, sdpa = baseline or accuracy_baseline()
-    ref_in = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    with sdpa_kernel(SDPBackend.MATH):
-        ref = F.scaled_dot_product_attention(*ref_in, is_causal=causal)
-    refs = (ref, *torch.autograd.grad(ref, ref_in, dout.float()))
+    refs = fp32_reference(q, k, v, dout, causal)
     got = {}
     for who, fn in (("ours", flash_attention), ("sdpa", sdpa)):
         out = fn(q, k, v, causal)

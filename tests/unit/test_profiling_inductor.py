@@ -36,7 +36,8 @@ def test_parse_ncu_without_metrics_says_why():
 def test_run_ncu_without_ncu_returns_a_report(monkeypatch, tmp_path):
     monkeypatch.setattr(profiling, "find_ncu", lambda: None)
     r = profiling.run_ncu(tmp_path / "s.py", "vectorized")
-    assert r.problem.startswith("ncu not found") and r.rows == []
+    assert r.problem.startswith("skipped: ncu (Nsight Compute) is not installed") and r.rows == []
+    assert "\n" not in str(r)   # one line in the notebook
 
 
 def test_run_ncu_runs_the_command_and_saves_the_text(monkeypatch, tmp_path):
