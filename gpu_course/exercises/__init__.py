@@ -861,7 +861,7 @@ def _numba_shared_executed(a: Attempt, shape):
                 f"and {len(u.readers)} read it, of {len(blocks) * threads}: every thread of a block loads "
                 f"its part of the tile and reads the tile back")
     if ex.compiled or mode_on_gpu():
-        from .compiled import numba_ptx, ptx_ops, ptx_shared_bytes
+        from .compiled import numba_ptx, ptx_ops, ptx_shared_elements
         try:
             ptx = "\n".join(numba_ptx(L.kernel) for L in a.launches)
         except Exception:  # noqa: BLE001
@@ -873,8 +873,8 @@ def _numba_shared_executed(a: Attempt, shape):
             n = 1
             for v in shape:
                 n *= v
-            if not set(ptx_shared_bytes(ptx)) & {n * 2, n * 4, n * 8}:
-                return "the compiled kernel declares no shared array of that size"
+            if not any(n in counts for counts in ptx_shared_elements(ptx)):
+                return "the compiled kernel declares no shared array of that many elements"
         return None
     return False
 

@@ -98,6 +98,24 @@ def ptx_shared_bytes(ptx: str) -> list[int]:
     return [int(n) for n in re.findall(r"\.shared\s+(?:\.align\s+\d+\s+)?\.b8\s+[\w$]+\[(\d+)\]", ptx)]
 
 
+def ptx_shared_elements(ptx: str) -> list[set]:
+    """For each static shared array a PTX module declares, the element counts it can hold: its bytes
+    over its alignment, which Numba sets to the element size (4 for float32); every 2-, 4- and 8-byte
+    reading when the alignment says nothing (above 8 bytes).
+
+    >>> ptx_shared_elements(".shared .align 4 .b8 sA[512];")
+    [{128}]
+    >>> ptx_shared_elements(".shared .align 16 .b8 sB[1024];")[0] == {128, 256, 512}
+    True
+    """
+    found = []
+    for align, n in re.findall(r"\.shared\s+\.align\s+(\d+)\s+\.b8\s+[\w$]+\[(\d+)\]", ptx):
+        align, n = int(align), int(n)
+        sizes = (align,) if align in (2, 4, 8) else (2, 4, 8)
+        found.append({n // a for a in sizes if n % a == 0})
+    return found
+
+
 def triton_ir_ops(ttgir: str) -> Counter:
     """The kinds of work in Triton's GPU IR (``compiled.asm["ttgir"]``)."""
     found = Counter()
