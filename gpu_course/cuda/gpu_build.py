@@ -718,7 +718,7 @@ class Units:
     device: str
     host: str
     binding: str
-    module: str
+    module: str  # a name from cpp_src and funcs; the loaded module is named after its build (build_split)
     device_lines: set = field(default_factory=set)
     host_lines: set = field(default_factory=set)
     kernels: tuple = ()
@@ -982,8 +982,8 @@ def load_module(name: str, path: Path, funcs=()):
     spec = importlib.util.spec_from_file_location(name, path)
     flags = sys.getdlopenflags()
     try:
-        # RTLD_LOCAL: an earlier build of the same module (same name, same symbols) loaded into the global
-        # symbol scope would otherwise stand in for this one's symbols: an edited kernel would not run
+        # RTLD_LOCAL (the default, unless something changed it): the builds of a session define the same
+        # symbols, and one placed in the global scope would stand in for a later build's own
         sys.setdlopenflags(flags & ~os.RTLD_GLOBAL)
         mod = importlib.util.module_from_spec(spec)  # dlopen: undefined symbols surface here
         spec.loader.exec_module(mod)
