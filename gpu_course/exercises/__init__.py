@@ -561,16 +561,9 @@ def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
     except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
         return f"the check launched {label} itself (your grid and arguments, on fresh memory) and it raised " \
                f"{_first_line(e)}", None, None
-    changed = mem.changed_inputs()
-    if changed:
-        return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
-                f"its inputs and writes only its output"), got, execution
-    try:
-        check(got, ref, atol=atol, rtol=rtol, name=name)
-    except Exception as e:  # noqa: BLE001
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return (f"the check launched {label} itself (your grid and arguments, on fresh memory, without "
-                f"the rest of your function) and it did not compute the result: {first}"), got, execution
+    why = _replayed_result(label, mem, got, ref, atol, rtol, name, "your grid and arguments", "function")
+    if why:
+        return why, got, execution
     if len(mine) == 1 and execution.programs > 2:
         L = mine[0]
         unit = "program" if L.kind == "triton" else "block"
@@ -604,18 +597,25 @@ def _own_cuda_launch(source, label, launch, out, inputs, ref, atol, rtol, name, 
     except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
         return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
                 f"memory) and it raised {_first_line(e)}"), None, None
+    why = _replayed_result(label, mem, got, ref, atol, rtol, name, "your launch configuration and arguments",
+                           "host function")
+    return why, got, execution
+
+
+def _replayed_result(label, mem, got, ref, atol, rtol, name, launched, rest):
+    """Why the course's own launch of ``label`` (``launched``: what of the learner's it reused) does not
+    count, or None: it wrote into an input, or its output ``got`` is not the reference's."""
     changed = mem.changed_inputs()
     if changed:
         return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
-                f"its inputs and writes only its output"), got, execution
+                f"its inputs and writes only its output")
     try:
         check(got, ref, atol=atol, rtol=rtol, name=name)
     except Exception as e:  # noqa: BLE001
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
-                f"memory, without the rest of your host function) and it did not compute the result: "
-                f"{first}"), got, execution
-    return None, got, execution
+        return (f"the check launched {label} itself ({launched}, on fresh memory, without the rest of your "
+                f"{rest}) and it did not compute the result: {first}")
+    return None
 
 
 # aten operators a host function may run: allocation, views, copies and conversions, zeroing
