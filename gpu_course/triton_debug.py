@@ -24,6 +24,27 @@ from collections import Counter
 from .mode import ON_GPU, synchronize
 
 
+@contextlib.contextmanager
+def callees_interpreted():
+    """While open, a call of a compiled ``@triton.jit`` function (a ``JITFunction``) from inside an
+    interpreted kernel runs that function's Python body in the interpreter too, as every jit function
+    does under ``TRITON_INTERPRET=1``. On a GPU machine ``tl.sum``, ``tl.max`` and a learner's own
+    helpers are compiled jit functions; outside an interpreted launch Triton refuses such a call, and
+    so does this once it is closed."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    compiled_call = JITFunction.__call__
+
+    def call(self, *args, **kwargs):
+        return InterpretedFunction(self.fn)(*args, **kwargs)
+    JITFunction.__call__ = call
+    try:
+        yield
+    finally:
+        JITFunction.__call__ = compiled_call
+
+
 class Interpreted:
     """A Triton kernel as Triton's interpreter runs it: launch it as the kernel,
     ``interpreted(kernel)[grid](*args)``. Tensors on the GPU are copied to the host for the run
@@ -52,18 +73,9 @@ class Interpreted:
         launch = self.kernel[grid]
 
         def run(*args, **kwargs):
-            with triton.knobs.runtime.scope():  # as under TRITON_INTERPRET=1, for this launch only
+            with triton.knobs.runtime.scope(), callees_interpreted():  # as under TRITON_INTERPRET=1, for this launch only
                 triton.knobs.runtime.interpret = True
-                try:
-                    return launch(*args, **kwargs)
-                except Exception as e:
-                    if "outside of the scope of a kernel" not in str(e):
-                        raise
-                    raise NotImplementedError(
-                        f"interpreted({self.__name__}): it calls a @triton.jit function (one of yours, or one "
-                        "of triton.language's own written in Triton, such as tl.sum or tl.max), which stays "
-                        "compiled on a GPU machine, and the interpreter cannot call a compiled function. Interpret a kernel without such calls here, or run the notebook in "
-                        "cpu mode (COURSE_MODE=cpu), where every kernel is interpreted.") from None
+                return launch(*args, **kwargs)
         return run
 
     def __repr__(self):
@@ -74,12 +86,9 @@ def interpreted(kernel) -> Interpreted:
     """The interpreter's version of ``kernel`` (a ``@triton.jit`` function), launched like it:
     ``interpreted(square_kernel)[(64,)](x, out, n, BLOCK=1024)``. In cpu mode every kernel already
     runs in the interpreter, so both launch the same thing; on a GPU machine the kernel itself runs
-    compiled and this runs its Python body with numpy, program after program. Each launch is
-    bounds-checked (``triton_check``).
-
-    On a GPU machine a kernel that calls another ``@triton.jit`` function (``tl.sum``, ``tl.max`` and
-    other reductions of ``triton.language`` are such functions) cannot be interpreted: the callee stays
-    compiled, and the launch raises ``NotImplementedError`` saying so.
+    compiled and this runs its Python body with numpy, program after program, together with the jit
+    functions it calls (``tl.sum``, ``tl.max``, helpers of your own: :func:`callees_interpreted`).
+    Each launch is bounds-checked (``triton_check``).
 
     >>> import torch
     >>> from gpu_course.kernels.triton_mean import mean_scalar_loop_kernel

@@ -53,37 +53,48 @@ def test_interpreted_runs_a_package_kernel_and_nests():
 
 
 def test_interpreted_kernel_with_tl_sum():
-    """tl.sum is itself a @triton.jit function of triton.language: interpreted in cpu mode, refused
-    with a clear error on a GPU machine."""
+    """tl.sum is itself a @triton.jit function of triton.language: interpreted with the kernel, on a
+    GPU machine too (where it is otherwise compiled)."""
     partial, out = torch.arange(1, 6, dtype=torch.float32), torch.zeros(1)  # 1..5
-    if utils.ON_GPU:
-        with pytest.raises(NotImplementedError, match="tl.sum"):
-            interpreted(sum_to_mean_kernel)[(1,)](partial, out, 5, 10, BLOCK=8)
-    else:
-        interpreted(sum_to_mean_kernel)[(1,)](partial, out, 5, 10, BLOCK=8)
-        assert out.item() == pytest.approx(1.5)
+    interpreted(sum_to_mean_kernel)[(1,)](partial, out, 5, 10, BLOCK=8)
+    assert out.item() == pytest.approx(1.5)
 
 
-@triton.jit
-def _twice(x):
+def _twice_py(x):
     return x * 2
 
 
-@triton.jit
-def _calls_twice_kernel(x_ptr):
+def _calls_twice_py(x_ptr):
     tl.store(x_ptr, _twice(tl.load(x_ptr)))
 
 
+_twice = triton.jit(_twice_py)
+_calls_twice_kernel = triton.jit(_calls_twice_py)
+
+
 def test_interpreted_kernel_calling_another_jit_function():
-    """In cpu mode every jit function is interpreted; on a GPU machine the callee stays compiled and
-    the interpreter cannot call it: a clear error, not the interpreter's own."""
+    """The callee is interpreted with the kernel, whatever the mode."""
     x = torch.full((1,), 3.0)
-    if utils.ON_GPU:
-        with pytest.raises(NotImplementedError, match="calls another @triton.jit function"):
-            interpreted(_calls_twice_kernel)[(1,)](x)
-    else:
-        interpreted(_calls_twice_kernel)[(1,)](x)
-        assert x.item() == 6.0
+    interpreted(_calls_twice_kernel)[(1,)](x)
+    assert x.item() == 6.0
+
+
+def test_interpreted_kernel_calling_a_compiled_jit_function():
+    """As on a GPU machine: kernel and callee are compiled-mode JITFunctions (built directly here,
+    since in cpu mode triton.jit makes interpreted ones). The callee runs interpreted during the
+    launch, and a direct call of it is refused again afterwards, as Triton refuses it."""
+    import types
+
+    from triton.runtime.jit import JITFunction
+    compiled_twice = JITFunction(_twice_py)
+    calls = types.FunctionType(_calls_twice_py.__code__, dict(_calls_twice_py.__globals__, _twice=compiled_twice),
+                               "_calls_twice_py")  # the kernel's globals name the compiled callee
+    kernel = JITFunction(calls)
+    x = torch.full((1,), 3.0)
+    interpreted(kernel)[(1,)](x)
+    assert x.item() == 6.0
+    with pytest.raises(RuntimeError, match="outside of the scope of a kernel"):
+        compiled_twice(torch.ones(1))
 
 
 def test_interpreted_checks_bounds():
