@@ -14,7 +14,6 @@ exercise checks), in both modes.
 """
 from __future__ import annotations
 
-import os
 import re
 
 import torch
@@ -77,7 +76,7 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
     (``-O0 -G``). Builds are cached by content: an unchanged source loads instantly, an edited
     kernel recompiles only the kernels.
 
-    * gpu mode: nvcc, with the kernels compiled apart from the torch headers (see gpu_build.py);
+    * gpu mode: nvcc, with the kernels compiled apart from the torch headers (see gpu_build/);
       sources the split cannot handle, and ``fast=False``, are built as one nvcc unit by
       ``torch.utils.cpp_extension.load_inline`` instead.
     * cpu mode: the same source runs through the course's CPU emulation of CUDA (emulation/).
@@ -109,48 +108,8 @@ def _build(cuda_src, cpp_src, funcs, opt, verbose, fast, extra_cuda_cflags, race
         from . import emulation
         return emulation.load(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, racecheck=racecheck)
     from . import gpu_build
-    reason = "fast=False"
-    if fast:
-        try:
-            return gpu_build.build_split(cuda_src, cpp_src, funcs, opt=opt,
-                                          extra_cuda_cflags=extra_cuda_cflags, verbose=verbose)
-        except gpu_build.NeedsClassicBuild as e:
-            reason = str(e)
-            if verbose:
-                print(f"load_cuda: building as one nvcc unit ({reason})")
-    return _load_inline_classic(cuda_src, cpp_src, funcs, opt, verbose, extra_cuda_cflags, reason)
-
-
-def _load_inline_classic(cuda_src, cpp_src, funcs, opt, verbose, extra_cuda_cflags, reason=""):
-    """One nvcc unit through load_inline, with real optimisation flags and only this GPU's arch."""
-    from . import gpu_build
-    from .errors import format_compile_errors
-    from torch.utils.cpp_extension import load_inline
-    flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(extra_cuda_cflags)
-    key = gpu_build._digest(cuda_src, cpp_src, *funcs, *flags)
-    build_dir = gpu_build.CACHE / "inline" / key
-    build_dir.mkdir(parents=True, exist_ok=True)
-    major, minor = torch.cuda.get_device_capability()
-    old = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
-    try:
-        mod = load_inline(f"course_inline_{key}", cpp_sources=[cpp_src],
-                          cuda_sources=[f'#line 1 "{gpu_build.SOURCE_NAME}"\n' + cuda_src],
-                          functions=funcs, extra_cuda_cflags=flags, extra_cflags=["-O2"],
-                          build_directory=str(build_dir), verbose=verbose)
-    except RuntimeError as e:
-        raise CudaBuildError(
-            "load_cuda: the CUDA source does not build:\n"
-            + format_compile_errors(str(e), {gpu_build.SOURCE_NAME: cuda_src, "cpp_src": cpp_src})
-            + "\n(the full compiler output is in utils.last_build_log())", log=str(e)) from None
-    finally:
-        if old is None:
-            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
-        else:
-            os.environ["TORCH_CUDA_ARCH_LIST"] = old
-    mod.build_log = (f"built as one nvcc unit by torch.utils.cpp_extension.load_inline in {build_dir} "
-                     f"(the split build did not apply: {reason})")
-    return mod
+    return gpu_build.build(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, fast=fast,
+                           extra_cuda_cflags=extra_cuda_cflags)
 
 
 def last_build_log() -> str:

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,20 +22,20 @@ from pathlib import Path
 
 from ..mode import ON_GPU
 from . import cuda_begin  # noqa: F401  (used by the doctest)
-from . import gpu_build
+from . import cache_files, gpu_build
+from .language import includes, is_torch_header
 
 UNITS = ("device", "host", "binding")
 _COMPILER = {"device": "nvcc", "host": "the host compiler (c++)", "binding": "the host compiler (c++)"}
-_TORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*<((?:torch|ATen|c10)/[^>]+)>", re.M)
 
 
 def torch_headers(unit_text: str) -> list:
-    """The torch headers (``torch/``, ``ATen/``, ``c10/``) a translation unit includes.
+    """The torch headers (``torch/``, ``ATen/``, ``c10/``, pybind11's, Python's) a translation unit includes.
 
     >>> torch_headers("#include <cstdio>\\n#include <ATen/ATen.h>\\n")
     ['ATen/ATen.h']
     """
-    return _TORCH_INCLUDE.findall(unit_text)
+    return [h for h in includes(unit_text) if is_torch_header(h)]
 
 
 def changed_units(cuda_src: str, cpp_src: str, funcs: list, edited_src: str) -> list:
@@ -76,11 +75,12 @@ def timed_builds(sources: dict, cpp_src: str, funcs: list, check=None, fresh_cac
     return ``{label: seconds}``. ``fresh_cache=True`` (GPU build only) builds in an empty,
     temporary cache, removed afterwards, so that the first build is a cold one."""
     from . import load_cuda
-    saved = gpu_build.CACHE
+    env = cache_files.CACHE_ENV["cuda"]
+    saved = os.environ.get(env)
     if fresh_cache:
         if not ON_GPU:
             raise ValueError("timed_builds: fresh_cache is for the GPU build (the emulation has its own cache)")
-        gpu_build.CACHE = Path(tempfile.mkdtemp(prefix="cuda-cache-"))
+        os.environ[env] = tempfile.mkdtemp(prefix="cuda-cache-")
     seconds = {}
     try:
         for label, src in sources.items():
@@ -92,8 +92,11 @@ def timed_builds(sources: dict, cpp_src: str, funcs: list, check=None, fresh_cac
             print(f"{label:<40} {seconds[label]:6.2f} s")
     finally:
         if fresh_cache:
-            shutil.rmtree(gpu_build.CACHE, ignore_errors=True)
-            gpu_build.CACHE = saved
+            shutil.rmtree(os.environ[env], ignore_errors=True)
+            if saved is None:
+                os.environ.pop(env)
+            else:
+                os.environ[env] = saved
     return seconds
 
 

@@ -1,6 +1,6 @@
-"""Build-cache files that can be trusted: written atomically, sealed with their size and hash,
-verified before use, and temp files of killed builds cleaned up. Used by both builds
-(``gpu_build`` on a GPU, ``emulation.toolchain`` in cpu mode).
+"""Build caches: where they are (:func:`cache_dir`), and files in them that can be trusted: written
+atomically, sealed with their size and hash, verified before use, and temp files of killed builds
+cleaned up. Used by both builds (``gpu_build`` on a GPU, ``emulation.toolchain`` in cpu mode).
 
 A cached module that was cut short (a full disk, a copy interrupted) would otherwise end the
 Python process with a Bus error when it is loaded, in every later session; a damaged precompiled
@@ -28,6 +28,21 @@ import re
 import shutil
 import time
 from pathlib import Path
+
+# each build's cache directory, and the environment variable that moves it (README, Troubleshooting)
+CACHE_ENV = {"cuda": "COURSE_CUDA_CACHE", "cuda_emu": "CUDA_EMU_CACHE"}
+
+
+def cache_dir(build: str) -> Path:
+    """The cache directory of ``build``: ``"cuda"`` (the GPU build, ``$COURSE_CUDA_CACHE``) or
+    ``"cuda_emu"`` (the CPU emulation, ``$CUDA_EMU_CACHE``); without that variable,
+    ``gpu-course/<build>`` under ``$XDG_CACHE_HOME`` (default ``~/.cache``). Read at each call."""
+    env = os.environ.get(CACHE_ENV[build])
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu-course" / build
+
 
 _BIG = 16 << 20      # above this, hash the first and last MiB only
 _EDGE = 1 << 20

@@ -1,5 +1,5 @@
 """The errors the CUDA C front end raises, and the one path from a compiler's log to the
-learner's lines. Both errors are ``RuntimeError``s whose message leads with what the learner must
+learner's lines (and to the names it says are not declared: :func:`missing_name`). Both errors are ``RuntimeError``s whose message leads with what the learner must
 fix (the compiler's own lines, mapped to lines of ``cuda_src``); ``.log`` holds the whole build
 log (also what ``utils.last_build_log()`` shows)."""
 from __future__ import annotations
@@ -91,3 +91,38 @@ def format_compile_errors(log: str, sources: dict[str, str], limit: int = 12) ->
     if total > len(picked):
         picked.append(f"... and {total - len(picked)} more error(s)")
     return "\n".join(picked)
+
+
+_Q = "['\u2018\u2019`]"  # g++ quotes names with ' or, in a UTF-8 locale, with curly quotes
+_MISSING = [re.compile(p) for p in (
+    rf"{_Q}(?P<name>\w+){_Q} is not a member of {_Q}(?P<ns>[\w:]+){_Q}",
+    rf"{_Q}(?P<name>\w+){_Q} in namespace {_Q}(?P<ns>[\w:]+){_Q} does not name a (?:template )?type",
+    rf"{_Q}(?P<name>[\w:]+){_Q} (?:was not declared in this scope|has not been declared"
+    rf"|does not name a (?:template )?type)",
+    rf"there are no arguments to {_Q}(?P<name>\w+){_Q} that depend on a template parameter",
+    r'identifier "(?P<name>\w+)" is undefined$',   # not "... is undefined in device code": a host name
+    r'namespace "(?P<ns>[\w:]+)" has no member (?:class |function |template |variable )?"(?P<name>\w+)"',
+)]
+
+
+def missing_name(msg: str):
+    """``(namespace or None, name)`` when a compiler message (g++ or nvcc) says that a name is not
+    declared, else None.
+
+    >>> missing_name('identifier "assert" is undefined')
+    (None, 'assert')
+    >>> missing_name("'kInt32' is not a member of 'torch'"), missing_name('namespace "torch" has no member "kInt32"')
+    (('torch', 'kInt32'), ('torch', 'kInt32'))
+    >>> missing_name("\u2018std::vector\u2019 has not been declared"), missing_name("expected ';' before '}' token")
+    (('std', 'vector'), None)
+    >>> missing_name('identifier "cdiv" is undefined in device code')   # declared, but a host function
+    """
+    for pattern in _MISSING:
+        m = pattern.search(msg)
+        if m:
+            name = m.group("name")
+            ns = m.groupdict().get("ns")
+            if "::" in name:
+                ns, name = name.rsplit("::", 1)
+            return (ns or None), name
+    return None

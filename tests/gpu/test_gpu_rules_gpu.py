@@ -27,6 +27,16 @@ def test_the_common_idioms_build_and_run_on_the_gpu():
     assert m.cplusplus() == 201703                  # the host code is C++17, as in cpu mode
 
 
+def test_the_one_unit_build_compiles_the_same_cxx_standard():
+    """torch's load_inline would pick C++20; the one-unit build (fast=False, and the split's fallback)
+    passes the course's standard, so a source means the same on every path."""
+    m = utils.load_cuda(cpu_side.OK_SRC, cpu_side.OK_CPP, ["blend", "cplusplus"], fast=False)
+    assert "load_inline" in m.build_log
+    assert m.cplusplus() == 201703
+    x = torch.arange(300.0, device="cuda")
+    assert torch.equal(m.blend(x), (x + 1) / 2)
+
+
 def test_more_than_48_kb_of_static_shared_memory_is_refused_by_the_gpu_build():
     src = utils.cuda_begin + r"""
 __global__ void big_k(float* out) {

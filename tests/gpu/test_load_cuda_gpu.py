@@ -1,4 +1,4 @@
-"""load_cuda on a real GPU: the split build (gpu_course/cuda/gpu_build.py), its one-unit fallback,
+"""load_cuda on a real GPU: the split build (gpu_course/cuda/gpu_build/), its one-unit fallback,
 launch counting (kernel_launches) and the build-time targets. Skipped on the CPU, where
 tests/unit/test_emulation.py covers the emulation and tests/unit/test_gpu_build.py the split's
 Python side; run on a GPU machine with `python -m pytest tests/gpu`."""
@@ -263,19 +263,49 @@ torch::Tensor fill_zeros(int64_t n, double v) { return fill(torch::zeros({n}, to
     assert kernel_launches(m, m.fill_zeros, 1000, 2.5) == {"fill_k": 1}  # torch's fill kernel is left out
 
 
-def test_build_times_on_an_empty_cache(tmp_path):
+def test_build_times_on_an_empty_cache(tmp_path, monkeypatch):
     """The targets: a first build in 20 s or less, a kernel edit in 2 s or less."""
-    from gpu_course.cuda import gpu_build
-    saved, gpu_build.CACHE = gpu_build.CACHE, tmp_path
-    try:
-        t0 = time.perf_counter()
-        utils.load_cuda(SRC, CPP, ["square", "matmul", "total"])
-        first = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        m = utils.load_cuda(SRC.replace("if (i < n) out[i] = sq(x[i]);", "if (i < n) out[i] = sq(x[i]) + 0.0f;"),
-                            CPP, ["square", "matmul", "total"])
-        edit = time.perf_counter() - t0
-    finally:
-        gpu_build.CACHE = saved
+    monkeypatch.setenv("COURSE_CUDA_CACHE", str(tmp_path))
+    t0 = time.perf_counter()
+    utils.load_cuda(SRC, CPP, ["square", "matmul", "total"])
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    m = utils.load_cuda(SRC.replace("if (i < n) out[i] = sq(x[i]);", "if (i < n) out[i] = sq(x[i]) + 0.0f;"),
+                        CPP, ["square", "matmul", "total"])
+    edit = time.perf_counter() - t0
     print(f"first build {first:.1f} s, kernel edit {edit:.2f} s")
     assert split_built(m) and first <= 20 and edit <= 2, (first, edit)
+
+
+# ---- valid CUDA C that torch's load_inline builds builds on the split build too (sources and their
+# compile checks: tests/unit/test_gpu_build.py)
+def test_assert_printf_and_torch_dtypes_build_on_the_split_build_and_run():
+    t = _unit_test_module("test_gpu_build")
+    m = utils.load_cuda(t.IDIOMS, t.IDIOMS_CPP, t.IDIOMS_FUNCS)
+    assert split_built(m), m.build_log
+    x = torch.tensor([0.5, 3.7, 100.0, -2.0], device=utils.DEVICE)
+    out = m.clamp(x, 50.0)
+    assert out.dtype == torch.int32 and out.tolist() == [0, 3, 2**31 - 1, -2]
+    assert m.as_half(x).dtype == torch.float16
+    assert kernel_launches(m, m.clamp, x, 50.0) == {"clamp_k": 1}
+
+
+def test_half_kernels_build_on_the_split_build_and_run():
+    t = _unit_test_module("test_gpu_build")
+    m = utils.load_cuda(t.HALF, t.HALF_CPP, ["scale_half"])
+    assert split_built(m), m.build_log
+    x = torch.randn(1000, device=utils.DEVICE).half()
+    utils.check(m.scale_half(x, 2.0), (2 * x.float()).half(), name="scale_half")
+
+
+def test_a_unit_that_misses_a_name_one_unit_sees_builds_as_one_unit():
+    """The kernel reads a constant that the split left to the host unit (it names torch): the device unit
+    fails where one unit builds, so load_cuda builds one unit, and says why in the build log."""
+    t = _unit_test_module("test_gpu_build")
+    m = utils.load_cuda(t.HIDDEN, t.HIDDEN_CPP, ["bytes"])
+    assert not split_built(m)
+    assert "the device unit does not see ELEMENT_BYTES, which one unit would" in m.build_log
+    out = m.bytes(torch.zeros(4, dtype=torch.int32, device=utils.DEVICE))
+    assert out.tolist() == [2, 2, 2, 2]
+    again = utils.load_cuda(t.HIDDEN, t.HIDDEN_CPP, ["bytes"])   # the split is not tried again
+    assert "does not see ELEMENT_BYTES" in again.build_log

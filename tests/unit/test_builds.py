@@ -42,7 +42,7 @@ def test_show_split(capsys):
     assert changed == {"kernel": ["device"]}
     assert "device   compiled by nvcc, includes no torch header" in out
     assert "the kernels twice_k and 1 launch stubs" in out
-    assert "includes torch/python.h" in out and "ATen/ATen.h" in out
+    assert "includes torch/python.h" in out and "includes torch/types.h, c10/cuda/CUDAException.h" in out
     assert builds.show_split(SRC, CPP, ["twice"]) == {}
 
 
@@ -61,6 +61,17 @@ def test_timed_builds(monkeypatch, capsys):
     if not utils.ON_GPU:
         with pytest.raises(ValueError, match="fresh_cache"):
             builds.timed_builds({"first": "a"}, CPP, ["twice"], fresh_cache=True)
+
+
+def test_timed_builds_on_a_fresh_cache_build_in_an_empty_one_and_remove_it(monkeypatch, capsys):
+    from gpu_course.cuda import gpu_build
+    monkeypatch.setattr(builds, "ON_GPU", True)
+    monkeypatch.setenv("COURSE_CUDA_CACHE", "/the/usual/cache")
+    seen = []
+    monkeypatch.setattr(cuda, "load_cuda", lambda src, cpp, funcs: seen.append(gpu_build.cache_dir()))
+    builds.timed_builds({"cold": "a"}, CPP, ["twice"], fresh_cache=True)
+    assert seen[0].name.startswith("cuda-cache-") and not seen[0].exists()
+    assert str(gpu_build.cache_dir()) == "/the/usual/cache"
 
 
 TINY_C = textwrap.dedent("""

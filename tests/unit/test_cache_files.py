@@ -5,11 +5,13 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 import utils  # noqa: F401
-from gpu_course.cuda import cache_files, gpu_build
+from gpu_course.cuda import cache_files
+from gpu_course.cuda.gpu_build.objects import compile_unit
 from gpu_course.cuda.emulation import toolchain
 
 
@@ -73,14 +75,14 @@ def test_a_build_failure_in_a_cache_file_is_not_blamed_on_the_source(tmp_path, m
 
 
 def test_gpu_build_recompiles_a_damaged_object(tmp_path, capsys):
-    """_compile (the GPU build's units) with a stand-in compiler: a cut-short object is rebuilt."""
+    """compile_unit (the GPU build's units) with a stand-in compiler: a cut-short object is rebuilt."""
     cc = tmp_path / "cc.py"
     cc.write_text("import sys; open(sys.argv[-1], 'wb').write(b'OBJ' * 100)")
     cmd, src, obj = [sys.executable, str(cc)], tmp_path / "u.cpp", tmp_path / "u.o"
-    assert gpu_build._compile(cmd, "int x;", src, obj)[2] > 0          # compiled
-    assert gpu_build._compile(cmd, "int x;", src, obj)[2] == 0         # cached
+    assert compile_unit(cmd, "int x;", src, obj)[2] > 0          # compiled
+    assert compile_unit(cmd, "int x;", src, obj)[2] == 0         # cached
     obj.write_bytes(b"OBJ")
-    got, _, secs = gpu_build._compile(cmd, "int x;", src, obj)
+    got, _, secs = compile_unit(cmd, "int x;", src, obj)
     assert secs > 0 and got.read_bytes() == b"OBJ" * 100
     assert "The cached object file" in capsys.readouterr().out
 
@@ -122,3 +124,19 @@ def test_a_damaged_cached_module_is_rebuilt_in_one_call(tmp_path, damage):
     assert "RESULT [0.0, 2.0, 4.0]" in again.stdout
     assert f"The cached module {so} was damaged" in again.stdout and "rebuilding it" in again.stdout
     assert cache_files.intact(so)
+
+
+def test_both_builds_keep_their_cache_under_one_root(monkeypatch, tmp_path):
+    """One rule for both caches: $XDG_CACHE_HOME (else ~/.cache)/gpu-course/<build>, unless the build's
+    own variable (README, Troubleshooting) moves it."""
+    from gpu_course.cuda import gpu_build
+    for var in ("COURSE_CUDA_CACHE", "CUDA_EMU_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert gpu_build.cache_dir() == tmp_path / "xdg" / "gpu-course" / "cuda"
+    assert toolchain.cache_dir() == tmp_path / "xdg" / "gpu-course" / "cuda_emu"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert gpu_build.cache_dir() == Path.home() / ".cache" / "gpu-course" / "cuda"
+    monkeypatch.setenv("COURSE_CUDA_CACHE", str(tmp_path / "gpu"))
+    monkeypatch.setenv("CUDA_EMU_CACHE", str(tmp_path / "emu"))
+    assert (gpu_build.cache_dir(), toolchain.cache_dir()) == (tmp_path / "gpu", tmp_path / "emu")

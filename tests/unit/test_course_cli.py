@@ -231,16 +231,15 @@ def test_readme_clone_command_names_the_repository_of_course_py():
 def test_readme_troubleshooting_names_the_build_caches_where_the_code_puts_them(monkeypatch):
     from gpu_course.cuda import gpu_build
     from gpu_course.cuda.emulation import toolchain
-    for var in ("CUDA_EMU_CACHE", "XDG_CACHE_HOME"):
+    for var in ("CUDA_EMU_CACHE", "COURSE_CUDA_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Troubleshooting", 1)[1].split("\n## ", 1)[0]
     home = Path.home()
     emu = "~/" + str(toolchain.cache_dir().relative_to(home)) + "/"
     assert emu in section and "$CUDA_EMU_CACHE" in section
-    if "COURSE_CUDA_CACHE" not in os.environ:
-        assert "~/" + str(gpu_build.CACHE.relative_to(home)) + "/" in section
-    assert "$COURSE_CUDA_CACHE" in section
+    assert "~/" + str(gpu_build.cache_dir().relative_to(home)) + "/" in section
+    assert "$COURSE_CUDA_CACHE" in section and "$XDG_CACHE_HOME/gpu-course/" in section
     assert "~/" + str(course.lecture_dir().relative_to(home)) in readme
     for topic in ("port is in use", "rm -rf ~/.cache/gpu-course", "Mode cpu", "old NVIDIA driver"):
         assert topic in section, topic

@@ -19,6 +19,7 @@ import torch
 
 import utils
 from gpu_course.cuda import gpu_build
+from gpu_course.cuda.language import STD_FLAG
 from gpu_course.exercises import cuda_launch
 from gpu_course.exercises.compiled import sass_ops
 from gpu_course.launches import KernelCall, launches, module_launch_log
@@ -336,7 +337,7 @@ int main() {
 }
 """)
     exe = tmp_path / "log"
-    r = subprocess.run([NVCC, "-std=c++17", "-o", str(exe), str(src)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([NVCC, STD_FLAG, "-o", str(exe), str(src)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60).stdout.split()
     assert out[:7] == ["1", "5", "k", "2", "4", "0", "64"]
@@ -368,9 +369,8 @@ void f(torch::Tensor x, torch::Tensor out) {
     units = gpu_build.make_units(src + code + code2, utils.get_sig("f", src) + decl + decl2, ["f", fn, fn2])
     cu = tmp_path / "device.cu"
     cu.write_text(units.device)
-    r = subprocess.run([NVCC, "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", "-arch=sm_90",
-                        "-c", str(cu), "-o", str(tmp_path / "device.o")], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(gpu_build.nvcc_command(arch="-arch=sm_90") + ["-c", str(cu), "-o", str(tmp_path / "device.o")],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "_course_launch_log" in units.binding and "course_launch_k" in units.host
     assert "__course_func_attr_1((cudaFuncAttribute)(cudaFuncAttributeMaxDynamicSharedMemorySize)" in units.host

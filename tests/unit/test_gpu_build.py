@@ -1,4 +1,4 @@
-"""Unit tests of the GPU split build's pure-Python part (gpu_course/cuda/gpu_build.py: make_units and
+"""Unit tests of the GPU split build's pure-Python part (gpu_course/cuda/gpu_build/: make_units and
 the decision between the learner's error and the one-unit fallback). Where nvcc is on PATH, each
 generated device unit is compiled with `nvcc --ptx` (it needs no torch headers), which proves it is
 valid CUDA; the host unit's structure is checked, and compiled with g++ where the CUDA and torch
@@ -16,6 +16,8 @@ import utils
 from gpu_course.cuda import cxx, gpu_build
 from gpu_course.cuda.errors import CudaBuildError
 from gpu_course.cuda.gpu_build import NeedsClassicBuild, make_units
+from gpu_course.cuda.gpu_build.attribution import failure
+from gpu_course.cuda.language import STD_FLAG
 
 NVCC = shutil.which("nvcc")
 
@@ -103,7 +105,7 @@ def learner_parts(unit):
 def nvcc_ptx(tmp_path, unit, name="device"):
     src = tmp_path / f"{name}.cu"
     src.write_text(unit)
-    r = subprocess.run([NVCC, "--ptx", "-arch=sm_80", "-std=c++17", "--expt-relaxed-constexpr", str(src),
+    r = subprocess.run([NVCC, "--ptx", "-arch=sm_80", STD_FLAG, "--expt-relaxed-constexpr", str(src),
                         "-o", str(tmp_path / f"{name}.ptx")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     return (tmp_path / f"{name}.ptx").read_text()
@@ -121,7 +123,7 @@ def test_tricky_device_unit_is_valid_cuda(tricky, tmp_path):
         assert re.search(rf"\.entry \w*{name}", ptx), name
     assert re.search(r"\.const .*mask", ptx) and re.search(r"\.global .*hits", ptx)
     # the stubs are host code: compile the whole unit, and look for what the host unit links to
-    r = subprocess.run([NVCC, "-c", "-arch=sm_80", "-std=c++17", "--expt-relaxed-constexpr", "-Xcompiler",
+    r = subprocess.run([NVCC, "-c", "-arch=sm_80", STD_FLAG, "--expt-relaxed-constexpr", "-Xcompiler",
                         "-fPIC", str(tmp_path / "device.cu"), "-o", str(tmp_path / "device.o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -190,7 +192,7 @@ def gxx_syntax(tmp_path, host_unit):
     (stub / "cuda_cmake_macros.h").write_text("")
     src = tmp_path / "host.cpp"
     src.write_text(host_unit)
-    cmd = ["g++", "-fsyntax-only", "-std=c++17", "-w", f"-I{tmp_path / 'inc'}", f"-I{_cuda_include()}",
+    cmd = ["g++", "-fsyntax-only", STD_FLAG, "-w", f"-I{tmp_path / 'inc'}", f"-I{_cuda_include()}",
            f"-I{sysconfig.get_paths()['include']}"] + [f"-I{p}" for p in cpp_extension.include_paths()]
     r = subprocess.run(cmd + [str(src)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -336,23 +338,23 @@ def test_a_compile_failure_is_the_learners_only_in_the_lines_the_unit_owns(trick
         return f"{file}:{line}:5: error: something is wrong\n"
 
     host_line = line_of(TRICKY, "auto mh = m.cpu()")
-    e = gpu_build._failure("host", err(host_line), tricky, TRICKY, TRICKY_CPP)
+    e = failure("host", err(host_line), tricky, TRICKY, TRICKY_CPP)
     assert isinstance(e, CudaBuildError) and str(e).startswith("load_cuda: the host code does not compile")
     assert f"cuda_src:{host_line}:5: error: something is wrong\n{host_line:6d} | auto mh = m.cpu().contiguous();" \
         in str(e)
     # an error in a statement both units share, or in generated code, is the split's
     shared = line_of(TRICKY, "inline unsigned int cdiv")
     for log in (err(shared), err(3, "course_generated"), "c++: fatal error: killed\n"):
-        assert isinstance(gpu_build._failure("host", log, tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
+        assert isinstance(failure("host", log, tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
     # unless the other unit fails on that line too: then it is the learner's
-    e = gpu_build._failure("host", err(shared), tricky, TRICKY, TRICKY_CPP, f"cuda_src({shared}): error: x\n")
+    e = failure("host", err(shared), tricky, TRICKY, TRICKY_CPP, f"cuda_src({shared}): error: x\n")
     assert isinstance(e, CudaBuildError) and "inline unsigned int cdiv" in str(e)
     kernel_line = line_of(TRICKY, "if (p >= 0")
     nvcc_log = f'cuda_src({kernel_line}): error: identifier "pp" is undefined\n'
-    e = gpu_build._failure("device", nvcc_log, tricky, TRICKY, TRICKY_CPP)
+    e = failure("device", nvcc_log, tricky, TRICKY, TRICKY_CPP)
     assert isinstance(e, CudaBuildError) and 'identifier "pp" is undefined' in str(e)
-    assert isinstance(gpu_build._failure("device", err(host_line), tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
-    e = gpu_build._failure("binding", err(2, "cpp_src"), tricky, TRICKY, TRICKY_CPP)
+    assert isinstance(failure("device", err(host_line), tricky, TRICKY, TRICKY_CPP), NeedsClassicBuild)
+    e = failure("binding", err(2, "cpp_src"), tricky, TRICKY, TRICKY_CPP)
     assert isinstance(e, CudaBuildError) and "torch::Tensor square_fill(torch::Tensor x);" in str(e)
 
 
@@ -361,7 +363,146 @@ def test_a_ptxas_limit_is_the_learners_error_not_the_splits(tricky):
     kernels' error, not a reason to rebuild everything as one nvcc unit."""
     log = ("ptxas error   : Entry function '_Z5big_kPf' uses too much shared data "
            "(0x10000 bytes, 0xc000 max)\n")
-    e = gpu_build._failure("device", log, tricky, TRICKY, TRICKY_CPP)
+    e = failure("device", log, tricky, TRICKY, TRICKY_CPP)
     assert isinstance(e, CudaBuildError)
     assert "uses too much shared data (0x10000 bytes, 0xc000 max)" in str(e)
     assert "at most 48 KB (0xc000 bytes) of static __shared__ memory" in str(e)
+
+
+# ---- valid CUDA C that torch's load_inline builds (one unit, torch/extension.h) builds split too
+# Idioms of public CUDA repositories that the split units lacked the headers for (found on an H100):
+# assert and printf in a kernel, climits and std::numeric_limits in device code, torch::kInt32 and
+# torch::kFloat16 in host code. tests/gpu/test_load_cuda_gpu.py builds and runs them.
+IDIOMS = utils.cuda_begin + r'''
+#define BLOCK 256
+__global__ void clamp_k(const float* __restrict__ x, int* __restrict__ out, float hi, int n) {
+    assert(blockDim.x <= 1024);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < 0 && i == 0) printf("clamp_k: n=%d\n", n);
+    if (i < n) {
+        float v = fminf(x[i], std::numeric_limits<float>::max());
+        out[i] = v >= hi ? INT_MAX : (int)v;
+    }
+}
+torch::Tensor clamp(torch::Tensor x, double hi) {
+    CHECK_INPUT(x);
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    auto out = torch::empty(x.sizes(), x.options().dtype(torch::kInt32));
+    int n = x.numel();
+    clamp_k<<<cdiv(n, BLOCK), BLOCK>>>(x.data_ptr<float>(), out.data_ptr<int>(), (float)hi, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+torch::Tensor as_half(torch::Tensor x) { return x.to(torch::kFloat16); }
+'''
+IDIOMS_FUNCS = ["clamp", "as_half"]
+IDIOMS_CPP = "\n".join(utils.get_sig(f, IDIOMS) for f in IDIOMS_FUNCS)
+
+# half kernels, and their wrappers casting torch's at::Half to __half, without including cuda_fp16.h
+# (one nvcc unit has it through torch/extension.h)
+HALF = utils.cuda_begin + r'''
+__global__ void scale_half_k(const __half* __restrict__ x, __half* __restrict__ out, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2half(s * __half2float(x[i]));
+}
+torch::Tensor scale_half(torch::Tensor x, double s) {
+    CHECK_INPUT(x);
+    TORCH_CHECK(x.scalar_type() == torch::kFloat16, "x must be float16");
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    scale_half_k<<<cdiv(n, 256), 256>>>(reinterpret_cast<const __half*>(x.data_ptr<at::Half>()),
+                                        reinterpret_cast<__half*>(out.data_ptr<at::Half>()), (float)s, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+'''
+HALF_CPP = utils.get_sig("scale_half", HALF)
+
+# a constant that names torch is host code, so the device unit does not have it: the kernel that reads
+# it fails to compile there, though one unit builds it (the split's error: built as one unit)
+HIDDEN = utils.cuda_begin + r'''
+constexpr int ELEMENT_BYTES = sizeof(at::BFloat16);
+__global__ void bytes_k(int* out) { out[threadIdx.x] = ELEMENT_BYTES; }
+torch::Tensor bytes(torch::Tensor out) { bytes_k<<<1, 4>>>(out.data_ptr<int>()); return out; }
+'''
+HIDDEN_CPP = "torch::Tensor bytes(torch::Tensor out);"
+
+
+def nvcc_object(tmp_path, unit, name="device"):
+    """Compile a device unit for an H100 (sm_90a) as the GPU build does; returns (exit code, log)."""
+    src = tmp_path / f"{name}.cu"
+    src.write_text(unit)
+    r = subprocess.run(gpu_build.nvcc_command(arch="-arch=sm_90a") + ["-c", str(src), "-o", str(tmp_path / f"{name}.o")],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("src,cpp,funcs", [(IDIOMS, IDIOMS_CPP, IDIOMS_FUNCS), (HALF, HALF_CPP, ["scale_half"])],
+                         ids=["assert-printf-limits", "half"])
+def test_load_inline_idioms_compile_in_the_device_unit(src, cpp, funcs, tmp_path):
+    units = make_units(src, cpp, funcs)
+    code, log = nvcc_object(tmp_path, units.device)
+    assert code == 0, log[-3000:]
+
+
+@pytest.mark.skipif(not GXX, reason="needs the CUDA headers and g++")
+@pytest.mark.parametrize("src,cpp,funcs", [(IDIOMS, IDIOMS_CPP, IDIOMS_FUNCS), (HALF, HALF_CPP, ["scale_half"])],
+                         ids=["torch-dtypes", "half"])
+def test_load_inline_idioms_compile_in_the_host_unit(src, cpp, funcs, tmp_path):
+    """torch::kInt32 and torch::kFloat16 (torch/types.h), __half in a wrapper (cuda_fp16.h)."""
+    units = make_units(src, cpp, funcs)
+    assert "#include <torch/types.h>" in units.host
+    gxx_syntax(tmp_path, units.host)
+
+
+def test_half_headers_only_where_the_source_names_half_types():
+    assert "cuda_fp16.h" in make_units(HALF, HALF_CPP, ["scale_half"]).device
+    assert "cuda_fp16.h" in make_units(HALF, HALF_CPP, ["scale_half"]).host
+    assert "cuda_fp16.h" not in make_units(IDIOMS, IDIOMS_CPP, IDIOMS_FUNCS).device   # 0.6 s of nvcc saved
+
+
+@pytest.mark.parametrize("code", ["auto y = torch::nn::functional::relu(x);", "py::print(\"x\");"])
+def test_torchs_frontend_in_host_code_gets_all_of_torch_extension_h(code):
+    src = utils.cuda_begin + "torch::Tensor f(torch::Tensor x) { %s return x; }\n" % code
+    host = make_units(src, utils.get_sig("f", src), ["f"]).host
+    assert "#include <torch/extension.h>" in host and "#include <c10/cuda/CUDAException.h>" in host
+
+
+@pytest.fixture(scope="module")
+def names_cache(tmp_path_factory):
+    """The GPU build's cache in a temp directory (the names one unit sees are cached there)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COURSE_CUDA_CACHE", str(tmp_path_factory.mktemp("cuda-cache")))
+        yield
+
+
+@pytest.mark.skipif(not shutil.which(os.environ.get("CXX", "c++")), reason="needs a C++ compiler (the preprocessor)")
+def test_a_missing_name_that_one_unit_sees_is_the_splits_error(tricky, names_cache):
+    """A unit that misses a name one unit would see (a header the unit lacked) falls back to one unit;
+    a misspelt name stays the learner's quick error."""
+    kernel_line = line_of(TRICKY, "if (p >= 0")
+    host_line = line_of(TRICKY, "auto mh = m.cpu()")
+    for log in (f'cuda_src({kernel_line}): error: identifier "assert" is undefined\n',
+                f'cuda_src({kernel_line}): error: identifier "Scale" is undefined\n',   # cuda_src's own
+                f"cuda_src:{host_line}:43: error: \u2018kInt32\u2019 is not a member of \u2018torch\u2019\n"):
+        kind = "host" if "kInt32" in log else "device"
+        e = failure(kind, log, tricky, TRICKY, TRICKY_CPP)
+        assert isinstance(e, NeedsClassicBuild), log
+        assert str(e).startswith(f"the {kind} unit does not see ") and str(e).endswith(", which one unit would")
+    for log in (f'cuda_src({kernel_line}): error: identifier "acc2" is undefined\n',
+                f"cuda_src:{host_line}:43: error: 'kInt23' is not a member of 'torch'\n"):
+        kind = "host" if "kInt23" in log else "device"
+        assert isinstance(failure(kind, log, tricky, TRICKY, TRICKY_CPP), CudaBuildError), log
+    # cpp_src, which load_inline compiles with all of torch/extension.h
+    e = failure("binding", "cpp_src:2:1: error: 'nn' is not a member of 'torch'\n", tricky, TRICKY, TRICKY_CPP)
+    assert isinstance(e, NeedsClassicBuild) and str(e) == "the binding unit does not see torch::nn, which one unit would"
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
+def test_a_kernel_reading_a_name_the_split_left_to_the_host_unit_builds_as_one_unit(tmp_path):
+    units = make_units(HIDDEN, HIDDEN_CPP, ["bytes"])
+    code, log = nvcc_object(tmp_path, units.device)
+    assert code != 0 and 'identifier "ELEMENT_BYTES" is undefined' in log
+    e = failure("device", log, units, HIDDEN, HIDDEN_CPP)
+    assert isinstance(e, NeedsClassicBuild) and str(e) == "the device unit does not see ELEMENT_BYTES, which one unit would"

@@ -169,12 +169,12 @@ tensor cores (wmma/mma); inline ``asm``; half/bfloat16/fp8 intrinsics; textures;
 inline ``cp.async`` PTX); launches inside kernels or inside ``#define``s; CUDA
 library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and ``ATen/cuda`` headers.
 
-When ``nvcc`` is on PATH, the device part of the source (host functions that use torch are left
-out) is also compiled with ``nvcc --ptx -arch=sm_80``, alongside the CPU build (~0.3 s): a kernel
+When ``nvcc`` is on PATH, the device part of the source (the GPU build's own device unit, without
+torch) is also compiled with ``nvcc --ptx -arch=sm_80``, alongside the CPU build (~0.5 s): a kernel
 that the emulation accepts but a GPU would not (e.g. calling a host function) raises.  Sources
-whose device code uses torch types (packed accessors) skip this check, and nvcc errors that
-involve torch names are ignored (the extract leaves torch out).  ``nvcc_check=False`` or
-``CUDA_EMU_NVCC=0`` turns it off.
+that the GPU build would build as one unit (e.g. device code that uses torch types, packed
+accessors) skip this check, and only errors that the GPU build would call the learner's count.
+``nvcc_check=False`` or ``CUDA_EMU_NVCC=0`` turns it off.
 
 Builds
 ------

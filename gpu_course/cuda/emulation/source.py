@@ -12,6 +12,7 @@ from .. import cxx
 from ..cxx import KEYWORDS, Function, Tok, match_brackets, tokenize
 from ..cxx import defined_names
 from ..errors import CudaEmulationError
+from ..language import INCLUDE_RE
 
 def _features(names: str, what: str) -> dict[str, str]:
     return {n: what for n in names.split()}
@@ -74,7 +75,6 @@ _INCLUDE_REFUSED = [
     (re.compile(r"cuda_pipeline|cuda_awbarrier"),
      "asynchronous copies other than <cuda_pipeline.h>'s primitives (cp.async)"),
 ]
-INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
 
 def _refusal(origin: str, line: int, what: str, name: str, src_line: str) -> str:

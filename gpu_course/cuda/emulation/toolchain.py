@@ -15,19 +15,16 @@ import time
 from pathlib import Path
 
 from .. import cache_files
-from ..errors import CudaEmulationError
+from ..errors import CudaEmulationError, diagnostics, missing_name
+from ..language import FRONTEND_NAMESPACES, STD_FLAG, TORCH_NAMESPACES, includes
 
 HEADER_DIR = Path(__file__).resolve().parent / "include"  # the emulator's C++ (package data)
 VERSION = "2"  # bump to invalidate every cached build
 
 def cache_dir() -> Path:
     """Where builds and precompiled headers live: ``$CUDA_EMU_CACHE``, else
-    ``~/.cache/gpu-course/cuda_emu`` (next to the GPU builds of gpu_build.py)."""
-    env = os.environ.get("CUDA_EMU_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gpu-course" / "cuda_emu"
+    ``gpu-course/cuda_emu`` in the user's cache, next to the GPU builds (:func:`cache_files.cache_dir`)."""
+    return cache_files.cache_dir("cuda_emu")
 
 
 def run(cmd: list[str], cwd: Path | None = None) -> tuple[int, str]:
@@ -63,7 +60,7 @@ def get_toolchain() -> dict:
     includes += ["-isystem", sysconfig.get_paths()["include"]]
     # -fstack-clash-protection: a big local array probes page by page, so it hits the guard page
     # below a fiber's stack (a clear error) instead of jumping over it into other memory.
-    flags = ["-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
+    flags = [STD_FLAG, "-fPIC", "-fno-strict-aliasing", "-fvisibility=hidden",
              "-fvisibility-inlines-hidden", "-fstack-clash-protection", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     if os.environ.get("CUDA_EMU_FIBERS", "") == "ucontext":  # the portable fiber switch (tests)
         flags.append("-DCUDA_EMU_UCONTEXT")
@@ -291,20 +288,17 @@ def needs_unchecked(log: str) -> bool:
     return bool(re.search(r"cuda_emu::(gptr|sarr|dshared|shared_array|rcast)", log))
 
 
-_NEEDS_MORE_TORCH = re.compile(
-    r"error: (.*is not a member of '(torch|at|c10)\b"
-    r"|no match for '[^']*' \(operand types? (is|are) .*'(at|c10)::\w+'"
-    r"|'(torch|at|c10|py|pybind11)(::[\w:]+)?' has not been declared"
-    r"|.*(torch|at)::\w+.* (does not name a type|was not declared in this scope)"
-    r"|no matching function for call to '(torch|at)::"
-    r"|.*incomplete type '(torch|at|c10)::)")
+# torch's own errors a lookup in torch does not name (missing_name): operators and overloads of its types
+_TORCH_USE_FAILS = re.compile(r"no match for '[^']*' \(operand types? (is|are) .*'(at|c10)::\w+'"
+                              r"|no matching function for call to '(torch|at)::"
+                              rf"|incomplete type '({'|'.join(TORCH_NAMESPACES)})::")
 
 
 def first_tier(src: str) -> int:
     """Torch tier to start with: 2 if the source includes ATen headers itself, 3 for torch/ ones
     other than torch/extension.h (their declarations would clash with the lite tier's)."""
     tier = 1
-    for inc in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', src, flags=re.M):
+    for inc in includes(src):
         if inc.startswith("torch/") and inc != "torch/extension.h":
             tier = 3
         elif inc.startswith("ATen/") and not inc.startswith(("ATen/cuda/", "ATen/hip/")):
@@ -312,13 +306,21 @@ def first_tier(src: str) -> int:
     return tier
 
 
-# names only the full C++ frontend (tier 3) declares
-FRONTEND_ONLY = re.compile(r"error: '(nn|optim|data|jit|autograd|serialize|python|cuda|indexing)' "
+# names only the full C++ frontend (tier 3) declares (and torch::indexing, which tier 2 lacks)
+FRONTEND_ONLY = re.compile(rf"error: '({'|'.join(FRONTEND_NAMESPACES + ('indexing',))})' "
                             r"(is not a member of '(torch|at)'|has not been declared)")
 
 
 def needs_more_torch(log: str) -> bool:
-    """Did a build fail because the source uses parts of torch its tier does not declare?"""
-    return bool(_NEEDS_MORE_TORCH.search(log))
+    """Did a build fail because the source uses parts of torch its tier does not declare? (A name
+    in torch's namespaces, or one of them, is not declared, or torch's types lack an operation.)"""
+    for d in diagnostics(log):
+        missing = missing_name(d.msg)
+        if missing and ((missing[0] or "").split("::")[0] in TORCH_NAMESPACES
+                        or missing[0] is None and missing[1] in (*TORCH_NAMESPACES, "py", "pybind11")):
+            return True
+        if _TORCH_USE_FAILS.search(d.msg):
+            return True
+    return False
 
 
