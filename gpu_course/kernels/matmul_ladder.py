@@ -93,19 +93,24 @@ def launches(name: str, kernel: str) -> list:
     >>> launches(DISPATCHER, "mm_rows_k")
     [((), (16, 16))]
     """
+    out = [(targs, block) for k, targs, block in _all_launches(name) if k == kernel]
+    if not out:
+        raise ValueError(f"launches: {name} launches no kernel {kernel!r}")
+    if any(targs is None for targs, _ in out):
+        raise ValueError(f"launches: {name} launches {kernel} with template arguments that are not numbers")
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _all_launches(name: str) -> tuple:
+    """``(kernel, template arguments, block)`` of every launch in the file ``name`` (read once)."""
     toks = cxx.tokenize(cuda_source(name))
     out = []
     for launch in cxx.find_launches(toks, cxx.match_brackets(toks)):
-        if launch.name != kernel:
-            continue
         targs = () if launch.template_args is None else _ints(
             cxx.text_of(toks, launch.template_args[0] + 1, launch.template_args[1]))
-        if targs is None:
-            raise ValueError(f"launches: {name} launches {kernel} with template arguments that are not numbers")
-        out.append((targs, _ints(cxx.text_of(toks, *launch.config[1]))))
-    if not out:
-        raise ValueError(f"launches: {name} launches no kernel {kernel!r}")
-    return out
+        out.append((launch.name, targs, _ints(cxx.text_of(toks, *launch.config[1]))))
+    return tuple(out)
 
 
 def _ints(text: str):

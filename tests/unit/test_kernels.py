@@ -255,6 +255,22 @@ def test_rung10_shapes_are_the_instantiations():
         assert (s.BM // s.WM) * (s.BN // s.WN) * 32 == s.NT
 
 
+def test_launches_reads_tile_shapes_from_the_cuda_c(tmp_path, monkeypatch):
+    assert matmul_ladder.launches(matmul_ladder.DISPATCHER, "mm_tile1d_k") == [((64, 64, 8, 8), None)]  # 64 * 64 / 8
+    with pytest.raises(ValueError, match="launches no kernel 'mm_nope_k'"):
+        matmul_ladder.launches(matmul_ladder.DISPATCHER, "mm_nope_k")
+    (tmp_path / "t.cu").write_text("template <int T> void go(float* x) {\n"
+                                   "    k<T><<<1, dim3(8, 4)>>>(x); j<2, 3><<<1, 32>>>(x); j<4, 5><<<2, dim3(8, 4)>>>(x);\n}\n")
+    monkeypatch.setattr(kernels, "CUDA_DIR", tmp_path)
+    matmul_ladder._all_launches.cache_clear()
+    try:
+        assert matmul_ladder.launches("t.cu", "j") == [((2, 3), (32,)), ((4, 5), (8, 4))]
+        with pytest.raises(ValueError, match="t.cu launches k with template arguments that are not numbers"):
+            matmul_ladder.launches("t.cu", "k")
+    finally:
+        matmul_ladder._all_launches.cache_clear()
+
+
 @pytest.mark.parametrize("group", [0, 1, 2, 8])
 def test_rung10_launch_orders_cover_every_tile(ladder, group):
     """Every launch order computes every tile of out exactly once: 3 x 3 blocks of 256 x 128, so group 2
