@@ -4,9 +4,9 @@ dev/cuda/ do with their common.h. A file has an include guard, and starts with `
 modules assemble for load_cuda are the files in include order, each as the notebooks print it: the same
 text as the notebooks built before the files had includes.
 
-With nvcc on PATH, each file is compiled alone for sm_90a (`nvcc --ptx`, about a second a file): the
-file with what it includes, its host code that uses torch left out (the torch headers cost ~20 s a
-file). tests/gpu/test_cuda_files_gpu.py compiles each file whole, with the torch headers and nvcc
+With nvcc on PATH, each file is compiled alone for sm_90a (`nvcc --ptx`; ~30 s for all 32 on 2 busy
+cores, 9 s of it the ladder's dispatcher with its 25 kernels): the file with what it includes, its host
+code that uses torch left out (the torch headers cost 20 s to minutes a file). tests/gpu/test_cuda_files_gpu.py compiles each file whole, with the torch headers and nvcc
 resolving the includes itself, on a GPU machine.
 """
 from __future__ import annotations
