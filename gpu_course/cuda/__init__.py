@@ -18,6 +18,7 @@ import re
 
 import torch
 
+from ..kernels import COMMON, cuda_source
 from ..mode import ON_GPU
 from . import cxx
 from .errors import CudaBuildError, CudaEmulationError
@@ -25,20 +26,9 @@ from .errors import CudaBuildError, CudaEmulationError
 __all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launches", "check_funcs",
            "CudaBuildError", "CudaEmulationError"]
 
-cuda_begin = r"""
-#include <torch/extension.h>
-#include <stdio.h>
-#include <c10/cuda/CUDAException.h>
-
-// Checks with messages a learner can act on. They raise a Python RuntimeError, never exit().
-#define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x " must be a CUDA tensor (on the GPU): pass x.to(utils.DEVICE)")
-#define CHECK_CONTIGUOUS(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous: call .contiguous() on it first")
-#define CHECK_INPUT(x) do { CHECK_CUDA(x); CHECK_CONTIGUOUS(x); } while (0)
-// Wrap a CUDA runtime call: a failure becomes a Python exception naming the call and the error.
-#define CUDA_CHECK(call) do { cudaError_t err_ = (call); TORCH_CHECK(err_ == cudaSuccess, "CUDA error: ", cudaGetErrorString(err_), " in ", #call); } while (0)
-
-inline unsigned int cdiv(unsigned int a, unsigned int b) { return (a + b - 1) / b; }
-"""
+# The prelude (includes, the CHECK_* macros, cdiv): the text of gpu_course/kernels/cuda/common.cuh inside its
+# include guard. Every .cu file of the course includes that header, so it is written once, in C++.
+cuda_begin = cuda_source(COMMON)
 
 
 def check_funcs(cpp_src: str, funcs, error=ValueError) -> list:

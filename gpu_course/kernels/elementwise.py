@@ -1,5 +1,5 @@
 """Notebook 03's elementwise kernels in CUDA C (square and the tanh GeLU), one file per step under
-``cuda/elementwise/``; each step builds on the helpers of the one before:
+``cuda/elementwise/``; each step includes the one before and builds on its helpers:
 
 * ``naive`` (v0, ``01_naive.cu``): one thread per element: ``square_naive(x, out)``, ``gelu_naive``;
 * ``vec`` (v1, ``02_vec.cu``): one ``float4`` per thread: ``square_vec(x, out)``, ``gelu_vec``;
@@ -14,8 +14,8 @@ Notebook 03 prints the files and builds them; ``bench/elementwise.py`` builds th
 """
 from __future__ import annotations
 
-from ..cuda import cuda_begin, get_sig, load_cuda
-from . import cuda_source
+from ..cuda import get_sig, load_cuda
+from . import cuda_unit
 
 STEPS = {"naive": "elementwise/01_naive.cu", "vec": "elementwise/02_vec.cu",
          "fast": "elementwise/03_fast.cu"}
@@ -29,8 +29,10 @@ def _upto(step: str) -> list:
 
 
 def source(upto: str = "fast") -> str:
-    """``cuda_begin`` and the files of every step up to ``upto`` (which needs the ones before it)."""
-    return cuda_begin + cuda_source(*(STEPS[s] for s in _upto(upto)))
+    """The file of step ``upto`` with what it includes (``cuda_begin`` and the steps before it), ready
+    for ``load_cuda``."""
+    _upto(upto)  # checks the name
+    return cuda_unit(STEPS[upto])
 
 
 def functions(upto: str = "fast") -> list:

@@ -11,7 +11,8 @@ and one dispatcher, ``cuda/matmul/matmul_rung.cu``, that Python calls:
   or in groups of ``group`` rows of blocks (``matmul_rung`` uses 8; notebook 04 times both).
 
 Rung 9 is rung 8's kernel in the tile shapes of :data:`RUNG9_SHAPES`; :func:`autotune_rung9` times
-them all on given operands and remembers the fastest per size.
+them all on given operands and remembers the fastest per size. The tile shapes are written once, in the
+CUDA C (the launches of the dispatcher and of rungs 9 and 10): this module reads them (:func:`launches`).
 
 Rung 10 needs what an older GPU lacks: ``cp.async`` (compute capability 8.0; before it the copies run as
 plain loads and stores, so the rung would not be what it says) and, in its default shape, 120 KB of
@@ -35,10 +36,10 @@ import functools
 from typing import NamedTuple
 
 from ..checking import check, dot_tol, poisoned
-from ..cuda import cuda_begin, get_sig, load_cuda
+from ..cuda import cxx, get_sig, load_cuda
 from ..mode import ON_GPU, fits_shared_memory, gpu_supports
 from ..timing import Timing, bench as _bench, fmt_ms
-from . import CUDA_DIR, cuda_source
+from . import CUDA_DIR, cuda_ints, cuda_source, cuda_unit
 
 # The name each rung is reported under (notebook 04 records its results with these).
 RUNGS = {1: "rung 1 naive, x->row", 2: "rung 2 coalesced", 3: "rung 3 smem tiles 32x32",
@@ -70,24 +71,82 @@ class WarpTile(NamedTuple):
                 f"{self.NT}t")
 
 
-# Rung 9's instantiations, by cfg index: the cases of 09_autotuned.cu in order (a unit test compares
-# them). cfg 0 is rung 8's shape (08_warptiling.cu says why it is the default).
-RUNG9_SHAPES = [WarpTile(128, 128, 16, 64, 64, 2, 4, 4, 128), WarpTile(128, 128, 8, 64, 64, 2, 4, 4, 128),
-                WarpTile(128, 128, 16, 64, 64, 4, 8, 4, 128), WarpTile(128, 256, 16, 64, 64, 2, 4, 4, 256),
-                WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), WarpTile(64, 128, 16, 32, 64, 2, 4, 4, 128),
-                WarpTile(128, 64, 16, 64, 32, 1, 4, 4, 128), WarpTile(64, 64, 16, 32, 32, 1, 4, 4, 128)]
+DISPATCHER = "matmul/matmul_rung.cu"
+FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", "matmul_rung10_order"]
+
+
+def rung_file(rung: int) -> str:
+    """The file (under ``gpu_course/kernels/cuda/``) that holds rung ``rung``'s kernels."""
+    found = sorted(CUDA_DIR.glob(f"matmul/{rung:02d}_*.cu"))
+    if rung not in RUNGS or len(found) != 1:
+        raise ValueError(f"rung_file: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
+    return str(found[0].relative_to(CUDA_DIR))
+
+
+def launches(name: str, kernel: str) -> list:
+    """Each launch of ``kernel`` in the file ``name`` (under ``cuda/``), in source order, as ``(template
+    arguments, block)``: ``mm_vec_k<64, 64, 16, 4, 4><<<grid, 256>>>`` gives ``((64, 64, 16, 4, 4),
+    (256,))``; ``block`` is None where it is not written as numbers. The tile shapes below are read this
+    way from the CUDA C, where they are written once (a switch lists its cases in cfg order, its
+    default last).
+
+    >>> launches(DISPATCHER, "mm_rows_k")
+    [((), (16, 16))]
+    """
+    out = [(targs, block) for k, targs, block in _all_launches(name) if k == kernel]
+    if not out:
+        raise ValueError(f"launches: {name} launches no kernel {kernel!r}")
+    if any(targs is None for targs, _ in out):
+        raise ValueError(f"launches: {name} launches {kernel} with template arguments that are not numbers")
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _all_launches(name: str) -> tuple:
+    """``(kernel, template arguments, block)`` of every launch in the file ``name`` (read once)."""
+    toks = cxx.tokenize(cuda_source(name))
+    out = []
+    for launch in cxx.find_launches(toks, cxx.match_brackets(toks)):
+        targs = () if launch.template_args is None else _ints(
+            cxx.text_of(toks, launch.template_args[0] + 1, launch.template_args[1]))
+        out.append((launch.name, targs, _ints(cxx.text_of(toks, *launch.config[1]))))
+    return tuple(out)
+
+
+def _ints(text: str):
+    """``128, 128, 8`` -> (128, 128, 8); ``dim3(16, 16)`` -> (16, 16); None unless all are numbers."""
+    text = text.strip()
+    if text.startswith("dim3(") and text.endswith(")"):
+        text = text[5:-1]
+    parts = [p.strip() for p in text.split(",")]
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+# Rung 9's instantiations, by cfg index: the cases of 09_autotuned.cu in order. cfg 0 is rung 8's shape
+# (08_warptiling.cu says why it is the default).
+RUNG9_SHAPES = [WarpTile(*targs) for targs, _ in launches("matmul/09_autotuned.cu", "mm_warp_k")]
 
 # Rung 10's instantiations (10_async_pipeline.cu's cfgs in order): the warp tile, and the pipeline's depth.
-RUNG10_SHAPES = [(WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), 5), (WarpTile(256, 128, 16, 64, 64, 2, 4, 4, 256), 2),
-                 (WarpTile(128, 128, 16, 64, 64, 2, 4, 4, 128), 4)]
+RUNG10_SHAPES = [(WarpTile(*targs[:9]), targs[9]) for targs, _ in launches("matmul/10_async_pipeline.cu", "mm_async_k")]
+
+
+def _tile(bm, bn, bk, tm, tn) -> str:
+    """The name of a block tile BM x BN x BK with TM x TN outputs per thread (rungs 5 to 7)."""
+    return f"{bm}x{bn}x{bk} {tm}x{tn}"
+
 
 # Each rung's compiled tile shapes, by cfg index (matmul_rung_cfg); index 0 is the one RUNGS names.
-RUNG_CONFIGS = {1: ["16x16 threads"], 2: ["16x16 threads"], 3: ["TW=32", "TW=16", "TW=8"],
-                4: ["64x64x8 TM=8"], 5: ["128x128x8 8x8"],
-                6: ["128x128x8 8x8", "128x128x16 8x8", "64x128x8 8x8", "128x64x8 8x8", "64x64x16 4x4"],
-                7: ["128x128x8 8x8"], 8: [RUNG9_SHAPES[0].name], 9: [s.name for s in RUNG9_SHAPES],
-                10: [f"{s.name} {stages} stages" for s, stages in RUNG10_SHAPES]}
-
+RUNG_CONFIGS = {
+    1: [f"{b[0]}x{b[1]} threads" for _, b in launches(DISPATCHER, "mm_rows_k")],
+    2: [f"{b[0]}x{b[1]} threads" for _, b in launches(DISPATCHER, "mm_cols_k")],
+    3: [f"TW={tw}" for tw in cuda_ints(DISPATCHER, "RUNG3_TW")],
+    4: [f"{t[0]}x{t[1]}x{t[2]} TM={t[3]}" for t, _ in launches(DISPATCHER, "mm_tile1d_k")],
+    5: [_tile(*t) for t, _ in launches(DISPATCHER, "mm_tile2d_k")],
+    6: [_tile(*t) for t, _ in launches(DISPATCHER, "mm_vec_k")],
+    7: [_tile(*t, 8, 8) for t, _ in launches(DISPATCHER, "mm_pipe_k")],   # 8 x 8 per thread: its layout
+    8: [WarpTile(*t).name for t, _ in launches(DISPATCHER, "mm_warp_k")],
+    9: [s.name for s in RUNG9_SHAPES],
+    10: [f"{s.name} {stages} stages" for s, stages in RUNG10_SHAPES]}
 
 
 def rung10_shared_bytes(cfg: int) -> int:
@@ -136,29 +195,18 @@ def rungs_here() -> dict:
     return out
 
 
-DISPATCHER = "matmul/matmul_rung.cu"
-FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", "matmul_rung10_order"]
-
-
-def rung_file(rung: int) -> str:
-    """The file (under ``gpu_course/kernels/cuda/``) that holds rung ``rung``'s kernels."""
-    found = sorted(CUDA_DIR.glob(f"matmul/{rung:02d}_*.cu"))
-    if rung not in RUNGS or len(found) != 1:
-        raise ValueError(f"rung_file: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
-    return str(found[0].relative_to(CUDA_DIR))
-
-
 def rung_source(rung: int) -> str:
     """The CUDA C of one rung, as notebook 04 prints it."""
     return cuda_source(rung_file(rung)).rstrip()
 
 
 def source(rungs=None) -> str:
-    """The whole ladder, ready for ``load_cuda``: ``cuda_begin``, every rung's file in order, and
-    the dispatcher. ``rungs=[3]`` gives rung 3 alone (``matmul_tiled``, no dispatcher)."""
+    """The whole ladder, ready for ``load_cuda``: the dispatcher with what it includes (``cuda_begin``,
+    then every rung's file in order; :func:`cuda_unit`). ``rungs=[3]`` gives rung 3 alone
+    (``matmul_tiled``, no dispatcher), with the files it includes."""
     if rungs is not None:
-        return cuda_begin + cuda_source(*(rung_file(r) for r in rungs))
-    return cuda_begin + cuda_source(*(rung_file(r) for r in sorted(RUNGS)), DISPATCHER)
+        return cuda_unit(*(rung_file(r) for r in rungs))
+    return cuda_unit(DISPATCHER)
 
 
 def build(**load_cuda_kwargs):

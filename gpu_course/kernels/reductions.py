@@ -1,7 +1,7 @@
 """Notebook 09's CUDA C: the sum ladder, the scans, the histograms and the image kernels, one file
-per step under ``cuda/reduce/``, ``cuda/scan/``, ``cuda/histogram/`` and ``cuda/image/``; a later
-file may use what an earlier one defines (``block_sum`` of rung 6, ``sum4`` and ``thread_sum4`` of
-rung 7), so :func:`source` joins them in order.
+per step under ``cuda/reduce/``, ``cuda/scan/``, ``cuda/histogram/`` and ``cuda/image/``; a file
+includes the ones whose code it uses (``block_sum`` of rung 6, ``sum4`` and ``thread_sum4`` of rung 7),
+and :func:`source` joins them in that order.
 
 Host functions (every output is a tensor the caller passes, so checks can hand in poisoned ones):
 
@@ -25,8 +25,8 @@ Host functions (every output is a tensor the caller passes, so checks can hand i
 """
 from __future__ import annotations
 
-from ..cuda import cuda_begin, get_sig, load_cuda
-from . import CUDA_DIR, cuda_source
+from ..cuda import get_sig, load_cuda
+from . import COMMON, CUDA_DIR, cuda_files, cuda_ints, cuda_source, cuda_unit
 
 # The name each rung of the sum is reported under (notebook 09 records its results with these).
 RUNGS = {1: "rung 1 atomicAdd per element", 2: "rung 2 tree, divergent warps",
@@ -45,7 +45,7 @@ FUNCS = ["sum_rung", "scan_kogge_stone", "scan_brent_kung", "scan_three_pass", "
          "histogram", "rgb_to_grey", "blur"]
 
 
-RB = 256   # threads per block of every rung (``RB`` in ``reduce/01_atomic.cu``)
+RB = cuda_ints("reduce/01_atomic.cu", "RB")[0]   # threads per block of every rung
 
 
 def tree_grids(n: int, block: int = RB) -> list:
@@ -91,14 +91,15 @@ def rung_source(rung: int) -> str:
 
 
 def files() -> list:
-    """Every file of the notebook's build, in the order :func:`source` joins them."""
-    return ([rung_file(r) for r in sorted(RUNGS)] + [DISPATCHER] + list(SCANS.values())
-            + list(HISTOGRAMS.values()) + list(IMAGES.values()))
+    """Every file of the notebook's build (each step of each kernel), in the order :func:`source` joins
+    them; a file comes after those it includes."""
+    tops = [DISPATCHER, *SCANS.values(), *HISTOGRAMS.values(), *IMAGES.values()]
+    return [f for f in cuda_files(*tops) if f != COMMON]
 
 
 def source() -> str:
-    """All of it, ready for ``load_cuda``: ``cuda_begin`` and every file in order."""
-    return cuda_begin + cuda_source(*files())
+    """All of it, ready for ``load_cuda``: ``cuda_begin`` and every file, each after those it includes."""
+    return cuda_unit(*files())
 
 
 def cpp_source(funcs=None) -> str:

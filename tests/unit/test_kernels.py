@@ -183,7 +183,8 @@ def test_warptiling_rungs_without_float4(ladder):
 
 
 def test_rung9_shapes_are_the_instantiations():
-    """RUNG9_SHAPES (Python's names) lists 09_autotuned.cu's cases in order, and rung 8 is cfg 0."""
+    """RUNG9_SHAPES (read by matmul_ladder.launches) lists 09_autotuned.cu's cases in order, as a plain
+    regex reads them too; the count RUNG9_CFGS agrees; rung 8 is cfg 0."""
     text = matmul_ladder.rung_source(9)
     found = [tuple(int(x) for x in args.split(","))
              for args in re.findall(r"mm_warp_k<([\d,\s]+)>", text)]
@@ -241,8 +242,8 @@ def test_autotune_rung9_runs_the_emulated_kernels(ladder):
 
 
 def test_rung10_shapes_are_the_instantiations():
-    """RUNG10_SHAPES lists 10_async_pipeline.cu's cases in order (warp tile, stages), and the shared
-    memory of each fits an H100 block (227 KB)."""
+    """RUNG10_SHAPES (read by matmul_ladder.launches) lists 10_async_pipeline.cu's cases in order (warp
+    tile, stages), as a plain regex reads them too, and the shared memory of each fits an H100 block (227 KB)."""
     text = matmul_ladder.rung_source(10)
     found = [tuple(int(x) for x in args.split(","))
              for args in re.findall(r"mm_async_k<([\d,\s]+)><<<", text)]
@@ -252,6 +253,22 @@ def test_rung10_shapes_are_the_instantiations():
     for s, stages in matmul_ladder.RUNG10_SHAPES:
         assert stages * s.BK * (s.BM + s.BN) * 4 <= 227 * 1024
         assert (s.BM // s.WM) * (s.BN // s.WN) * 32 == s.NT
+
+
+def test_launches_reads_tile_shapes_from_the_cuda_c(tmp_path, monkeypatch):
+    assert matmul_ladder.launches(matmul_ladder.DISPATCHER, "mm_tile1d_k") == [((64, 64, 8, 8), None)]  # 64 * 64 / 8
+    with pytest.raises(ValueError, match="launches no kernel 'mm_nope_k'"):
+        matmul_ladder.launches(matmul_ladder.DISPATCHER, "mm_nope_k")
+    (tmp_path / "t.cu").write_text("template <int T> void go(float* x) {\n"
+                                   "    k<T><<<1, dim3(8, 4)>>>(x); j<2, 3><<<1, 32>>>(x); j<4, 5><<<2, dim3(8, 4)>>>(x);\n}\n")
+    monkeypatch.setattr(kernels, "CUDA_DIR", tmp_path)
+    matmul_ladder._all_launches.cache_clear()
+    try:
+        assert matmul_ladder.launches("t.cu", "j") == [((2, 3), (32,)), ((4, 5), (8, 4))]
+        with pytest.raises(ValueError, match="t.cu launches k with template arguments that are not numbers"):
+            matmul_ladder.launches("t.cu", "k")
+    finally:
+        matmul_ladder._all_launches.cache_clear()
 
 
 @pytest.mark.parametrize("group", [0, 1, 2, 8])
@@ -330,13 +347,16 @@ def test_elementwise_refuses_bad_input(elementwise_mod):
 
 
 def test_cuda_source_reads_every_named_file():
+    """Every .cu file is one the modules name; cuda_source gives it without its include guard and its
+    includes, which is all it leaves out."""
     named = [matmul_ladder.rung_file(r) for r in matmul_ladder.RUNGS] + [matmul_ladder.DISPATCHER]
     named += list(elementwise.STEPS.values()) + reductions.files()
     for name in named:
-        assert (kernels.CUDA_DIR / name).is_file(), name
-        assert kernels.cuda_source(name) == (kernels.CUDA_DIR / name).read_text()
+        head, tail = (kernels.CUDA_DIR / name).read_text().split(kernels.cuda_source(name))
+        assert all(line.startswith(("#ifndef ", "#define ", '#include "')) for line in head.splitlines()), name
+        assert tail.startswith("#endif") and tail.count("\n") == 1, name
     assert sorted(named) == sorted(str(p.relative_to(kernels.CUDA_DIR)) for p in kernels.CUDA_DIR.rglob("*.cu"))
-    with pytest.raises(FileNotFoundError, match="there are: elementwise/01_naive.cu"):
+    with pytest.raises(FileNotFoundError, match="there are: common.cuh, elementwise/01_naive.cu"):
         kernels.cuda_source("matmul/99_missing.cu")
 
 

@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_ELEMENTWISE_01_NAIVE_CU
+#define GPU_COURSE_ELEMENTWISE_01_NAIVE_CU
+#include "../common.cuh"
 // v0 (notebook 03): one thread per element; square_f and gelu_f are the elementwise functions every
 // later step reuses, CHECK_PAIR the host functions' checks. Read by bench/elementwise.py too.
 __device__ __forceinline__ float square_f(float x) { return x * x; }
@@ -30,3 +33,4 @@ void gelu_naive(torch::Tensor x, torch::Tensor out) {
     gelu_naive_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_ELEMENTWISE_01_NAIVE_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_ELEMENTWISE_02_VEC_CU
+#define GPU_COURSE_ELEMENTWISE_02_VEC_CU
+#include "../common.cuh"
+#include "01_naive.cu"   // square_f, gelu_f, CHECK_PAIR
 // v1 (notebook 03): one float4 (16 bytes) per thread; builds on 01_naive.cu.
 __device__ __forceinline__ float4 square4(float4 v) { return make_float4(square_f(v.x), square_f(v.y), square_f(v.z), square_f(v.w)); }
 __device__ __forceinline__ float4 gelu4(float4 v) { return make_float4(gelu_f(v.x), gelu_f(v.y), gelu_f(v.z), gelu_f(v.w)); }
@@ -29,3 +33,4 @@ void square_vec(torch::Tensor x, torch::Tensor out) {
     square_vec_k<<<cdiv(max(n / 4, n % 4), 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_ELEMENTWISE_02_VEC_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_ELEMENTWISE_03_FAST_CU
+#define GPU_COURSE_ELEMENTWISE_03_FAST_CU
+#include "../common.cuh"
+#include "02_vec.cu"   // square4, gelu4, CHECK_ALIGNED
 // v2 (U = 1) and v3 (U > 1) (notebook 03): a grid-stride loop over float4s; each thread has U loads in
 // flight. Builds on 02_vec.cu.
 template <int U>
@@ -53,3 +57,4 @@ void square_fast(torch::Tensor x, torch::Tensor out, int64_t blocks, int64_t thr
     else TORCH_CHECK(false, "unroll must be 1, 2, 4 or 8, got ", unroll);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_ELEMENTWISE_03_FAST_CU

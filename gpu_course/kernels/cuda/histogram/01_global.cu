@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_HISTOGRAM_01_GLOBAL_CU
+#define GPU_COURSE_HISTOGRAM_01_GLOBAL_CU
+#include "../common.cuh"
 // Histograms (notebook 09) with torch.histc's rule: `bins` equal bins over [lo, hi], hi itself in
 // the last bin, values outside (and NaN) not counted. Counts are int32: integer atomics give the
 // same counts whatever order the threads add in.
@@ -16,3 +19,4 @@ __global__ void histogram_global_k(const float* __restrict__ x, int* __restrict_
         if (b >= 0) atomicAdd(&counts[b], 1);
     }
 }
+#endif  // GPU_COURSE_HISTOGRAM_01_GLOBAL_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_HISTOGRAM_02_PRIVATIZED_CU
+#define GPU_COURSE_HISTOGRAM_02_PRIVATIZED_CU
+#include "../common.cuh"
+#include "01_global.cu"   // bin_of
 // privatized: each block counts into its own copy of the bins in shared memory (fast atomics, and
 // the contention is spread over the blocks), reading float4s over a grid-stride loop; at the end it
 // adds its copy to the global counts: `bins` global atomics per block instead of one per element.
@@ -50,3 +54,4 @@ void histogram(torch::Tensor x, torch::Tensor counts, double lo, double hi, bool
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_HISTOGRAM_02_PRIVATIZED_CU

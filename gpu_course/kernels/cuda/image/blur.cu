@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_IMAGE_BLUR_CU
+#define GPU_COURSE_IMAGE_BLUR_CU
+#include "../common.cuh"
 // Box blur (notebook 09) of an h x w grey image: each pixel becomes the mean of the
 // (2*radius+1)^2 pixels around it that lie inside the image. One thread per pixel on a 2-D grid.
 __global__ void blur_k(const unsigned char* __restrict__ in, unsigned char* __restrict__ out,
@@ -23,3 +26,4 @@ void blur(torch::Tensor grey, torch::Tensor out, int64_t radius) {
     blur_k<<<blocks, tpb>>>(grey.data_ptr<unsigned char>(), out.data_ptr<unsigned char>(), h, w, radius);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_IMAGE_BLUR_CU

@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_IMAGE_RGB_TO_GREY_CU
+#define GPU_COURSE_IMAGE_RGB_TO_GREY_CU
+#include "../common.cuh"
 // RGB -> grey (notebook 09; the first kernel of lecture 1 of GPU MODE), on a 2-D grid: one
 // thread per pixel, c from the x coordinates, r from the y ones. The image is h x w x 3 bytes,
 // channels last, as an image file is read.
@@ -21,3 +24,4 @@ void rgb_to_grey(torch::Tensor rgb, torch::Tensor grey) {
     rgb_to_grey_k<<<blocks, tpb>>>(rgb.data_ptr<unsigned char>(), grey.data_ptr<unsigned char>(), h, w);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_IMAGE_RGB_TO_GREY_CU

@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_01_NAIVE_CU
+#define GPU_COURSE_MATMUL_01_NAIVE_CU
+#include "../common.cuh"
 // rung 1: naive, one thread per output, threadIdx.x -> ROW (uncoalesced)
 __global__ void mm_rows_k(const float* __restrict__ m, const float* __restrict__ n,
                           float* __restrict__ out, int h, int w, int k) {
@@ -9,3 +12,4 @@ __global__ void mm_rows_k(const float* __restrict__ m, const float* __restrict__
         out[r * w + c] = p;
     }
 }
+#endif  // GPU_COURSE_MATMUL_01_NAIVE_CU

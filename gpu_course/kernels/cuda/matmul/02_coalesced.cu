@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_02_COALESCED_CU
+#define GPU_COURSE_MATMUL_02_COALESCED_CU
+#include "../common.cuh"
 // rung 2: naive, threadIdx.x -> COLUMN (coalesced): GPU MODE lecture 5's matmul_k
 __global__ void mm_cols_k(const float* __restrict__ m, const float* __restrict__ n,
                           float* __restrict__ out, int h, int w, int k) {
@@ -9,3 +12,4 @@ __global__ void mm_cols_k(const float* __restrict__ m, const float* __restrict__
         out[r * w + c] = p;
     }
 }
+#endif  // GPU_COURSE_MATMUL_02_COALESCED_CU

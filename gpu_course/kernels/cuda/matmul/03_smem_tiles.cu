@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_03_SMEM_TILES_CU
+#define GPU_COURSE_MATMUL_03_SMEM_TILES_CU
+#include "../common.cuh"
 // rung 3: shared-memory tiles, the tile width TW a template parameter (notebooks 04 and 05 time it).
 // out (h x w) is m (h x k) times n (k x w), all row-major fp32. One thread per output; a block of
 // TW x TW threads stages one TW x TW tile of m and one of n in shared memory per phase.
@@ -36,3 +39,4 @@ torch::Tensor matmul_tiled(torch::Tensor m, torch::Tensor n, torch::Tensor out, 
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_MATMUL_03_SMEM_TILES_CU

@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_04_1D_BLOCKTILING_CU
+#define GPU_COURSE_MATMUL_04_1D_BLOCKTILING_CU
+#include "../common.cuh"
 // rung 4: 1D blocktiling: a BM x BN block tile, each thread computes TM outputs of one column
 template <int BM, int BN, int BK, int TM>
 __global__ void __launch_bounds__(BM * BN / TM)
@@ -30,3 +33,4 @@ mm_tile1d_k(const float* __restrict__ m, const float* __restrict__ n, float* __r
         if (r < h && c < w) out[r * w + c] = acc[j];
     }
 }
+#endif  // GPU_COURSE_MATMUL_04_1D_BLOCKTILING_CU

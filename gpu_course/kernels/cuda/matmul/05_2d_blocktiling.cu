@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_05_2D_BLOCKTILING_CU
+#define GPU_COURSE_MATMUL_05_2D_BLOCKTILING_CU
+#include "../common.cuh"
 // rung 5: 2D blocktiling: each thread computes a TM x TN patch from registers
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__(BM * BN / (TM * TN))
@@ -42,3 +45,4 @@ mm_tile2d_k(const float* __restrict__ m, const float* __restrict__ n, float* __r
             if (r < h && c < w) out[r * w + c] = acc[a][b];
         }
 }
+#endif  // GPU_COURSE_MATMUL_05_2D_BLOCKTILING_CU

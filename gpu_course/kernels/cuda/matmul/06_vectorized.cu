@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_06_VECTORIZED_CU
+#define GPU_COURSE_MATMUL_06_VECTORIZED_CU
+#include "../common.cuh"
 // rung 6: rung 5 + float4 loads and stores, m's tile stored transposed in shared memory
 // Four floats at (row, col) of a matrix with `cols` columns and leading dimension ld; zero outside.
 // vec: ld is a multiple of 4 and the base is 16-byte aligned, so an in-bounds quad is one float4.
@@ -69,3 +72,4 @@ mm_vec_k(const float* __restrict__ m, const float* __restrict__ n, float* __rest
         }
     }
 }
+#endif  // GPU_COURSE_MATMUL_06_VECTORIZED_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_MATMUL_07_CONFLICT_FREE_PREFETCH_CU
+#define GPU_COURSE_MATMUL_07_CONFLICT_FREE_PREFETCH_CU
+#include "../common.cuh"
+#include "06_vectorized.cu"   // load4
 // rung 7: rung 6 + conflict-free fragments, and the next tile loaded while this one is used
 // Each thread still computes 8x8 outputs, but as four 4x4 quarters half a tile apart (rows tr*4 and
 // 64 + tr*4, columns tc*4 and 64 + tc*4). A warp's float4 shared loads then read 16 consecutive
@@ -71,3 +75,4 @@ mm_pipe_k(const float* __restrict__ m, const float* __restrict__ n, float* __res
         }
     }
 }
+#endif  // GPU_COURSE_MATMUL_07_CONFLICT_FREE_PREFETCH_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_MATMUL_08_WARPTILING_CU
+#define GPU_COURSE_MATMUL_08_WARPTILING_CU
+#include "../common.cuh"
+#include "06_vectorized.cu"   // load4
 // rung 8: warptiling: the block tile is cut into one tile per warp, and each warp's tile into sub-tiles
 // that its 32 lanes cover together, a TM x TN patch per lane.
 //
@@ -126,3 +130,4 @@ mm_warp_k(const float* __restrict__ m, const float* __restrict__ n, float* __res
         }
     }
 }
+#endif  // GPU_COURSE_MATMUL_08_WARPTILING_CU

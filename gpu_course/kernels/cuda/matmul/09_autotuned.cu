@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_MATMUL_09_AUTOTUNED_CU
+#define GPU_COURSE_MATMUL_09_AUTOTUNED_CU
+#include "../common.cuh"
+#include "08_warptiling.cu"   // mm_warp_k
 // rung 9: rung 8's kernel in several tile shapes, the fastest one picked per size by timing them all on
 // the operands at hand (matmul_ladder.autotune_rung9, in Python). No new idea in the kernel: which shape
 // wins depends on the GPU (registers, shared memory, number of SMs) and on the sizes (how evenly the
@@ -28,3 +32,4 @@ static void mm_warp_tuned(int cfg, const float* mp, const float* np_, float* op,
                  <<<dim3(cdiv(w, 64), cdiv(h, 64)), 128>>>(mp, np_, op, h, w, k, vm, vn); break;
     }
 }
+#endif  // GPU_COURSE_MATMUL_09_AUTOTUNED_CU

@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU
+#define GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU
+#include "../common.cuh"
 // rung 10: rung 8's warptiling, fed by asynchronous copies (cp.async) through a pipeline of STAGES tiles.
 #include <cuda_pipeline.h>
 //
@@ -215,3 +218,4 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
     if (!out_ok) out.copy_(o);
     return out;
 }
+#endif  // GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU

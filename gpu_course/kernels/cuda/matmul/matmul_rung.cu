@@ -1,8 +1,20 @@
-// The ladder's dispatcher (notebook 04, bench/matmul_ladder.py); the rungs' kernels come first, one file
-// each (01_naive.cu ... 10_async_pipeline.cu). matmul_rung(m, n, out, rung) runs a rung in the
-// shape notebook 04 teaches; matmul_rung_cfg(m, n, out, rung, cfg) runs one of the rung's other compiled
-// tile shapes (cfg 0 is that default; gpu_course/kernels/matmul_ladder.py's RUNG_CONFIGS names them).
-// A new rung is a numbered file with its kernels, a case below and a name in matmul_ladder.RUNGS.
+#ifndef GPU_COURSE_MATMUL_MATMUL_RUNG_CU
+#define GPU_COURSE_MATMUL_MATMUL_RUNG_CU
+#include "../common.cuh"
+#include "01_naive.cu"
+#include "02_coalesced.cu"
+#include "03_smem_tiles.cu"
+#include "04_1d_blocktiling.cu"
+#include "05_2d_blocktiling.cu"
+#include "06_vectorized.cu"
+#include "07_conflict_free_prefetch.cu"
+#include "08_warptiling.cu"
+#include "09_autotuned.cu"
+#include "10_async_pipeline.cu"
+// The ladder's dispatcher (notebook 04, bench/matmul_ladder.py), after the rung files it includes. matmul_rung(m, n,
+// out, rung) runs a rung in the shape notebook 04 teaches; matmul_rung_cfg(m, n, out, rung, cfg) one of its compiled
+// tile shapes (cfg 0 is that default), written once, here and in 09/10's cases: matmul_ladder.py reads RUNG3_TW and
+// the launches, in cfg order (a switch's default last). A new rung: a file, an #include, a case, a name in RUNGS.
 static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch::Tensor& out) {
     CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
     TORCH_CHECK(m.dim() == 2 && n.dim() == 2 && m.size(1) == n.size(0),
@@ -14,6 +26,7 @@ static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch
 
 static bool aligned16(const torch::Tensor& t) { return ((uintptr_t)t.data_ptr<float>()) % 16 == 0; }
 
+static const int RUNG3_TW[] = {32, 16, 8};   // rung 3's tile widths (matmul_tiled's tw), by cfg
 static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1, 1, RUNG9_CFGS, RUNG10_CFGS};   // compiled tile shapes of rungs 1..10
 
 torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung, int64_t cfg) {
@@ -30,7 +43,7 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
     switch (rung) {
         case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
         case 2: mm_cols_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
-        case 3: return matmul_tiled(m, n, out, cfg == 0 ? 32 : cfg == 1 ? 16 : 8);
+        case 3: return matmul_tiled(m, n, out, RUNG3_TW[cfg]);
         case 10: matmul_async(m, n, out, cfg, RUNG10_GROUP); break;   // transposes m first: needs the tensors
         case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8>>>(mp, np_, op, h, w, k); break;
         case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k); break;
@@ -64,3 +77,4 @@ torch::Tensor matmul_rung10_order(torch::Tensor m, torch::Tensor n, torch::Tenso
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_MATMUL_MATMUL_RUNG_CU

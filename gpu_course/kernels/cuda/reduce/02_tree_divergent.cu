@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_REDUCE_02_TREE_DIVERGENT_CU
+#define GPU_COURSE_REDUCE_02_TREE_DIVERGENT_CU
+#include "../common.cuh"
+#include "01_atomic.cu"   // RB
 // rung 2: each block adds its RB elements as a tree in shared memory and writes the block's sum to
 // partial[blockIdx.x]; the host runs the same kernel again on the partials until one value is left
 // (no atomics). Interleaved addressing: at step s, the threads whose index is a multiple of 2s add
@@ -14,3 +18,4 @@ __global__ void sum_tree_divergent_k(const float* __restrict__ x, float* __restr
     }
     if (t == 0) partial[blockIdx.x] = sh[0];
 }
+#endif  // GPU_COURSE_REDUCE_02_TREE_DIVERGENT_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_REDUCE_03_TREE_CONFLICTS_CU
+#define GPU_COURSE_REDUCE_03_TREE_CONFLICTS_CU
+#include "../common.cuh"
+#include "01_atomic.cu"   // RB
 // rung 3: rung 2's tree with the work given to the FIRST RB/(2s) threads (thread t adds at index
 // 2*s*t): whole warps now idle together, no divergence and no modulo. But the threads of a warp touch
 // words 2s apart, so for s >= 1 several of them hit the same shared-memory bank: bank conflicts.
@@ -13,3 +17,4 @@ __global__ void sum_tree_conflicts_k(const float* __restrict__ x, float* __restr
     }
     if (t == 0) partial[blockIdx.x] = sh[0];
 }
+#endif  // GPU_COURSE_REDUCE_03_TREE_CONFLICTS_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_REDUCE_05_COARSENED_CU
+#define GPU_COURSE_REDUCE_05_COARSENED_CU
+#include "../common.cuh"
+#include "01_atomic.cu"   // RB
 // rung 5: thread coarsening. In rungs 2-4 a thread loads one element, then waits through eight
 // levels of tree in a block that lives for one short pass, and x needs several passes. Here a grid
 // sized to the machine (`blocks` from the host) walks x with a grid-stride loop: each thread first
@@ -16,3 +20,4 @@ __global__ void sum_coarsened_k(const float* __restrict__ x, float* __restrict__
     }
     if (t == 0) partial[blockIdx.x] = sh[0];
 }
+#endif  // GPU_COURSE_REDUCE_05_COARSENED_CU

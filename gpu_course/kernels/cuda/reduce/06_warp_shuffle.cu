@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_REDUCE_06_WARP_SHUFFLE_CU
+#define GPU_COURSE_REDUCE_06_WARP_SHUFFLE_CU
+#include "../common.cuh"
 // rung 6: rung 5 with warp shuffles. The last five levels of the tree happen inside one warp, where
 // __shfl_down_sync reads another lane's register directly: no shared memory, no __syncthreads().
 // Shared memory is left only to combine the block's warps.
@@ -27,3 +30,4 @@ __global__ void sum_shuffle_k(const float* __restrict__ x, float* __restrict__ p
     s = block_sum(s);
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
+#endif  // GPU_COURSE_REDUCE_06_WARP_SHUFFLE_CU

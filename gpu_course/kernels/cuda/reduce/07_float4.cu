@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_REDUCE_07_FLOAT4_CU
+#define GPU_COURSE_REDUCE_07_FLOAT4_CU
+#include "../common.cuh"
+#include "06_warp_shuffle.cu"   // block_sum
 // rung 7: rung 6 reading 16 bytes per load instruction (float4), with U independent loads in flight
 // per thread in each turn of the grid-stride loop (bytes in flight: notebook 03, section 6). And one
 // launch instead of two: each block adds its sum to out with one atomicAdd, in whatever order the
@@ -31,3 +35,4 @@ __global__ void sum_float4_k(const float* __restrict__ x, float* __restrict__ ou
     float s = block_sum(thread_sum4<U>(x, n));
     if (threadIdx.x == 0) atomicAdd(out, s);
 }
+#endif  // GPU_COURSE_REDUCE_07_FLOAT4_CU

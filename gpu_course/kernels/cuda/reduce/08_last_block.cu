@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_REDUCE_08_LAST_BLOCK_CU
+#define GPU_COURSE_REDUCE_08_LAST_BLOCK_CU
+#include "../common.cuh"
+#include "07_float4.cu"   // thread_sum4, and block_sum
 // rung 8: deterministic, with no floating-point atomics. Each block writes its sum to
 // partials[block]; the block that finishes LAST (counted with an integer atomic, exact in any order)
 // adds all the partials in a fixed order. Same result on every run, and still one launch.
@@ -24,3 +28,4 @@ __global__ void sum_last_block_k(const float* __restrict__ x, float* __restrict_
         sum_blocks_done = 0;   // ready for the next launch
     }
 }
+#endif  // GPU_COURSE_REDUCE_08_LAST_BLOCK_CU

@@ -1,3 +1,14 @@
+#ifndef GPU_COURSE_REDUCE_SUM_RUNG_CU
+#define GPU_COURSE_REDUCE_SUM_RUNG_CU
+#include "../common.cuh"
+#include "01_atomic.cu"
+#include "02_tree_divergent.cu"
+#include "03_tree_conflicts.cu"
+#include "04_sequential.cu"
+#include "05_coarsened.cu"
+#include "06_warp_shuffle.cu"
+#include "07_float4.cu"
+#include "08_last_block.cu"
 // The sum ladder's dispatcher (notebook 09; gpu_course/kernels/reductions.py names the rungs):
 // sum_rung(x, out, rung, blocks) writes the sum of the fp32 tensor x into the one-element out.
 // Rung 1 adds every element into out with an atomic. Rungs 2-4 use one thread per element: each
@@ -71,3 +82,4 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_REDUCE_SUM_RUNG_CU

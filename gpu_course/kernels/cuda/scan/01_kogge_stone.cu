@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_SCAN_01_KOGGE_STONE_CU
+#define GPU_COURSE_SCAN_01_KOGGE_STONE_CU
+#include "../common.cuh"
 // Kogge-Stone inclusive scan (notebook 09) of up to 1024 elements in ONE block: at step s = 1, 2, 4,
 // ... every element adds the one s places to its left. log2(n) steps, about n*log2(n) additions.
 __global__ void scan_kogge_stone_k(const float* __restrict__ x, float* __restrict__ out, int n) {
@@ -24,3 +27,4 @@ void scan_kogge_stone(torch::Tensor x, torch::Tensor out) {
     scan_kogge_stone_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_SCAN_01_KOGGE_STONE_CU

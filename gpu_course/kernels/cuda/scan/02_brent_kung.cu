@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_SCAN_02_BRENT_KUNG_CU
+#define GPU_COURSE_SCAN_02_BRENT_KUNG_CU
+#include "../common.cuh"
 // Brent-Kung inclusive scan (notebook 09) of up to 2048 elements in ONE block, two per thread: an
 // up-sweep builds a reduction tree in place, a down-sweep hands the partial sums down to the
 // elements that still need them. About 2n additions instead of n*log2(n), in 2*log2(n) steps.
@@ -33,3 +36,4 @@ void scan_brent_kung(torch::Tensor x, torch::Tensor out) {
     scan_brent_kung_k<<<1, threads>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_SCAN_02_BRENT_KUNG_CU

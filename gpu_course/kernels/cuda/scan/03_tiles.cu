@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_SCAN_03_TILES_CU
+#define GPU_COURSE_SCAN_03_TILES_CU
+#include "../common.cuh"
 // Multi-block scans (notebook 09): x is cut into tiles of ST threads x SI float4 = 4096 floats, one
 // block per tile. This file has what both multi-block scans share: loading and storing a tile, and
 // scanning it inside its block with warp shuffles (a Kogge-Stone of 32 lanes is 5 __shfl_up_sync).
@@ -71,3 +74,4 @@ __device__ float scan_tile(float4 (&v)[SI], float* seg) {
     }
     return seg[32];
 }
+#endif  // GPU_COURSE_SCAN_03_TILES_CU

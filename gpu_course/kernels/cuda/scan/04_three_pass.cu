@@ -1,3 +1,8 @@
+#ifndef GPU_COURSE_SCAN_04_THREE_PASS_CU
+#define GPU_COURSE_SCAN_04_THREE_PASS_CU
+#include "../common.cuh"
+#include "03_tiles.cu"                 // load_tile, store_tile, warp_scan, scan_tile
+#include "../reduce/07_float4.cu"      // sum4, and block_sum
 // Multi-block scan in three passes (reduce, then scan): (1) each block sums its tile;
 // (2) one block scans the tile sums into each tile's offset; (3) each block scans its tile again,
 // from x, and adds its offset. x is read twice and out written once: 3 passes over memory.
@@ -68,3 +73,4 @@ void scan_three_pass(torch::Tensor x, torch::Tensor out) {
     scan_add_tiles_k<<<tiles, ST>>>(x.data_ptr<float>(), out.data_ptr<float>(), sums.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_SCAN_04_THREE_PASS_CU

@@ -1,3 +1,9 @@
+#ifndef GPU_COURSE_SCAN_05_LOOKBACK_CU
+#define GPU_COURSE_SCAN_05_LOOKBACK_CU
+#include "../common.cuh"
+#include "03_tiles.cu"                 // load_tile, store_tile, scan_tile
+#include "04_three_pass.cu"            // check_scan
+#include "../reduce/06_warp_shuffle.cu" // warp_sum
 // Single-pass scan with decoupled look-back (notebook 09; the scheme of CUB's DeviceScan, which
 // torch.cumsum calls): x is read once and out written once. Each block takes the next tile number
 // from a counter (so every tile before it has started), scans its tile, publishes the tile's total
@@ -66,3 +72,4 @@ void scan_lookback(torch::Tensor x, torch::Tensor out) {
                                    reinterpret_cast<unsigned int*>(status + tiles), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+#endif  // GPU_COURSE_SCAN_05_LOOKBACK_CU
