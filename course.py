@@ -25,8 +25,9 @@ and on your own machine: ssh -N -L 8888:127.0.0.1:8888 user@gpu-host, then open 
 Where it installs: into the active virtual environment or conda environment if there is one,
 otherwise into .venv/ here (created on first use). A torch that is already importable there is
 kept; otherwise a machine without an NVIDIA GPU gets the CPU build of torch (not the several-GB CUDA
-build). The course itself is installed in editable mode, which is how "import utils" works in
-every notebook.
+build). The course itself is installed in editable mode with the packages pyproject.toml lists for
+JupyterLab and the tests, which is how "import utils" works in every notebook; in its own .venv/ on
+Linux without an NVIDIA GPU, in the versions CI tests (constraints-cpu.txt).
 """
 from __future__ import annotations
 
@@ -127,11 +128,11 @@ def pinned(name: str, constraints: Path = CPU_CONSTRAINTS) -> str | None:
     >>> pinned("torch")
     '2.13.0+cpu'
     """
-    key = re.sub(r"[-_.]+", "-", name).lower()
+    def normal(dist: str) -> str:   # as pip compares names: Numba_CUDA is numba-cuda
+        return re.sub(r"[-_.]+", "-", dist.strip()).lower()
     for line in constraints.read_text().splitlines():
-        req = line.split("#")[0].split(";")[0].strip()
-        dist, sep, version = req.partition("==")
-        if sep and re.sub(r"[-_.]+", "-", dist.strip()).lower() == key:
+        dist, sep, version = line.split("#")[0].split(";")[0].partition("==")
+        if sep and normal(dist) == normal(name):
             return version.strip()
     return None
 
@@ -182,8 +183,8 @@ def install_course(py: Path, constrained: bool) -> None:
     tests where ``constrained``, falling back to the newest that pyproject.toml allows if those do
     not install here (another Python, say)."""
     course = f"{ROOT}[{EXTRAS}]"
-    if constrained:
-        if pip(py, "-q", "-c", CPU_CONSTRAINTS, "-e", course) == 0:
+    if constrained:   # pip's errors are not shown if those fail: the retry shows its own
+        if pip(py, "-q", "-c", CPU_CONSTRAINTS, "-e", course, quiet=True) == 0:
             return
         say(f"the versions of {CPU_CONSTRAINTS.name} do not install here: installing the newest "
             "versions that pyproject.toml allows instead")
