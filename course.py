@@ -25,8 +25,9 @@ and on your own machine: ssh -N -L 8888:127.0.0.1:8888 user@gpu-host, then open 
 Where it installs: into the active virtual environment or conda environment if there is one,
 otherwise into .venv/ here (created on first use). A torch that is already importable there is
 kept; otherwise a machine without an NVIDIA GPU gets the CPU build of torch (not the several-GB CUDA
-build). The course itself is installed in editable mode, which is how "import utils" works in
-every notebook.
+build). The course itself is installed in editable mode with the packages pyproject.toml lists for
+JupyterLab and the tests, which is how "import utils" works in every notebook; in its own .venv/ on
+Linux without an NVIDIA GPU, in the versions CI tests (constraints-cpu.txt).
 """
 from __future__ import annotations
 
@@ -53,7 +54,12 @@ REPO_SLUG = "gpu-course/gpu-programming-for-pytorch-users"
 REPO_URL = f"https://github.com/{REPO_SLUG}"
 BRANCH = "main"
 
-TORCH_CPU_VERSION = "2.13.0"  # tested; used only where no torch is installed and no GPU is present
+# What `setup` installs: the package (pyproject.toml: its dependencies and these extras, one list for
+# pip, conda's environment.yml and course.py) and, first, torch (left out of pyproject.toml: see there).
+EXTRAS = "lab,test"
+# The versions CI tests (torch's CPU build included), pinned where the course makes its own .venv on
+# Linux without an NVIDIA GPU; constraints-gpu.txt records those of the stored outputs.
+CPU_CONSTRAINTS = ROOT / "constraints-cpu.txt"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # What Colab lacks, as (import name, pip requirement). Colab already has torch, triton, numba,
 # matplotlib and Jupyter.
@@ -91,18 +97,19 @@ def target_python() -> Path:
     return py
 
 
-def run(cmd: list, **kw) -> int:
-    """Run a command, dropping pip's noise about unreachable local index folders."""
+def run(cmd: list, quiet: bool = False, **kw) -> int:
+    """Run a command, dropping pip's noise about unreachable local index folders (and all of its
+    output if ``quiet``)."""
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **kw)
     for line in proc.stdout:
-        if "is ignored: it is neither a file nor a directory" not in line:
+        if not quiet and "is ignored: it is neither a file nor a directory" not in line:
             sys.stdout.write(line)
     return proc.wait()
 
 
-def pip(py: Path, *args) -> int:
-    return run([py, "-m", "pip", "install", "--disable-pip-version-check", *args])
+def pip(py: Path, *args, quiet: bool = False) -> int:
+    return run([py, "-m", "pip", "install", "--disable-pip-version-check", *args], quiet=quiet)
 
 
 def has_module(py: Path, name: str) -> bool:
@@ -115,15 +122,52 @@ def has_nvidia_gpu() -> bool:
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
 
 
+def pinned(name: str, constraints: Path = CPU_CONSTRAINTS) -> str | None:
+    """The version that a pip constraints file pins ``name`` to (``None`` if it pins none).
+
+    >>> pinned("torch")
+    '2.13.0+cpu'
+    """
+    def normal(dist: str) -> str:   # as pip compares names: Numba_CUDA is numba-cuda
+        return re.sub(r"[-_.]+", "-", dist.strip()).lower()
+    for line in constraints.read_text().splitlines():
+        dist, sep, version = line.split("#")[0].split(";")[0].partition("==")
+        if sep and normal(dist) == normal(name):
+            return version.strip()
+    return None
+
+
+def use_cpu_constraints(managed_env: bool | None = None, platform_: str = sys.platform,
+                        gpu: bool | None = None) -> bool:
+    """Whether `setup` pins the versions CI tests (constraints-cpu.txt): in the course's own .venv/
+    on Linux without an NVIDIA GPU, where that set was tested. An environment the user manages keeps
+    its own versions (only pyproject.toml's ranges apply there), and so does a GPU machine.
+
+    >>> use_cpu_constraints(False, "linux", False), use_cpu_constraints(True, "linux", False)
+    (True, False)
+    >>> use_cpu_constraints(False, "linux", True), use_cpu_constraints(False, "darwin", False)
+    (False, False)
+    """
+    managed_env = in_managed_env() if managed_env is None else managed_env
+    gpu = has_nvidia_gpu() if gpu is None else gpu
+    return not managed_env and platform_.startswith("linux") and not gpu
+
+
 def install_torch(py: Path) -> None:
-    """Keep an importable torch; otherwise install the CPU build where there is no GPU."""
+    """Keep an importable torch; otherwise install the CPU build where there is no GPU (the
+    version CI tests, from the configured package sources, else from PyTorch's CPU index)."""
     if has_module(py, "torch"):
         return
     if sys.platform.startswith("linux") and not has_nvidia_gpu():
-        say(f"no torch and no NVIDIA GPU: installing the CPU build of torch {TORCH_CPU_VERSION}")
-        # A local or mirrored CPU wheel first (fast, no large download), then PyTorch's CPU index.
-        if pip(py, "-q", f"torch=={TORCH_CPU_VERSION}+cpu") == 0:
+        version = pinned("torch")   # '2.13.0+cpu'
+        say(f"no torch and no NVIDIA GPU: installing the CPU build of torch {version}")
+        # A local or mirrored CPU wheel first (fast, no large download; where there is none, pip
+        # only says that it found none, so that is not shown), then PyTorch's CPU index.
+        if pip(py, "-q", f"torch=={version}", quiet=True) == 0:
             return
+        if pip(py, "-q", f"torch=={version}", "--index-url", TORCH_CPU_INDEX) == 0:
+            return
+        say(f"torch {version} is not on PyTorch's CPU index: installing its newest CPU build")
         if pip(py, "-q", "torch", "--index-url", TORCH_CPU_INDEX) == 0:
             return
         raise SystemExit("[course] could not install torch for the CPU; install it yourself "
@@ -133,9 +177,25 @@ def install_torch(py: Path) -> None:
         raise SystemExit("[course] could not install torch")
 
 
+def install_course(py: Path, constrained: bool) -> None:
+    """``pip install -e .[lab,test]``: the course in editable mode (so ``import utils`` works from
+    any folder of the environment) with what JupyterLab and the tests need; with the versions CI
+    tests where ``constrained``, falling back to the newest that pyproject.toml allows if those do
+    not install here (another Python, say)."""
+    course = f"{ROOT}[{EXTRAS}]"
+    if constrained:   # pip's errors are not shown if those fail: the retry shows its own
+        if pip(py, "-q", "-c", CPU_CONSTRAINTS, "-e", course, quiet=True) == 0:
+            return
+        say(f"the versions of {CPU_CONSTRAINTS.name} do not install here: installing the newest "
+            "versions that pyproject.toml allows instead")
+    if pip(py, "-q", "-e", course) != 0:
+        raise SystemExit("[course] pip could not install the course (see above)")
+
+
 def setup_fingerprint() -> str:
+    """A hash of what decides the install: a change to either file makes `setup` run pip again."""
     h = hashlib.sha256()
-    for name in ("requirements.txt", "pyproject.toml"):
+    for name in ("pyproject.toml", CPU_CONSTRAINTS.name):
         h.update((ROOT / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -151,8 +211,7 @@ def setup() -> Path:
         return py
     say(f"installing the course into {prefix}")
     install_torch(py)
-    if pip(py, "-q", "-r", ROOT / "requirements.txt", "-e", ROOT) != 0:
-        raise SystemExit("[course] pip could not install requirements.txt (see above)")
+    install_course(py, use_cpu_constraints())
     stamp.write_text(setup_fingerprint() + "\n")
     return py
 
@@ -415,19 +474,59 @@ def drop_results(device: str, notebook: str, results_dir: Path = ROOT / "results
     return len(rows) - len(keep)
 
 
+EXECUTE_CHILD = "COURSE_EXECUTE_CHILD"  # set when `execute` runs itself again in the course's Python
+# What `execute` records of the Python that ran a notebook (in the notebook's metadata, beside the
+# device), printed as JSON by that Python: constraints-gpu.txt is kept from it.
+VERSIONS_PROBE = """import json, sys, torch
+from importlib import metadata
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+print(json.dumps({"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
+                  "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
+                               **{n: version(n) for n in ("triton", "numba", "numba-cuda", "numpy")}}}))
+"""
+
+
+def execute_python(managed_env: bool | None = None, venv_py: Path | None = None) -> tuple:
+    """The Python that `execute` runs notebooks in, and why, installing nothing: the active virtual
+    or conda environment; else the course's .venv/ if it exists; else the Python that runs
+    course.py (a GPU machine whose packages come from its image and PYTHONPATH, with no .venv/).
+
+    >>> execute_python(False, Path("/nonexistent/python"))[1]
+    'no active environment and no .venv/ here: this Python'
+    """
+    managed_env = in_managed_env() if managed_env is None else managed_env
+    venv_py = venv_python() if venv_py is None else venv_py
+    if managed_env:
+        return Path(sys.executable), "the active environment"
+    if venv_py.exists():
+        return venv_py, "the course's .venv/"
+    return Path(sys.executable), "no active environment and no .venv/ here: this Python"
+
+
 def cmd_execute(args) -> int:
-    """Run notebooks top to bottom in place, in this Python, and note in each notebook's metadata
-    where and when its outputs were made (how GPU outputs get stored). Benchmarks are saved to
-    results/ during this run only (and the notebook's earlier rows for this device are dropped)."""
+    """Run notebooks top to bottom in place, in the course's Python (:func:`execute_python`), and
+    note in each notebook's metadata where and when its outputs were made and with which versions
+    (how GPU outputs get stored). Benchmarks are saved to results/ during this run only (and the
+    notebook's earlier rows for this device are dropped)."""
+    paths = find_notebooks("execute", args)
+    if not os.environ.get(EXECUTE_CHILD):
+        py, why = execute_python()
+        say(f"execute: the notebooks run in {py} ({why})")
+        if os.path.abspath(py) != os.path.abspath(sys.executable):
+            return subprocess.call([str(py), str(Path(__file__).resolve()), "execute",
+                                    *map(str, paths)], env={**os.environ, EXECUTE_CHILD: "1"})
     import datetime
     import nbformat
     from nbclient import NotebookClient
-    probe = ("import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() "
-             "else 'CPU'); print(torch.__version__)")
-    device, torch_version = subprocess.run([sys.executable, "-c", probe], capture_output=True,
-                                           text=True, check=True).stdout.split("\n")[:2]
+    probe = json.loads(subprocess.run([sys.executable, "-c", VERSIONS_PROBE], capture_output=True,
+                                      text=True, check=True).stdout)
+    device, versions = probe["device"], probe["versions"]
     failed = 0
-    for path in find_notebooks("execute", args):
+    for path in paths:
         nb = nbformat.read(path, as_version=4)
         say(f"executing {path.name} on {device} ...")
         if device != "CPU":
@@ -439,7 +538,8 @@ def cmd_execute(args) -> int:
         except Exception as e:  # keep the partial outputs: they show where it failed
             say(f"{path.name} failed: {type(e).__name__}: {str(e).splitlines()[-1] if str(e) else ''}")
             failed += 1
-        nb.metadata["course"] = {"outputs_from": device, "torch": torch_version,
+        nb.metadata["course"] = {"outputs_from": device, "torch": versions["torch"],
+                                 "versions": versions,
                                  "executed": datetime.datetime.now(datetime.timezone.utc)
                                  .strftime("%Y-%m-%d %H:%M UTC")}
         nbformat.write(nb, path)

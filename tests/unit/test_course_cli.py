@@ -3,6 +3,7 @@ settings, lecture mode and slides (the deck of notebook 00 is built here, as in 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,225 @@ def test_setup_cell_speaks_to_the_learner_and_replaces_an_older_wording(tmp_path
     cells = json.loads(path.read_text())["cells"]
     assert len(cells) == 3 and course._src(cells[1]) == course.SETUP_CELL  # replaced in place, not added
     assert course.write_setup_cells(path, write=False) is False             # what `--check` then finds
+
+
+# ---------------------------------------------------------------- the package and its install
+def project() -> dict:
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def requirements(extra: str | None = None) -> list:
+    from packaging.requirements import Requirement
+    proj = project()
+    reqs = proj["dependencies"] if extra is None else proj["optional-dependencies"][extra]
+    return [Requirement(r) for r in reqs]
+
+
+def pins(path: Path) -> dict:
+    """``{name: version}`` of a constraints file (names normalised as pip does)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            req = Requirement(line)
+            out[canonicalize_name(req.name)] = str(next(iter(req.specifier)).version)
+    return out
+
+
+def test_torch_is_left_to_course_py_and_the_extras_build_on_each_other():
+    names = {r.name for r in requirements()}
+    assert "torch" not in names and {"numpy", "numba", "numba-cuda", "triton"} <= names
+    assert {r.name for r in requirements("lab")} >= {"jupyterlab", "ipykernel", "nbclient"}
+    assert {"gpu-course", "pytest", "nbval", "pytest-xdist"} <= {r.name for r in requirements("test")}
+    assert [r.extras for r in requirements("test") if r.name == "gpu-course"] == [{"lab"}]
+    assert set(course.EXTRAS.split(",")) == {"lab", "test"}
+    assert "-e .[lab,test]" in (ROOT / "environment.yml").read_text()   # conda: the same list
+    assert not (ROOT / "requirements.txt").exists()                      # not a second copy
+
+
+def test_colab_needs_are_pinned_like_pyproject():
+    declared = {r.name: r.specifier for r in requirements()}
+    from packaging.requirements import Requirement
+    for _, req in course.COLAB_NEEDS:
+        r = Requirement(req)
+        assert r.specifier == declared[r.name], req
+
+
+def test_cpu_constraints_pin_every_package_within_the_declared_ranges():
+    """constraints-cpu.txt is what CI installs: every package the course asks for is pinned, and
+    each pin lies in pyproject.toml's range (else pip refuses the pair)."""
+    cpu = pins(course.CPU_CONSTRAINTS)
+    assert cpu["torch"] == course.pinned("torch") and cpu["torch"].endswith("+cpu")
+    wanted = requirements() + [r for extra in course.EXTRAS.split(",") for r in requirements(extra)]
+    for req in wanted:
+        if req.name == "gpu-course" or (req.marker and not req.marker.evaluate()):
+            continue
+        assert req.name in cpu, f"{req.name} is not pinned in constraints-cpu.txt"
+        assert req.specifier.contains(cpu[req.name], prereleases=True), (req, cpu[req.name])
+    assert course.pinned("no-such-package") is None
+    assert course.pinned("Numba_CUDA") == cpu["numba-cuda"]   # named as pip would
+
+
+def test_gpu_constraints_record_the_versions_of_the_stored_outputs():
+    gpu = pins(ROOT / "constraints-gpu.txt")
+    for req in requirements():
+        if req.name in gpu:
+            assert req.specifier.contains(gpu[req.name], prereleases=True), (req, gpu[req.name])
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        meta = json.loads(path.read_text())["metadata"].get("course", {})
+        if "H100" not in meta.get("outputs_from", ""):
+            continue
+        assert meta["torch"] == gpu["torch"], path.name
+        for name, version in meta.get("versions", {}).items():   # recorded by `execute`
+            if name != "python" and version is not None:
+                assert gpu.get(name) == version, (path.name, name, version)
+
+
+def test_setup_pins_ci_versions_only_in_its_own_venv_on_linux_without_a_gpu():
+    assert course.use_cpu_constraints(managed_env=False, platform_="linux", gpu=False)
+    assert not course.use_cpu_constraints(managed_env=True, platform_="linux", gpu=False)
+    assert not course.use_cpu_constraints(managed_env=False, platform_="linux", gpu=True)
+    assert not course.use_cpu_constraints(managed_env=False, platform_="darwin", gpu=False)
+
+
+@pytest.fixture
+def pip_calls(monkeypatch):
+    """course.pip replaced by a recorder; ``fail`` holds the argument that makes a call fail."""
+    calls, fail = [], set()
+
+    def fake_pip(py, *args, quiet=False):
+        calls.append([str(a) for a in args])
+        return 1 if fail & {str(a) for a in args} else 0
+    monkeypatch.setattr(course, "pip", fake_pip)
+    return calls, fail
+
+
+def test_torch_already_there_is_kept_and_a_cpu_machine_gets_the_tested_cpu_build(pip_calls, monkeypatch):
+    calls, fail = pip_calls
+    monkeypatch.setattr(course, "has_module", lambda py, name: True)
+    course.install_torch(Path(sys.executable))
+    assert calls == []
+    monkeypatch.setattr(course, "has_module", lambda py, name: False)
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(course.sys, "platform", "linux")
+    version = course.pinned("torch")
+    course.install_torch(Path(sys.executable))
+    assert calls == [["-q", f"torch=={version}"]]             # a local or mirrored wheel first
+    calls.clear()
+    fail.add(f"torch=={version}")                              # none: PyTorch's CPU index
+    course.install_torch(Path(sys.executable))
+    assert calls[1] == ["-q", f"torch=={version}", "--index-url", course.TORCH_CPU_INDEX]
+    assert calls[2] == ["-q", "torch", "--index-url", course.TORCH_CPU_INDEX]
+    calls.clear()
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: True)   # a GPU: PyPI's (CUDA) build
+    course.install_torch(Path(sys.executable))
+    assert calls == [["-q", "torch"]]
+
+
+def test_the_course_installs_editable_with_its_extras_pinned_or_else_in_range(pip_calls):
+    calls, fail = pip_calls
+    editable = f"{ROOT}[lab,test]"
+    course.install_course(Path(sys.executable), constrained=True)
+    assert calls == [["-q", "-c", str(course.CPU_CONSTRAINTS), "-e", editable]]
+    calls.clear()
+    fail.add(str(course.CPU_CONSTRAINTS))          # pins that do not install here (another Python)
+    course.install_course(Path(sys.executable), constrained=True)
+    assert calls[1] == ["-q", "-e", editable]
+    calls.clear()
+    course.install_course(Path(sys.executable), constrained=False)
+    assert calls == [["-q", "-e", editable]]
+    fail.add(editable)
+    with pytest.raises(SystemExit, match="could not install the course"):
+        course.install_course(Path(sys.executable), constrained=False)
+
+
+def test_setup_runs_again_when_pyproject_or_the_constraints_change(tmp_path, monkeypatch):
+    for name in ("pyproject.toml", course.CPU_CONSTRAINTS.name):
+        (tmp_path / name).write_text("x\n")
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    seen = {course.setup_fingerprint()}
+    for name in ("pyproject.toml", course.CPU_CONSTRAINTS.name):
+        (tmp_path / name).write_text(f"{name} changed\n")
+        seen.add(course.setup_fingerprint())
+    assert len(seen) == 3
+
+
+def test_execute_runs_in_the_active_env_else_the_course_venv_else_this_python(tmp_path):
+    venv_py = tmp_path / "bin" / "python"
+    assert course.execute_python(True, venv_py) == (Path(sys.executable), "the active environment")
+    assert course.execute_python(False, venv_py)[0] == Path(sys.executable)   # a GPU machine, no .venv
+    venv_py.parent.mkdir()
+    venv_py.write_text("")
+    assert course.execute_python(False, venv_py) == (venv_py, "the course's .venv/")
+
+
+def test_execute_started_by_another_python_runs_again_in_the_course_python(tmp_path, monkeypatch, capsys):
+    other = tmp_path / "bin" / "python"
+    monkeypatch.delenv(course.EXECUTE_CHILD, raising=False)
+    monkeypatch.setattr(course, "execute_python", lambda: (other, "the course's .venv/"))
+    seen = {}
+    monkeypatch.setattr(course.subprocess, "call", lambda cmd, env: seen.update(cmd=cmd, env=env) or 7)
+    assert course.main(["execute", "00"]) == 7
+    nb00 = str(ROOT / "notebooks" / "00_setup.ipynb")
+    assert seen["cmd"] == [str(other), str(ROOT / "course.py"), "execute", nb00]
+    assert seen["env"][course.EXECUTE_CHILD] == "1"
+    assert capsys.readouterr().out == f"[course] execute: the notebooks run in {other} (the course's .venv/)\n"
+
+
+def test_execute_runs_a_notebook_in_place_and_records_device_and_versions(tmp_path, monkeypatch):
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print(6 * 7)")]
+    path = tmp_path / "42_x.ipynb"
+    nbformat.write(nb, path)
+    env = {k: v for k, v in os.environ.items() if k not in (course.EXECUTE_CHILD, "COURSE_SAVE_RESULTS")}
+    r = cli("execute", str(path), env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"[course] execute: the notebooks run in {sys.executable} (")
+    out = nbformat.read(path, as_version=4)
+    assert out.cells[0].outputs[0]["text"] == "42\n"
+    import torch
+    meta = out.metadata["course"]
+    assert meta["outputs_from"] == "CPU" and meta["torch"] == torch.__version__
+    assert meta["versions"]["torch"] == torch.__version__ and set(meta["versions"]) == \
+        {"python", "torch", "triton", "numba", "numba-cuda", "numpy"}
+
+
+def test_a_wheel_holds_every_file_the_package_reads_and_runs_cuda_c_from_it(tmp_path):
+    """`pip install .` (not editable) copies only what pyproject.toml packages: build the wheel from
+    a copy of the package, install it, and build a kernel of gpu_course/kernels/cuda/ with the
+    emulator's headers from there, in cpu mode, far from the repository."""
+    pytest.importorskip("setuptools")
+    import zipfile
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "utils.py"):
+        shutil.copy(ROOT / name, src)
+    shutil.copytree(ROOT / "gpu_course", src / "gpu_course",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                        "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    packaged = set(zipfile.ZipFile(wheel).namelist())
+    files = {p.relative_to(src).as_posix() for p in (src / "gpu_course").rglob("*") if p.is_file()}
+    assert files and files <= packaged, sorted(files - packaged)
+    assert "utils.py" in packaged
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
+                        "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    code = ("import torch, utils, gpu_course\n"
+            "from gpu_course.kernels import elementwise\n"
+            "x = torch.randn(1000)\n"
+            "out = torch.full_like(x, float('nan'))\n"
+            "elementwise.build('naive').square_naive(x, out)\n"
+            "print(utils.MODE, gpu_course.__file__, torch.equal(out, x * x))\n")
+    env = {**os.environ, "PYTHONPATH": str(site), "COURSE_MODE": "cpu"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                       env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["cpu", str(site / "gpu_course" / "__init__.py"), "True"]
