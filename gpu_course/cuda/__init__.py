@@ -15,13 +15,13 @@ exercise checks), in both modes.
 from __future__ import annotations
 
 import os
-import re
 
 import torch
 
 from ..mode import ON_GPU
 from . import cxx
 from .errors import CudaBuildError, CudaEmulationError
+from .parsed import check_funcs, parse, prepare
 
 __all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launches", "check_funcs",
            "CudaBuildError", "CudaEmulationError"]
@@ -42,30 +42,10 @@ inline unsigned int cdiv(unsigned int a, unsigned int b) { return (a + b - 1) / 
 """
 
 
-def check_funcs(cpp_src: str, funcs, error=ValueError) -> list:
-    """``funcs`` as a list, after checking that each is a C++ name that ``cpp_src`` declares
-    (the binding to Python sees only cpp_src, on the GPU as in the emulation); raises ``error``.
-
-    >>> check_funcs("torch::Tensor square(torch::Tensor x);", "square")
-    ['square']
-    >>> check_funcs("torch::Tensor square(torch::Tensor x);", ["sqaure"])
-    Traceback (most recent call last):
-    ...
-    ValueError: load_cuda: funcs lists 'sqaure', but cpp_src declares no such function; add its declaration, e.g. utils.get_sig('sqaure', cuda_src)
-    """
-    funcs = [funcs] if isinstance(funcs, str) else list(funcs)
-    toks = cxx.tokenize(cpp_src)
-    called = {toks[k].text for k in range(len(toks) - 1) if toks[k].kind == "id" and toks[k + 1].text == "("}
-    for f in funcs:
-        if not isinstance(f, str) or not re.fullmatch(r"[A-Za-z_]\w*", f):
-            raise error(f"load_cuda: funcs lists {f!r}, which is not a C++ function name")
-        if f not in called:
-            raise error(f"load_cuda: funcs lists {f!r}, but cpp_src declares no such function; "
-                        f"add its declaration, e.g. utils.get_sig({f!r}, cuda_src)")
-    return funcs
-
-
 _last_log = {"log": ""}  # the one store of the last build's log (see last_build_log)
+_BUILT: dict = {}  # the modules load_cuda returned in this session, by _build_key
+# what else decides a build: the emulation's switches (CUDA_EMU_*), the compilers found and the GPU targets
+_BUILD_ENV = ("PATH", "CXX", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
 
 
 def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: bool = False,
@@ -74,8 +54,8 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
     ``cuda_src`` usually starts with :data:`cuda_begin`; ``cpp_src`` declares each function in
     ``funcs`` (:func:`get_sig` writes a declaration). ``opt=False`` builds for debugging
-    (``-O0 -G``). Builds are cached by content: an unchanged source loads instantly, an edited
-    kernel recompiles only the kernels.
+    (``-O0 -G``). Builds are cached by content: an unchanged source loads instantly (in this
+    session without reading the source again), an edited kernel recompiles only the kernels.
 
     * gpu mode: nvcc, with the kernels compiled apart from the torch headers (see gpu_build.py);
       sources the split cannot handle, and ``fast=False``, are built as one nvcc unit by
@@ -89,31 +69,57 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
     The module has ``build_log`` (also :func:`last_build_log`) and the names of its kernels in
     ``_course_kernels``; see :func:`kernel_launches` for counting launches.
     """
-    funcs = check_funcs(cpp_src, funcs)
-    if not funcs:
+    key = _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck)
+    mod = None if verbose or key is None else _BUILT.get(key)
+    if mod is not None:  # built in this session: nothing to read, parse or compile
+        _last_log["log"] = getattr(mod, "build_log", "")
+        return mod
+    sources = prepare(cuda_src, cpp_src, funcs)  # parsed once, for the back end and _course_kernels
+    if not sources.funcs:
         raise ValueError("load_cuda: funcs is empty: name the functions Python should call")
     try:
-        mod = _build(cuda_src, cpp_src, funcs, opt, verbose, fast, extra_cuda_cflags, racecheck)
+        mod = _build(sources, opt, verbose, fast, extra_cuda_cflags, racecheck)
     except (CudaBuildError, CudaEmulationError) as e:
         _last_log["log"] = getattr(e, "log", "") or str(e)
         raise
     _last_log["log"] = getattr(mod, "build_log", "")
-    toks = cxx.tokenize(cuda_src)
-    mod._course_kernels = tuple(sorted({f.name for f in cxx.find_functions(
-        toks, cxx.match_brackets(toks), ("__global__",))}))
+    mod._course_kernels = sources.cuda.kernels
+    if key is not None:
+        _BUILT[key] = mod
     return mod
 
 
-def _build(cuda_src, cpp_src, funcs, opt, verbose, fast, extra_cuda_cflags, racecheck):
+def _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck):
+    """What names one build: the texts, the arguments, the mode and the environment that decides
+    a build (the GPU build's cache directory too: a build in a fresh one is a new build);
+    None when an argument cannot be a key (load_cuda then builds, and reports a bad one)."""
+    cache = None
+    if ON_GPU:
+        from . import gpu_build
+        cache = str(gpu_build.CACHE)
+    env = tuple((k, v) for k, v in os.environ.items() if k.startswith("CUDA_EMU_") or k in _BUILD_ENV)
+    try:
+        key = (cuda_src, cpp_src, funcs if isinstance(funcs, str) else tuple(funcs), bool(opt), bool(fast),
+               tuple(extra_cuda_cflags), racecheck, ON_GPU, cache, env)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _build(sources, opt, verbose, fast, extra_cuda_cflags, racecheck):
+    cuda_src, cpp_src, funcs = sources.cuda.text, sources.cpp.text, list(sources.funcs)
     if not ON_GPU:
         from . import emulation
-        return emulation.load(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, racecheck=racecheck)
+        return emulation.load(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, racecheck=racecheck,
+                              sources=sources)
     from . import gpu_build
     reason = "fast=False"
     if fast:
         try:
             return gpu_build.build_split(cuda_src, cpp_src, funcs, opt=opt,
-                                          extra_cuda_cflags=extra_cuda_cflags, verbose=verbose)
+                                          extra_cuda_cflags=extra_cuda_cflags, verbose=verbose,
+                                          parsed=sources.cuda)
         except gpu_build.NeedsClassicBuild as e:
             reason = str(e)
             if verbose:
@@ -171,13 +177,10 @@ def get_sig(fname: str, src: str) -> str:
     >>> get_sig("f", "namespace ops { int f(int a) { return a; } }")
     'namespace ops { int f(int a); } using ops::f;'
     """
-    toks = cxx.tokenize(src)
-    match = cxx.match_brackets(toks)
+    p = parse(src)
+    toks = p.toks
     kernel, host = False, set()
-    for s in cxx.statements(toks, match):
-        if s.kind != "decl":
-            continue
-        d = cxx.analyze(toks, match, s)
+    for s, d in p.declarations:
         if d.kind != "function" or d.body is None:
             continue
         if d.specifiers & {"__global__", "__device__"}:

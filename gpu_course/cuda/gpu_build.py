@@ -49,6 +49,7 @@ from pathlib import Path
 
 from . import cache_files, cxx
 from .errors import CudaBuildError, diagnostics, format_compile_errors
+from .parsed import parse
 
 CACHE = Path(os.environ.get("COURSE_CUDA_CACHE",
                             Path.home() / ".cache" / "gpu-course" / "cuda"))
@@ -111,13 +112,11 @@ class _Symbol:
 class _Splitter:
     """Walks the learner's top-level statements once and fills the three units."""
 
-    def __init__(self, src: str):
+    def __init__(self, src: str, parsed=None):
+        p = parsed or parse(src)  # load_cuda's ParsedSource of src (read once), else read here
         self.src = src
-        self.toks = cxx.tokenize(src)
-        self.match = cxx.match_brackets(self.toks)
-        self.stmts = cxx.statements(self.toks, self.match)
-        self.decls = {id(s): cxx.analyze(self.toks, self.match, s)
-                      for s in self.stmts if s.kind == "decl"}
+        self.toks, self.match, self.stmts = p.toks, p.match, p.statements
+        self.decls = {id(s): d for s, d in p.declarations}
         self.device, self.host, self.host_decls = [], [], []
         self.device_lines, self.host_lines = set(), set()
         self.launch_names, self.launch_stubs, self.symbol_stubs = [], [], []
@@ -724,11 +723,12 @@ class Units:
     kernels: tuple = ()
 
 
-def make_units(cuda_src: str, cpp_src: str, funcs: list) -> Units:
+def make_units(cuda_src: str, cpp_src: str, funcs: list, parsed=None) -> Units:
     """Split the learner's source into device, host and binding translation units; raises
-    :class:`NeedsClassicBuild` for sources the split cannot handle with certainty."""
+    :class:`NeedsClassicBuild` for sources the split cannot handle with certainty. ``parsed``:
+    the :class:`~gpu_course.cuda.parsed.ParsedSource` of ``cuda_src`` if the caller has it."""
     try:
-        sp = _Splitter(cuda_src)
+        sp = _Splitter(cuda_src, parsed)
         sp.split()
     except NeedsClassicBuild:
         raise
@@ -879,11 +879,11 @@ _CLEANED: set = set()
 
 
 def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
-                extra_cuda_cflags=(), verbose: bool = False, _retry: bool = True):
+                extra_cuda_cflags=(), verbose: bool = False, _retry: bool = True, parsed=None):
     """Build with the split units (see the module docstring); return the loaded module, with the
     build log as ``mod.build_log``. Raises :class:`CudaBuildError` (with ``.log``) for the
     learner's errors and :class:`NeedsClassicBuild` for what the split cannot build."""
-    units = make_units(cuda_src, cpp_src, funcs)
+    units = make_units(cuda_src, cpp_src, funcs, parsed)
     tc = _toolchain()
     nvcc_flags = _nvcc_flags(tc["nvcc"], tc["arch"], opt, extra_cuda_cflags)
     cxx_flags = [tc["cxx"], "-std=c++17", "-fPIC", "-O2" if opt else "-O0", tc["abi"],
@@ -952,7 +952,7 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
                 print(f"The link failed in the cached {', '.join(p.name for p in bad)}: "
                       f"rebuilding {'it' if len(bad) == 1 else 'them'} once.")
                 return build_split(cuda_src, cpp_src, funcs, opt, extra_cuda_cflags, verbose,
-                                   _retry=False)
+                                   _retry=False, parsed=parsed)
             raise classic("the units do not link: " + (r.stdout + r.stderr).strip()[-300:], log)
         tmp.replace(so_path)
         cache_files.seal(so_path)

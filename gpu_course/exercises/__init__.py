@@ -303,48 +303,45 @@ def _is_stub(tree) -> bool:
 
 
 def _cuda_kernels(source: str) -> dict[str, list]:
-    """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source``."""
-    from ..cuda.cxx import match_brackets, tokenize
-    toks = tokenize(source)
-    pairs = match_brackets(toks)
-    kernels = {}
-    for i, t in enumerate(toks):
-        if t.text != "__global__":
-            continue
-        j = i + 1
-        while j < len(toks) and toks[j].text not in ("(", ";", "{"):
-            j += 1
-        if j >= len(toks) or toks[j].text != "(" or j not in pairs:
-            continue
-        name = toks[j - 1].text
-        k = pairs[j] + 1
-        while k < len(toks) and toks[k].text not in ("{", ";"):
-            k += 1
-        if k < len(toks) and toks[k].text == "{" and k in pairs:
-            kernels[name] = toks[k + 1:pairs[k]]
-    return kernels
+    """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source`` (read once:
+    the same parse as ``get_sig`` and ``load_cuda``'s)."""
+    from ..cuda.parsed import parse
+    return parse(source).kernel_bodies
 
 
 def _cuda_kernel_body(source: str, name: str) -> list:
     return _cuda_kernels(source).get(name, [])
 
 
+_COURSE_BODIES: dict = {}  # a course file's path -> ((mtime, size), [the token texts of each kernel body])
+
+
+def _course_kernel_bodies(path: Path) -> list:
+    """The token texts of each ``__global__`` body in the course file ``path`` (read again only
+    when the file changed)."""
+    from ..cuda.parsed import ParsedSource
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if path not in _COURSE_BODIES or _COURSE_BODIES[path][0] != stamp:
+            kernels = ParsedSource(path.read_text()).kernel_bodies  # not kept by parse(): only the bodies are
+            _COURSE_BODIES[path] = (stamp, [tuple(t.text for t in body) for body in kernels.values()])
+    except (OSError, UnicodeDecodeError):
+        return []
+    return _COURSE_BODIES[path][1]
+
+
 def _course_cuda_kernel(source: str, name: str) -> str | None:
     """The course file holding a kernel with the same body as ``name`` in ``source``, if any."""
-    body = [t.text for t in _cuda_kernel_body(source, name)]
+    body = tuple(t.text for t in _cuda_kernel_body(source, name))
     if not body:
         return None
     root = _COURSE_DIR
     for path in sorted(root.rglob("*.cu*")):
         if "emulation" in path.parts or path.suffix not in (".cu", ".cuh"):
             continue
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError):
-            continue
-        for other in _cuda_kernels(text).values():
-            if [t.text for t in other] == body:
-                return str(path.relative_to(root.parent))
+        if body in _course_kernel_bodies(path):
+            return str(path.relative_to(root.parent))
     return None
 
 

@@ -175,6 +175,55 @@ def test_constant_memory_and_symbol_copies_in_the_emulation():
         mod.convolve(x, torch.randn(4))
 
 
+def _count_tokenize(monkeypatch) -> list:
+    """Record the text of every cxx.tokenize call, from whichever module of the package makes it."""
+    import sys
+    from gpu_course.cuda import cxx
+    real, read = cxx.tokenize, []
+
+    def counting(text, *args, **kwargs):
+        read.append(text)
+        return real(text, *args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("gpu_course") and getattr(module, "tokenize", None) is real:
+            monkeypatch.setattr(module, "tokenize", counting)
+    return read
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation); the GPU build reads its source through the same parse")
+def test_a_build_reads_each_source_once_and_a_cache_hit_reads_none(monkeypatch):
+    import gpu_course.cuda as cuda
+    from gpu_course.cuda import parsed
+    monkeypatch.setattr(cuda, "_BUILT", {})
+    src = CONST_SRC + "// built once more, on its own\n"
+    read = _count_tokenize(monkeypatch)
+    parsed.parse.cache_clear()
+    mod = utils.load_cuda(src, CONST_CPP, ["convolve", "times"])  # built, or loaded from the disk cache
+    assert (read.count(src), read.count(CONST_CPP)) == (1, 1)
+    assert mod._course_kernels == ("conv_k",)
+    read.clear()
+    parsed.parse.cache_clear()
+    assert utils.load_cuda(src, CONST_CPP, ["convolve", "times"]) is mod  # the session's cache: no parse
+    assert read == []
+    assert utils.last_build_log() == mod.build_log
+
+
+def test_the_build_key_names_texts_arguments_and_the_build_environment(monkeypatch):
+    from gpu_course.cuda import _build_key
+    key = _build_key(SRC, "void f();", ["f"], True, True, (), None)
+    assert key == _build_key(SRC, "void f();", ("f",), True, True, [], None)
+    for other in [(SRC + " ", "void f();", ["f"], True, True, (), None),
+                  (SRC, "void f();", ["f"], False, True, (), None),
+                  (SRC, "void f();", ["f"], True, False, (), None),
+                  (SRC, "void f();", ["f"], True, True, ["-Xptxas", "-v"], None),
+                  (SRC, "void f();", ["f"], True, True, (), "warn")]:
+        assert _build_key(*other) != key, other
+    monkeypatch.setenv("CUDA_EMU_CHECKED", "0")
+    assert _build_key(SRC, "void f();", ["f"], True, True, (), None) != key
+    assert _build_key(SRC, "void f();", [["f"]], True, True, (), None) is None  # load_cuda reports it
+
+
 @pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")
 def test_symbol_copies_into_what_is_no_device_variable_are_refused():
     bad = CONST_SRC.replace("cudaMemcpyToSymbol(conv::mask,", "cudaMemcpyToSymbol(big,")

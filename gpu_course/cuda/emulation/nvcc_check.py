@@ -10,25 +10,19 @@ import subprocess
 from pathlib import Path
 
 from .. import cxx
-from ..cxx import Tok, match_brackets, tokenize
 from ..errors import diagnostics, format_compile_errors
-from .source import INCLUDE_RE
+from ..parsed import INCLUDE_RE, ParsedSource, parse
 
 _HOST_ONLY = re.compile(r"^(torch|at|c10|TORCH_\w+|AT_\w+|C10_\w+|CHECK_\w+|CUDA_CHECK|pybind11|py)$")
 
 
-def _top_level_statements(toks: list[Tok], match: dict[int, int]) -> list[tuple[int, int]]:
-    """Token ranges [a, b] of top-level declarations/definitions (namespaces are entered)."""
-    return [(s.a, s.b - 1) for s in cxx.statements(toks, match) if s.kind == "decl"]
-
-
-def device_source(cuda_src: str) -> str | None:
+def device_source(cuda_src: str | ParsedSource) -> str | None:
     """The device part of cuda_src for nvcc: top-level statements that use torch or launch
     kernels are blanked (newlines kept), torch/ATen/c10 includes dropped, and templated kernels
     launched with literal template arguments are instantiated at the end.  None when device code
     itself uses torch types (e.g. packed accessors): that needs the torch headers, too slow."""
-    toks = tokenize(cuda_src)
-    match = match_brackets(toks)
+    p = cuda_src if isinstance(cuda_src, ParsedSource) else parse(cuda_src)
+    cuda_src, toks, match = p.text, p.toks, p.match
     chars = list(cuda_src)
 
     def blank(a: int, b: int) -> None:
@@ -41,7 +35,7 @@ def device_source(cuda_src: str) -> str | None:
         if m and re.match(r"(torch|ATen|c10|pybind11)/|Python\.h$", m.group(1)):
             blank(t.start, t.end)
     insts = []
-    for a, b in _top_level_statements(toks, match):
+    for a, b in ((s.a, s.b - 1) for s in p.statements if s.kind == "decl"):
         ids = {t.text for t in toks[a:b + 1] if t.kind == "id"}
         if ids & {"__global__", "__device__"}:
             if ids & {"torch", "at", "c10"}:
@@ -63,7 +57,7 @@ def device_source(cuda_src: str) -> str | None:
     return '#line 1 "cuda_src"\n' + "".join(chars) + tail + "\n"
 
 
-def start_nvcc(cuda_src: str, workdir: Path):
+def start_nvcc(cuda_src: str | ParsedSource, workdir: Path):
     """Start nvcc on the device part of cuda_src (None if nvcc is not on PATH)."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
