@@ -9,8 +9,8 @@ How a source reaches the hardware:
 
 Both read C++ through :mod:`.cxx` (so does :func:`get_sig`), check ``funcs`` with
 :func:`check_funcs`, and raise the errors of :mod:`.errors`; the last build's log is kept here
-(:func:`last_build_log`). :func:`kernel_launches` says which kernels a call launched (for
-exercise checks), in both modes.
+(:func:`last_build_log`). Which kernels a call launched is recorded by
+:func:`gpu_course.launches.launches` (from the modules' launch counters), in both modes.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from . import cxx
 from .errors import CudaBuildError, CudaEmulationError
 from .parsed import check_funcs, parse, prepare
 
-__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launches", "check_funcs",
+__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs",
            "CudaBuildError", "CudaEmulationError"]
 
 cuda_begin = r"""
@@ -67,7 +67,7 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
     A compile error raises with the compiler's own error lines first; the kernel stays alive.
     The module has ``build_log`` (also :func:`last_build_log`) and the names of its kernels in
-    ``_course_kernels``; see :func:`kernel_launches` for counting launches.
+    ``_course_kernels``; ``utils.launches(modules=[mod])`` records which of them a call launched.
     """
     key = _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck)
     mod = None if verbose or key is None else _BUILT.get(key)
@@ -209,61 +209,3 @@ def get_sig(fname: str, src: str) -> str:
                          f"add the missing one.")
     raise ValueError(f"get_sig: no definition of {fname!r} found in the source; host functions "
                      f"defined there: {', '.join(sorted(host)) or 'none'}")
-
-
-def kernel_launches(module, fn, *args, **kwargs) -> dict:
-    """Which kernels of ``module`` the call ``fn(*args, **kwargs)`` launched, and how often:
-    ``{kernel name: launches}``, for exercise checks that the learner's kernel really ran.
-
-    The contract: names are the kernel's own name, without namespace or template arguments
-    (``matmul_k<16>`` counts as ``matmul_k``); only kernels with at least one launch appear;
-    ``fn`` is called once and its result dropped. How the launches are counted:
-
-    * modules of the GPU split build count every launch in their launch stubs
-      (``module._course_launches()`` / ``module._course_reset_launches()``);
-    * modules of the CPU emulation count them in the emulator
-      (``module._cuda_emu_launches()`` / ``module._cuda_emu_reset_launches()``);
-    * modules built as one nvcc unit (the split's fallback) have no counters: the call runs under
-      ``torch.profiler`` and its CUDA kernels are counted by name, keeping the kernels
-      ``cuda_src`` defines (``module._course_kernels``) when the module says which they are
-      (without that list, torch's own kernels, e.g. the fill of ``torch::zeros``, count too).
-
-    >>> class Mod:                                   # a stand-in with the emulation's counters
-    ...     counts = {}
-    ...     def _cuda_emu_reset_launches(self): self.counts = {}
-    ...     def _cuda_emu_launches(self): return self.counts
-    ...     def square(self, n): self.counts["square_k"] = self.counts.get("square_k", 0) + n
-    >>> m = Mod()
-    >>> kernel_launches(m, m.square, 2)
-    {'square_k': 2}
-    """
-    for get, reset in (("_course_launches", "_course_reset_launches"),
-                       ("_cuda_emu_launches", "_cuda_emu_reset_launches")):
-        if hasattr(module, get) and hasattr(module, reset):
-            getattr(module, reset)()
-            fn(*args, **kwargs)
-            return _by_kernel(getattr(module, get)().items())
-    if not ON_GPU or not torch.cuda.is_available():
-        raise RuntimeError("kernel_launches: this module has no launch counters (it was not built "
-                           "by load_cuda), and without a GPU there is no profiler to ask")
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args, **kwargs)
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == DeviceType.CUDA
-             and not e.name.startswith(("Memcpy", "Memset"))]
-    counts = _by_kernel((n, 1) for n in names)
-    known = getattr(module, "_course_kernels", None)
-    return {k: v for k, v in counts.items() if k in known} if known else counts
-
-
-def _by_kernel(items) -> dict:
-    """Sum (name, count) pairs by :func:`cxx.kernel_base_name`, keeping counts above 0."""
-    out = {}
-    for name, count in items:
-        if count:
-            base = cxx.kernel_base_name(name)
-            out[base] = out.get(base, 0) + int(count)
-    return dict(sorted(out.items()))

@@ -1,5 +1,5 @@
-"""Unit tests of gpu_course/cuda/__init__.py (get_sig, load_cuda's checks, build logs,
-kernel_launches) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
+"""Unit tests of gpu_course/cuda/__init__.py (get_sig, load_cuda's checks, build logs, its cache
+of the session, launch counts) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
 use (constant memory, symbol copies). The GPU branches run in tests/gpu and the notebooks."""
 import pytest
 import torch
@@ -94,29 +94,23 @@ def test_funcs_must_be_names_declared_in_cpp_src():
         utils.load_cuda(SRC, "", [])
 
 
-def test_kernel_launches_by_kernel_name():
-    from gpu_course.cuda import kernel_launches
+TEMPLATED = utils.cuda_begin + r"""
+template <int S>
+__global__ void scale_k(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= S; }
+void scale(torch::Tensor x) { int n = x.numel(); scale_k<3><<<cdiv(n, 64), 64>>>(x.data_ptr<float>(), n); }
+"""
 
-    class SplitBuildModule:  # the counters of the GPU split build's launch stubs
-        def __init__(self):
-            self.n = {"matmul_k<TW>": 0, "ops::square_k": 0, "idle_k": 0}
 
-        def _course_reset_launches(self):
-            self.n = dict.fromkeys(self.n, 0)
-
-        def _course_launches(self):
-            return self.n
-
-        def run(self, times):
-            self.n["matmul_k<TW>"] += times
-            self.n["ops::square_k"] += 1
-
-    m = SplitBuildModule()
-    m.run(5)
-    assert kernel_launches(m, m.run, 2) == {"matmul_k": 2, "square_k": 1}  # reset first
-    if not utils.ON_GPU:
-        with pytest.raises(RuntimeError, match="no launch counters"):
-            kernel_launches(object(), lambda: None)
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation); tests/gpu counts the split build's launches")
+def test_one_launch_of_a_templated_kernel_counts_once():
+    """The emulation's counters hold scale_k and scale_k<3>: utils.launches counts the launch once."""
+    mod = utils.load_cuda(TEMPLATED, "void scale(torch::Tensor x);", ["scale"])
+    x = torch.ones(100)
+    with utils.launches(modules=[mod]) as seen:
+        mod.scale(x)
+    assert seen.counts == {mod.__name__: {"scale_k": 1}}
+    assert [(L.name, L.count, L.host_function) for L in seen] == [("scale_k", 1, "scale")]
+    utils.check(x, torch.full((100,), 3.0), name="scale")
 
 
 # ---- in cpu mode load_cuda runs the emulation: the same source as on a GPU

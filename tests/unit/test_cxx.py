@@ -126,16 +126,6 @@ def test_a_malformed_launch_names_its_line():
         cxx.find_launches(toks, cxx.match_brackets(toks))
 
 
-@pytest.mark.parametrize("name,base", [
-    ("void matmul_k<16>(float const*, float const*, float*, int, int, int)", "matmul_k"),
-    ("k::square_k(float const*, float*, int)", "square_k"),
-    ("mm_vec_k<128, 128, 8, 8, 8>", "mm_vec_k"),
-    ("void (anonymous namespace)::f_k<(bool)1>(int)", "f_k"),
-])
-def test_kernel_base_name(name, base):
-    assert cxx.kernel_base_name(name) == base
-
-
 def test_get_sig_says_when_the_braces_do_not_balance():
     """Was: "get_sig: no definition of 'relu' found", for a missing closing brace."""
     import utils
