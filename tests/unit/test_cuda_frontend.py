@@ -216,6 +216,12 @@ def test_the_build_key_names_texts_arguments_and_the_build_environment(monkeypat
     monkeypatch.setenv("CUDA_EMU_CHECKED", "0")
     assert _build_key(SRC, "void f();", ["f"], True, True, (), None) != key
     assert _build_key(SRC, "void f();", [["f"]], True, True, (), None) is None  # load_cuda reports it
+    import gpu_course.cuda as cuda
+    from gpu_course.cuda import gpu_build
+    monkeypatch.setattr(cuda, "ON_GPU", True)  # the GPU build: its cache directory names the build too
+    on_gpu = _build_key(SRC, "void f();", ["f"], True, True, (), None)
+    monkeypatch.setattr(gpu_build, "CACHE", gpu_build.CACHE / "fresh")
+    assert on_gpu != key and _build_key(SRC, "void f();", ["f"], True, True, (), None) != on_gpu
 
 
 @pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")

@@ -767,6 +767,15 @@ def test_cuda_kernel_of_the_course_package_is_refused(capsys, tmp_path, monkeypa
     assert own.startswith("✅")
 
 
+def test_course_kernel_bodies_are_read_again_when_the_file_changes(tmp_path):
+    f = tmp_path / "k.cu"
+    f.write_text("__global__ void a_k(int* p) { p[0] = 1; }")
+    assert judging._course_kernel_bodies(f) == [("p", "[", "0", "]", "=", "1", ";")]
+    f.write_text("__global__ void a_k(int* p) { p[0] = 22; }")  # another size: read again
+    assert judging._course_kernel_bodies(f) == [("p", "[", "0", "]", "=", "22", ";")]
+    assert judging._course_kernel_bodies(tmp_path / "gone.cu") == []
+
+
 def _emulation_counts_launches() -> bool:
     header = ROOT / "gpu_course" / "cuda" / "emulation" / "include" / "cuda_emu.h"
     return "_cuda_emu_launches" in header.read_text()
