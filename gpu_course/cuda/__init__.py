@@ -91,20 +91,25 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
 def _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck):
     """What names one build: the texts, the arguments, the mode and the environment that decides
-    a build (the GPU build's cache directory too: a build in a fresh one is a new build);
+    a build (the back end's cache directory too: a build in a fresh one is a new build);
     None when an argument cannot be a key (load_cuda then builds, and reports a bad one)."""
-    cache = None
-    if ON_GPU:
-        from . import gpu_build
-        cache = str(gpu_build.CACHE)
     env = tuple((k, v) for k, v in os.environ.items() if k.startswith("CUDA_EMU_") or k in _BUILD_ENV)
     try:
         key = (cuda_src, cpp_src, funcs if isinstance(funcs, str) else tuple(funcs), bool(opt), bool(fast),
-               tuple(extra_cuda_cflags), racecheck, ON_GPU, cache, env)
+               tuple(extra_cuda_cflags), racecheck, ON_GPU, _cache_root(), env)
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _cache_root() -> str:
+    """The directory the back end of this mode caches its builds in."""
+    if ON_GPU:
+        from . import gpu_build
+        return str(gpu_build.CACHE)
+    from .emulation import cache_dir
+    return str(cache_dir())
 
 
 def _build(sources, opt, verbose, fast, extra_cuda_cflags, racecheck):

@@ -1,6 +1,8 @@
 """Unit tests of gpu_course/cuda/__init__.py (get_sig, load_cuda's checks, build logs, its cache
 of the session, launch counts) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
 use (constant memory, symbol copies). The GPU branches run in tests/gpu and the notebooks."""
+import os
+
 import pytest
 import torch
 
@@ -215,6 +217,9 @@ def test_the_build_key_names_texts_arguments_and_the_build_environment(monkeypat
         assert _build_key(*other) != key, other
     monkeypatch.setenv("CUDA_EMU_CHECKED", "0")
     assert _build_key(SRC, "void f();", ["f"], True, True, (), None) != key
+    monkeypatch.delenv("CUDA_EMU_CHECKED")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/elsewhere")  # another cache directory of the emulation
+    assert _build_key(SRC, "void f();", ["f"], True, True, (), None) != key or "CUDA_EMU_CACHE" in os.environ
     assert _build_key(SRC, "void f();", [["f"]], True, True, (), None) is None  # load_cuda reports it
     import gpu_course.cuda as cuda
     from gpu_course.cuda import gpu_build
