@@ -39,8 +39,7 @@ from .claims import ClaimFailed, claim
 from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, missing_ceilings,
                               spec_peak, throughput)
 from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
-from .cuda import (CudaBuildError, CudaEmulationError, cuda_begin, get_sig, kernel_launches,
-                   last_build_log, load_cuda)
+from .cuda import CudaBuildError, CudaEmulationError, cuda_begin, get_sig, last_build_log, load_cuda
 from .display import capture_printf, say, show_img, show_source, source_of
 from .exercises import (calls, differs_from, exercise, formula_exercise, grid_is, hint,
                         judge_kernel, kernel_exercise, launches_at_most, only_reads, shared_atomics,
@@ -66,7 +65,7 @@ __all__ = [
     # launching kernels
     "dim3", "cdiv", "to_numba",
     # CUDA C
-    "cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launches", "CudaBuildError", "CudaEmulationError",
+    "cuda_begin", "get_sig", "load_cuda", "last_build_log", "CudaBuildError", "CudaEmulationError",
     # checking and exercises
     "check", "Checked", "CheckFailed", "poisoned", "poison_", "dot_tol", "exercise",
     # exercises that prove the method: the learner's kernel ran and wrote the result

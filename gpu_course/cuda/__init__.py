@@ -9,21 +9,20 @@ How a source reaches the hardware:
 
 Both read C++ through :mod:`.cxx` (so does :func:`get_sig`), check ``funcs`` with
 :func:`check_funcs`, and raise the errors of :mod:`.errors`; the last build's log is kept here
-(:func:`last_build_log`). :func:`kernel_launches` says which kernels a call launched (for
-exercise checks), in both modes.
+(:func:`last_build_log`). Which kernels a call launched is recorded by
+:func:`gpu_course.launches.launches` (from the modules' launch counters), in both modes.
 """
 from __future__ import annotations
 
-import re
-
-import torch
+import os
 
 from ..kernels import COMMON, cuda_source
 from ..mode import ON_GPU
 from . import cxx
 from .errors import CudaBuildError, CudaEmulationError
+from .parsed import check_funcs, parse, prepare
 
-__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launches", "check_funcs",
+__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs",
            "CudaBuildError", "CudaEmulationError"]
 
 # The prelude (includes, the CHECK_* macros, cdiv): the text of gpu_course/kernels/cuda/common.cuh inside its
@@ -31,30 +30,10 @@ __all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "kernel_launc
 cuda_begin = cuda_source(COMMON)
 
 
-def check_funcs(cpp_src: str, funcs, error=ValueError) -> list:
-    """``funcs`` as a list, after checking that each is a C++ name that ``cpp_src`` declares
-    (the binding to Python sees only cpp_src, on the GPU as in the emulation); raises ``error``.
-
-    >>> check_funcs("torch::Tensor square(torch::Tensor x);", "square")
-    ['square']
-    >>> check_funcs("torch::Tensor square(torch::Tensor x);", ["sqaure"])
-    Traceback (most recent call last):
-    ...
-    ValueError: load_cuda: funcs lists 'sqaure', but cpp_src declares no such function; add its declaration, e.g. utils.get_sig('sqaure', cuda_src)
-    """
-    funcs = [funcs] if isinstance(funcs, str) else list(funcs)
-    toks = cxx.tokenize(cpp_src)
-    called = {toks[k].text for k in range(len(toks) - 1) if toks[k].kind == "id" and toks[k + 1].text == "("}
-    for f in funcs:
-        if not isinstance(f, str) or not re.fullmatch(r"[A-Za-z_]\w*", f):
-            raise error(f"load_cuda: funcs lists {f!r}, which is not a C++ function name")
-        if f not in called:
-            raise error(f"load_cuda: funcs lists {f!r}, but cpp_src declares no such function; "
-                        f"add its declaration, e.g. utils.get_sig({f!r}, cuda_src)")
-    return funcs
-
-
 _last_log = {"log": ""}  # the one store of the last build's log (see last_build_log)
+_BUILT: dict = {}  # the modules load_cuda returned in this session, by _build_key
+# what else decides a build: the emulation's switches (CUDA_EMU_*), the compilers found and the GPU targets
+_BUILD_ENV = ("PATH", "CXX", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
 
 
 def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: bool = False,
@@ -63,8 +42,8 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
     ``cuda_src`` usually starts with :data:`cuda_begin`; ``cpp_src`` declares each function in
     ``funcs`` (:func:`get_sig` writes a declaration). ``opt=False`` builds for debugging
-    (``-O0 -G``). Builds are cached by content: an unchanged source loads instantly, an edited
-    kernel recompiles only the kernels.
+    (``-O0 -G``). Builds are cached by content: an unchanged source loads instantly (in this
+    session without reading the source again), an edited kernel recompiles only the kernels.
 
     * gpu mode: nvcc, with the kernels compiled apart from the torch headers (see gpu_build/);
       sources the split cannot handle, and ``fast=False``, are built as one nvcc unit by
@@ -76,30 +55,57 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
     A compile error raises with the compiler's own error lines first; the kernel stays alive.
     The module has ``build_log`` (also :func:`last_build_log`) and the names of its kernels in
-    ``_course_kernels``; see :func:`kernel_launches` for counting launches.
+    ``_course_kernels``; ``utils.launches(modules=[mod])`` records which of them a call launched.
     """
-    funcs = check_funcs(cpp_src, funcs)
-    if not funcs:
+    key = _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck)
+    mod = None if verbose or key is None else _BUILT.get(key)
+    if mod is not None:  # built in this session: nothing to read, parse or compile
+        _last_log["log"] = getattr(mod, "build_log", "")
+        return mod
+    sources = prepare(cuda_src, cpp_src, funcs)  # parsed once, for the back end and _course_kernels
+    if not sources.funcs:
         raise ValueError("load_cuda: funcs is empty: name the functions Python should call")
     try:
-        mod = _build(cuda_src, cpp_src, funcs, opt, verbose, fast, extra_cuda_cflags, racecheck)
+        mod = _build(sources, opt, verbose, fast, extra_cuda_cflags, racecheck)
     except (CudaBuildError, CudaEmulationError) as e:
         _last_log["log"] = getattr(e, "log", "") or str(e)
         raise
     _last_log["log"] = getattr(mod, "build_log", "")
-    toks = cxx.tokenize(cuda_src)
-    mod._course_kernels = tuple(sorted({f.name for f in cxx.find_functions(
-        toks, cxx.match_brackets(toks), ("__global__",))}))
+    mod._course_kernels = sources.cuda.kernels
+    if key is not None:
+        _BUILT[key] = mod
     return mod
 
 
-def _build(cuda_src, cpp_src, funcs, opt, verbose, fast, extra_cuda_cflags, racecheck):
+def _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck):
+    """What names one build: the texts, the arguments, the mode and the environment that decides
+    a build (the back end's cache directory too: a build in a fresh one is a new build);
+    None when an argument cannot be a key (load_cuda then builds, and reports a bad one)."""
+    env = tuple((k, v) for k, v in os.environ.items() if k.startswith("CUDA_EMU_") or k in _BUILD_ENV)
+    try:
+        key = (cuda_src, cpp_src, funcs if isinstance(funcs, str) else tuple(funcs), bool(opt), bool(fast),
+               tuple(extra_cuda_cflags), racecheck, ON_GPU, _cache_root(), env)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _cache_root() -> str:
+    """The directory the back end of this mode caches its builds in."""
+    from .cache_files import cache_dir
+    return str(cache_dir("cuda" if ON_GPU else "cuda_emu"))
+
+
+def _build(sources, opt, verbose, fast, extra_cuda_cflags, racecheck):
+    cuda_src, cpp_src, funcs = sources.cuda.text, sources.cpp.text, list(sources.funcs)
     if not ON_GPU:
         from . import emulation
-        return emulation.load(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, racecheck=racecheck)
+        return emulation.load(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, racecheck=racecheck,
+                              sources=sources)
     from . import gpu_build
     return gpu_build.build(cuda_src, cpp_src, funcs, opt=opt, verbose=verbose, fast=fast,
-                           extra_cuda_cflags=extra_cuda_cflags)
+                           extra_cuda_cflags=extra_cuda_cflags, parsed=sources.cuda)
 
 
 def last_build_log() -> str:
@@ -120,13 +126,10 @@ def get_sig(fname: str, src: str) -> str:
     >>> get_sig("f", "namespace ops { int f(int a) { return a; } }")
     'namespace ops { int f(int a); } using ops::f;'
     """
-    toks = cxx.tokenize(src)
-    match = cxx.match_brackets(toks)
+    p = parse(src)
+    toks = p.toks
     kernel, host = False, set()
-    for s in cxx.statements(toks, match):
-        if s.kind != "decl":
-            continue
-        d = cxx.analyze(toks, match, s)
+    for s, d in p.declarations:
         if d.kind != "function" or d.body is None:
             continue
         if d.specifiers & {"__global__", "__device__"}:
@@ -155,61 +158,3 @@ def get_sig(fname: str, src: str) -> str:
                          f"add the missing one.")
     raise ValueError(f"get_sig: no definition of {fname!r} found in the source; host functions "
                      f"defined there: {', '.join(sorted(host)) or 'none'}")
-
-
-def kernel_launches(module, fn, *args, **kwargs) -> dict:
-    """Which kernels of ``module`` the call ``fn(*args, **kwargs)`` launched, and how often:
-    ``{kernel name: launches}``, for exercise checks that the learner's kernel really ran.
-
-    The contract: names are the kernel's own name, without namespace or template arguments
-    (``matmul_k<16>`` counts as ``matmul_k``); only kernels with at least one launch appear;
-    ``fn`` is called once and its result dropped. How the launches are counted:
-
-    * modules of the GPU split build count every launch in their launch stubs
-      (``module._course_launches()`` / ``module._course_reset_launches()``);
-    * modules of the CPU emulation count them in the emulator
-      (``module._cuda_emu_launches()`` / ``module._cuda_emu_reset_launches()``);
-    * modules built as one nvcc unit (the split's fallback) have no counters: the call runs under
-      ``torch.profiler`` and its CUDA kernels are counted by name, keeping the kernels
-      ``cuda_src`` defines (``module._course_kernels``) when the module says which they are
-      (without that list, torch's own kernels, e.g. the fill of ``torch::zeros``, count too).
-
-    >>> class Mod:                                   # a stand-in with the emulation's counters
-    ...     counts = {}
-    ...     def _cuda_emu_reset_launches(self): self.counts = {}
-    ...     def _cuda_emu_launches(self): return self.counts
-    ...     def square(self, n): self.counts["square_k"] = self.counts.get("square_k", 0) + n
-    >>> m = Mod()
-    >>> kernel_launches(m, m.square, 2)
-    {'square_k': 2}
-    """
-    for get, reset in (("_course_launches", "_course_reset_launches"),
-                       ("_cuda_emu_launches", "_cuda_emu_reset_launches")):
-        if hasattr(module, get) and hasattr(module, reset):
-            getattr(module, reset)()
-            fn(*args, **kwargs)
-            return _by_kernel(getattr(module, get)().items())
-    if not ON_GPU or not torch.cuda.is_available():
-        raise RuntimeError("kernel_launches: this module has no launch counters (it was not built "
-                           "by load_cuda), and without a GPU there is no profiler to ask")
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args, **kwargs)
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == DeviceType.CUDA
-             and not e.name.startswith(("Memcpy", "Memset"))]
-    counts = _by_kernel((n, 1) for n in names)
-    known = getattr(module, "_course_kernels", None)
-    return {k: v for k, v in counts.items() if k in known} if known else counts
-
-
-def _by_kernel(items) -> dict:
-    """Sum (name, count) pairs by :func:`cxx.kernel_base_name`, keeping counts above 0."""
-    out = {}
-    for name, count in items:
-        if count:
-            base = cxx.kernel_base_name(name)
-            out[base] = out.get(base, 0) + int(count)
-    return dict(sorted(out.items()))

@@ -707,32 +707,3 @@ def find_launches(toks: list[Tok], match: dict[int, int], a: int = 0, b: int | N
         targs = (name_at + 1, i - 1) if toks[i - 1].text in (">", ">>") and name_at + 1 < i - 1 else None
         out.append(Launch(ks, i, j, j + 1, match[j + 1], config, toks[name_at].text, targs))
     return out
-
-
-def kernel_base_name(name: str) -> str:
-    """A kernel's name without return type, namespace, template arguments or parameters, as
-    profilers, the emulation and launch sites spell it differently.
-
-    >>> kernel_base_name("void (anonymous namespace)::matmul_k<16, (bool)1>(float const*, int)")
-    'matmul_k'
-    >>> kernel_base_name("square_k")
-    'square_k'
-    """
-    s = name.strip()
-    if s.endswith(")"):  # drop the parameter list: the last (...) group
-        depth = 0
-        for p in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[p], 0)
-            if depth == 0:
-                s = s[:p]
-                break
-    out, depth = [], 0
-    for c in s:  # drop template arguments
-        if c == "<":
-            depth += 1
-        elif c == ">":
-            depth -= 1
-        elif depth == 0:
-            out.append(c)
-    words = "".join(out).split("::")[-1].split()
-    return words[-1] if words else name

@@ -60,17 +60,11 @@ _INT_WORDS = {"int", "unsigned", "signed", "short", "long", "char", "bool", "siz
 
 def _kernel_definitions(source: str, name: str):
     """[(Decl, statement)] of every definition of ``__global__`` function ``name``."""
-    from ..cuda import cxx
-    toks = cxx.tokenize(source)
-    match = cxx.match_brackets(toks)
-    found = []
-    for s in cxx.statements(toks, match):
-        if s.kind != "decl":
-            continue
-        d = cxx.analyze(toks, match, s)
-        if d.kind == "function" and d.name == name and "__global__" in d.specifiers and d.body:
-            found.append(d)
-    return toks, match, found
+    from ..cuda.parsed import parse
+    p = parse(source)  # the same parse as load_cuda's and the other checks'
+    found = [d for _, d in p.declarations
+             if d.kind == "function" and d.name == name and "__global__" in d.specifiers and d.body]
+    return p.toks, p.match, found
 
 
 def kernel_params(source: str, name: str) -> list[Param]:

@@ -24,7 +24,9 @@ import torch
 
 _WATCHED = ("torch", "torch.nn.functional", "torch.library", "torch.autograd", "torch.testing",
             "gpu_course", "gpu_course.checking", "gpu_course.launches", "gpu_course.launch",
-            "gpu_course.exercises", "gpu_course.exercises.replay", "gpu_course.timing")
+            "gpu_course.exercises", "gpu_course.exercises.runner", "gpu_course.exercises.provenance",
+            "gpu_course.exercises.judging", "gpu_course.exercises.evidence", "gpu_course.exercises.formulas",
+            "gpu_course.exercises.watching", "gpu_course.exercises.replay", "gpu_course.timing")
 _CLASSES = (torch.Tensor,)
 _AT_IMPORT: dict[tuple, object] = {}
 _GENUINE: "weakref.WeakSet" = weakref.WeakSet()

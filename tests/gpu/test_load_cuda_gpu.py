@@ -1,5 +1,5 @@
 """load_cuda on a real GPU: the split build (gpu_course/cuda/gpu_build/), its one-unit fallback,
-launch counting (kernel_launches) and the build-time targets. Skipped on the CPU, where
+launch counting (utils.launches on the modules' counters) and the build-time targets. Skipped on the CPU, where
 tests/unit/test_emulation.py covers the emulation and tests/unit/test_gpu_build.py the split's
 Python side; run on a GPU machine with `python -m pytest tests/gpu`."""
 import importlib.util
@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import utils
-from gpu_course.cuda import kernel_launches
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
@@ -192,6 +191,13 @@ def _unit_test_module(name):
     return mod
 
 
+def kernel_launches(mod, fn: str, *args) -> dict:
+    """{kernel: launches} of the call ``mod.fn(*args)``, as utils.launches records it."""
+    with utils.launches(modules=[mod]) as seen:
+        getattr(mod, fn)(*args)
+    return seen.counts.get(mod.__name__, {})
+
+
 def split_built(mod):
     """Built by the split build (not the one-unit fallback)?"""
     return hasattr(mod, "_course_launches") and "load_inline" not in mod.build_log
@@ -200,13 +206,14 @@ def split_built(mod):
 def test_the_module_comes_from_the_split_build_and_counts_launches(mod):
     assert split_built(mod), mod.build_log
     x = torch.randn(5000, device=utils.DEVICE)
-    assert kernel_launches(mod, mod.square, x) == {"square_k": 1}
+    assert kernel_launches(mod, "square", x) == {"square_k": 1}
     a, b = torch.randn(40, 30, device=utils.DEVICE), torch.randn(30, 20, device=utils.DEVICE)
-    assert kernel_launches(mod, mod.matmul, a, b) == {"matmul_k": 1}
-    assert kernel_launches(mod, mod.total, x, 256) == {"block_sum_k": 1}
+    assert kernel_launches(mod, "matmul", a, b) == {"matmul_k": 1}  # a template: counted once
+    assert kernel_launches(mod, "total", x, 256) == {"block_sum_k": 1}
+    before = mod._course_launches()["block_sum_k"]
     with pytest.raises(RuntimeError):
-        kernel_launches(mod, mod.total, x, 2048)  # an invalid launch launches nothing
-    assert mod._course_launches()["block_sum_k"] == 0
+        kernel_launches(mod, "total", x, 2048)  # an invalid launch launches nothing
+    assert mod._course_launches()["block_sum_k"] == before
 
 
 def test_a_kernel_over_48_kb_of_shared_memory_stays_on_the_split_build():
@@ -217,7 +224,7 @@ def test_a_kernel_over_48_kb_of_shared_memory_stays_on_the_split_build():
     assert split_built(m), m.build_log
     x = torch.randn(1000, device=utils.DEVICE)
     utils.check(m.twice(x), 2 * x, name="twice")
-    assert kernel_launches(m, m.twice, x) == {"stage_k": 1}
+    assert kernel_launches(m, "twice", x) == {"stage_k": 1}
 
 
 def test_namespaces_digit_separators_constant_memory_macros_lambdas():
@@ -230,8 +237,8 @@ def test_namespaces_digit_separators_constant_memory_macros_lambdas():
     utils.check(m.convolve(x, w), ref, atol=1e-4, rtol=1e-4, name="convolve")
     out = m.square_fill(x)  # checks inside that fill_k counted n hits in a __device__ variable
     utils.check(out, x * x, name="square_fill")
-    assert kernel_launches(m, m.square_fill, x) == {"fill_k": 1, "sq_k": 3}
-    assert kernel_launches(m, m.convolve, x, w) == {"conv_k": 1}
+    assert kernel_launches(m, "square_fill", x) == {"fill_k": 1, "sq_k": 3}
+    assert kernel_launches(m, "convolve", x, w) == {"conv_k": 1}
 
 
 def test_constant_memory_from_a_device_tensor():
@@ -252,15 +259,14 @@ def test_constant_memory_from_a_device_tensor():
         assert m.times() == before + 1
 
 
-def test_classic_fallback_counts_launches_with_the_profiler():
-    src = TEMPLATED_FILL + r"""
-torch::Tensor fill_zeros(int64_t n, double v) { return fill(torch::zeros({n}, torch::kCUDA), v); }
-"""
-    m = utils.load_cuda(src, "torch::Tensor fill(torch::Tensor out, double v);\n"
-                             "torch::Tensor fill_zeros(int64_t n, double v);", ["fill", "fill_zeros"])
+def test_classic_fallback_runs_and_says_its_launches_are_not_counted():
+    m = utils.load_cuda(TEMPLATED_FILL, "torch::Tensor fill(torch::Tensor out, double v);", ["fill"])
     assert not hasattr(m, "_course_launches") and "templated host function" in m.build_log
-    assert kernel_launches(m, m.fill, utils.poisoned(1000), 2.5) == {"fill_k": 1}
-    assert kernel_launches(m, m.fill_zeros, 1000, 2.5) == {"fill_k": 1}  # torch's fill kernel is left out
+    assert m._course_kernels == ("fill_k",)
+    with utils.launches(modules=[m]) as seen:
+        out = m.fill(utils.poisoned(1000), 2.5)
+    utils.check(out, torch.full((1000,), 2.5, device=utils.DEVICE))
+    assert "no launch counters" in seen.uncounted[m.__name__] and m.__name__ not in seen.counts
 
 
 def test_build_times_on_an_empty_cache(tmp_path, monkeypatch):
@@ -287,7 +293,7 @@ def test_assert_printf_and_torch_dtypes_build_on_the_split_build_and_run():
     out = m.clamp(x, 50.0)
     assert out.dtype == torch.int32 and out.tolist() == [0, 3, 2**31 - 1, -2]
     assert m.as_half(x).dtype == torch.float16
-    assert kernel_launches(m, m.clamp, x, 50.0) == {"clamp_k": 1}
+    assert kernel_launches(m, "clamp", x, 50.0) == {"clamp_k": 1}
 
 
 def test_half_kernels_build_on_the_split_build_and_run():

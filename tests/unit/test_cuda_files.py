@@ -20,7 +20,7 @@ import pytest
 import utils
 from gpu_course import kernels
 from gpu_course.cuda import cxx
-from gpu_course.cuda.emulation.nvcc_check import device_source
+from gpu_course.cuda import gpu_build
 from gpu_course.kernels import elementwise, matmul_ladder, reductions
 
 NVCC = shutil.which("nvcc")
@@ -151,18 +151,22 @@ def test_includes_must_come_first_and_stay_inside(tmp_cuda_dir):
 @pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
 def test_a_compile_error_names_the_included_file_and_its_line(tmp_cuda_dir, tmp_path):
     """Through cuda_unit(..., line_directives=True), nvcc names the file a mistake is in, and its line."""
-    (tmp_cuda_dir / "k" / "a.cu").write_text('#ifndef A\n#define A\n#include "../common.cuh"\n'
+    (tmp_cuda_dir / "k" / "a.cu").write_text('#ifndef A\n#define A\n// device code only\n'
                                              '__device__ float twice(float v) { return 2.0f * w; }\n#endif\n')
-    (tmp_cuda_dir / "k" / "b.cu").write_text('#include "../common.cuh"\n#include "a.cu"\n'
+    (tmp_cuda_dir / "k" / "b.cu").write_text('#include "a.cu"\n'
                                              '__global__ void k(float* x) { x[0] = twice(x[0]); }\n')
-    log = _ptx(tmp_path, "k/b.cu")
+    src = tmp_path / "unit.cu"  # as by hand: the unit itself (the GPU build's split numbers lines its own way)
+    src.write_text(kernels.cuda_unit("k/b.cu", line_directives=True))
+    r = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "--ptx", str(src), "-o", str(tmp_path / "unit.ptx")],
+                       capture_output=True, text=True, timeout=600)
+    log = r.stdout + r.stderr
     assert re.search(r'k/a\.cu\(4\): error: identifier "w" is undefined', log), log
 
 
 def _ptx(tmp_path, name: str) -> str:
     """Compile the device part of ``name`` with what it includes for sm_90a; the log if nvcc fails, else ''."""
     src = tmp_path / "unit.cu"
-    src.write_text(device_source(kernels.cuda_unit(name, line_directives=True)))
+    src.write_text(gpu_build.make_units(kernels.cuda_unit(name, line_directives=True)).device)  # the GPU build's device unit
     r = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "--ptx", str(src),
                         "-o", str(tmp_path / "unit.ptx")], capture_output=True, text=True, timeout=600)
     return "" if r.returncode == 0 else r.stdout + r.stderr

@@ -1,6 +1,8 @@
-"""Unit tests of gpu_course/cuda/__init__.py (get_sig, load_cuda's checks, build logs,
-kernel_launches) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
+"""Unit tests of gpu_course/cuda/__init__.py (get_sig, load_cuda's checks, build logs, its cache
+of the session, launch counts) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
 use (constant memory, symbol copies). The GPU branches run in tests/gpu and the notebooks."""
+import os
+
 import pytest
 import torch
 
@@ -94,29 +96,23 @@ def test_funcs_must_be_names_declared_in_cpp_src():
         utils.load_cuda(SRC, "", [])
 
 
-def test_kernel_launches_by_kernel_name():
-    from gpu_course.cuda import kernel_launches
+TEMPLATED = utils.cuda_begin + r"""
+template <int S>
+__global__ void scale_k(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= S; }
+void scale(torch::Tensor x) { int n = x.numel(); scale_k<3><<<cdiv(n, 64), 64>>>(x.data_ptr<float>(), n); }
+"""
 
-    class SplitBuildModule:  # the counters of the GPU split build's launch stubs
-        def __init__(self):
-            self.n = {"matmul_k<TW>": 0, "ops::square_k": 0, "idle_k": 0}
 
-        def _course_reset_launches(self):
-            self.n = dict.fromkeys(self.n, 0)
-
-        def _course_launches(self):
-            return self.n
-
-        def run(self, times):
-            self.n["matmul_k<TW>"] += times
-            self.n["ops::square_k"] += 1
-
-    m = SplitBuildModule()
-    m.run(5)
-    assert kernel_launches(m, m.run, 2) == {"matmul_k": 2, "square_k": 1}  # reset first
-    if not utils.ON_GPU:
-        with pytest.raises(RuntimeError, match="no launch counters"):
-            kernel_launches(object(), lambda: None)
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation); tests/gpu counts the split build's launches")
+def test_one_launch_of_a_templated_kernel_counts_once():
+    """The emulation's counters hold scale_k and scale_k<3>: utils.launches counts the launch once."""
+    mod = utils.load_cuda(TEMPLATED, "void scale(torch::Tensor x);", ["scale"])
+    x = torch.ones(100)
+    with utils.launches(modules=[mod]) as seen:
+        mod.scale(x)
+    assert seen.counts == {mod.__name__: {"scale_k": 1}}
+    assert [(L.name, L.count, L.host_function) for L in seen] == [("scale_k", 1, "scale")]
+    utils.check(x, torch.full((100,), 3.0), name="scale")
 
 
 # ---- in cpu mode load_cuda runs the emulation: the same source as on a GPU
@@ -173,6 +169,63 @@ def test_constant_memory_and_symbol_copies_in_the_emulation():
     assert mod.times() >= 2
     with pytest.raises(RuntimeError, match="the mask needs 5 values"):
         mod.convolve(x, torch.randn(4))
+
+
+def _count_tokenize(monkeypatch) -> list:
+    """Record the text of every cxx.tokenize call, from whichever module of the package makes it."""
+    import sys
+    from gpu_course.cuda import cxx
+    real, read = cxx.tokenize, []
+
+    def counting(text, *args, **kwargs):
+        read.append(text)
+        return real(text, *args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("gpu_course") and getattr(module, "tokenize", None) is real:
+            monkeypatch.setattr(module, "tokenize", counting)
+    return read
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation); the GPU build reads its source through the same parse")
+def test_a_build_reads_each_source_once_and_a_cache_hit_reads_none(monkeypatch):
+    import gpu_course.cuda as cuda
+    from gpu_course.cuda import parsed
+    monkeypatch.setattr(cuda, "_BUILT", {})
+    src = CONST_SRC + "// built once more, on its own\n"
+    read = _count_tokenize(monkeypatch)
+    parsed.parse.cache_clear()
+    mod = utils.load_cuda(src, CONST_CPP, ["convolve", "times"])  # built, or loaded from the disk cache
+    assert (read.count(src), read.count(CONST_CPP)) == (1, 1)
+    assert mod._course_kernels == ("conv_k",)
+    read.clear()
+    parsed.parse.cache_clear()
+    assert utils.load_cuda(src, CONST_CPP, ["convolve", "times"]) is mod  # the session's cache: no parse
+    assert read == []
+    assert utils.last_build_log() == mod.build_log
+
+
+def test_the_build_key_names_texts_arguments_and_the_build_environment(monkeypatch):
+    from gpu_course.cuda import _build_key
+    key = _build_key(SRC, "void f();", ["f"], True, True, (), None)
+    assert key == _build_key(SRC, "void f();", ("f",), True, True, [], None)
+    for other in [(SRC + " ", "void f();", ["f"], True, True, (), None),
+                  (SRC, "void f();", ["f"], False, True, (), None),
+                  (SRC, "void f();", ["f"], True, False, (), None),
+                  (SRC, "void f();", ["f"], True, True, ["-Xptxas", "-v"], None),
+                  (SRC, "void f();", ["f"], True, True, (), "warn")]:
+        assert _build_key(*other) != key, other
+    monkeypatch.setenv("CUDA_EMU_CHECKED", "0")
+    assert _build_key(SRC, "void f();", ["f"], True, True, (), None) != key
+    monkeypatch.delenv("CUDA_EMU_CHECKED")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/elsewhere")  # another cache directory of the emulation
+    assert _build_key(SRC, "void f();", ["f"], True, True, (), None) != key or "CUDA_EMU_CACHE" in os.environ
+    assert _build_key(SRC, "void f();", [["f"]], True, True, (), None) is None  # load_cuda reports it
+    import gpu_course.cuda as cuda
+    monkeypatch.setattr(cuda, "ON_GPU", True)  # the GPU build: its cache directory names the build too
+    on_gpu = _build_key(SRC, "void f();", ["f"], True, True, (), None)
+    monkeypatch.setenv("COURSE_CUDA_CACHE", "/fresh")
+    assert on_gpu != key and _build_key(SRC, "void f();", ["f"], True, True, (), None) != on_gpu
 
 
 @pytest.mark.skipif(utils.ON_GPU, reason="cpu mode (the emulation)")

@@ -126,16 +126,6 @@ def test_a_malformed_launch_names_its_line():
         cxx.find_launches(toks, cxx.match_brackets(toks))
 
 
-@pytest.mark.parametrize("name,base", [
-    ("void matmul_k<16>(float const*, float const*, float*, int, int, int)", "matmul_k"),
-    ("k::square_k(float const*, float*, int)", "square_k"),
-    ("mm_vec_k<128, 128, 8, 8, 8>", "mm_vec_k"),
-    ("void (anonymous namespace)::f_k<(bool)1>(int)", "f_k"),
-])
-def test_kernel_base_name(name, base):
-    assert cxx.kernel_base_name(name) == base
-
-
 def test_get_sig_says_when_the_braces_do_not_balance():
     """Was: "get_sig: no definition of 'relu' found", for a missing closing brace."""
     import utils
@@ -148,3 +138,39 @@ def test_get_sig_says_when_the_braces_do_not_balance():
                        r"is never closed \(torch::Tensor relu\(torch::Tensor x\) \{\)"):
         utils.get_sig("relu", src)
     assert utils.get_sig("relu", src + "}\n}\n") == "torch::Tensor relu(torch::Tensor x);"
+
+
+# ---- gpu_course/cuda/parsed.py: one source read once
+def test_parsed_source_finds_kernels_behind_attributes_and_templates():
+    from gpu_course.cuda.parsed import ParsedSource
+    p = ParsedSource('''#include <cuda_pipeline.h>
+#include "local.h"
+template <int TW> __global__ void __launch_bounds__(256) tiled_k(float* x) { x[0] = TW; }
+__device__ float twice(float v) { return 2 * v; }
+namespace ops { __global__ void scale_k(float* x, float s); __global__ void scale_k(float* x, float s) { x[0] *= s; } }
+void run(torch::Tensor x) { tiled_k<16><<<1, 32>>>(x.data_ptr<float>()); }
+''')
+    assert p.kernels == ("scale_k", "tiled_k")
+    assert [(f.qualifier, f.name, f.body is not None) for f in p.functions] == [
+        ("__global__", "tiled_k", True), ("__device__", "twice", True),
+        ("__global__", "scale_k", False), ("__global__", "scale_k", True)]
+    assert {n: " ".join(t.text for t in b) for n, b in p.kernel_bodies.items()} == {
+        "tiled_k": "x [ 0 ] = TW ;", "scale_k": "x [ 0 ] *= s ;"}
+    assert p.includes == [(1, "cuda_pipeline.h"), (2, "local.h")]
+    assert {"run", "twice", "tiled_k", "scale_k"} <= p.called and "data_ptr" not in p.called  # data_ptr<float>(
+    assert p.declaration("run") == "void run(torch::Tensor x);"
+    assert p.declaration("scale_k") == "__global__ void scale_k(float* x, float s);" and p.declaration("nope") is None
+
+
+def test_parse_keeps_a_source_by_text_and_reads_it_once(monkeypatch):
+    from gpu_course.cuda import parsed
+    read = []
+    real = cxx.tokenize
+    monkeypatch.setattr(cxx, "tokenize", lambda text, *a, **k: read.append(text) or real(text, *a, **k))
+    parsed.parse.cache_clear()
+    src = "__global__ void k(int* p) { *p = 1; }\nvoid f(int* p) { k<<<1, 1>>>(p); }"
+    p = parsed.parse(src)
+    assert read == []  # nothing is read before it is asked for
+    assert p.kernels == ("k",) and p.declaration("f") == "void f(int* p);" and "k" in p.called
+    assert parsed.parse(src) is p and parsed.parse(src).toks is p.toks
+    assert read == [src]

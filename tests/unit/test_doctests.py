@@ -21,7 +21,7 @@ def test_doctests(name):
 def test_the_package_has_doctests_where_it_matters():
     counted = {name: doctest.testmod(importlib.import_module(name), report=False).attempted
                for name in ("gpu_course.launch", "gpu_course.checking", "gpu_course.timing",
-                            "gpu_course.cuda", "gpu_course.cuda.cxx", "gpu_course.exercises",
+                            "gpu_course.cuda", "gpu_course.cuda.cxx", "gpu_course.cuda.parsed", "gpu_course.exercises.runner",
                             "gpu_course.display")}
     assert all(counted.values()), counted
 

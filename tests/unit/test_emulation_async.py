@@ -23,7 +23,6 @@ from gpu_course.cuda import cuda_begin
 from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
 from gpu_course.cuda.emulation.source import check_supported
-from gpu_course.cuda.cxx import tokenize
 
 ASYNC = cuda_begin + "#include <cuda_pipeline.h>\n" + r'''
 // ---- a STAGES-deep pipeline: out = 2 * x, each block streaming its tiles (blockIdx.x, + gridDim.x,
@@ -293,11 +292,11 @@ def test_source_check_allows_the_pipeline_primitives_only():
     ok = "#include <cuda_pipeline.h>\n#include <cuda_pipeline_primitives.h>\n" \
          "__pipeline_memcpy_async(d, s, 16); __pipeline_commit(); __pipeline_wait_prior(0);\n" \
          "cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);\n"
-    check_supported(ok, tokenize(ok))
+    check_supported(ok)
     for bad, what in [("#include <cuda/pipeline>\n", "CUDA C++ libraries"),
                       ("#include <cuda_awbarrier.h>\n", "asynchronous copies other than"),
                       ("cuda::memcpy_async(block, dst, src, n, pipe);\n", "asynchronous copies other than"),
                       ("__pipeline_arrive_on(&bar);\n", "asynchronous copies other than"),
                       ("cudaFuncGetAttributes(&attr, k);\n", "the CUDA runtime API")]:
         with pytest.raises(CudaEmulationError, match=re.escape(what)):
-            check_supported(bad, tokenize(bad))
+            check_supported(bad)

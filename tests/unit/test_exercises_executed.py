@@ -8,7 +8,7 @@ mode: the Triton interpreter, the Numba simulator). One test per class of cheat:
    everything, a copy of a refused helper made with exec).
 
 The kernels are at module level (a learner's cell)."""
-import gpu_course.exercises as ex
+from gpu_course.exercises import judging
 
 import utils  # first: it sets the simulator switches that numba and triton read at import
 
@@ -421,6 +421,6 @@ def test_on_a_gpu_machine_the_interpreter_counts_which_programs_stored(monkeypat
     out = utils.poisoned(7)
     L = Launch(kind="triton", kernel=JITFunction(body), fn=body, name=body.__name__, module="",
                grid=(7, 1, 1), args=(x, out, x.stride(0), 20), kwargs={"BLOCK_W": 32})
-    counted = ex._interpreted_execution([L], out, [x])
+    counted = judging._interpreted_execution([L], out, [x])
     assert counted is not None and counted.programs == 7
     assert sum(1 for n in counted.stored.values() if n == 0) + (7 - len(counted.stored)) == idle

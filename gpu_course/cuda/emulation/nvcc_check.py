@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import gpu_build
 from ..errors import CudaBuildError, format_compile_errors
 from ..gpu_build.attribution import failure
+from ..parsed import ParsedSource, parse
 
 
 @dataclass
@@ -23,13 +24,14 @@ class NvccCheck:
     units: gpu_build.Units
 
 
-def start_nvcc(cuda_src: str, workdir: Path) -> NvccCheck | None:
+def start_nvcc(cuda_src: str | ParsedSource, workdir: Path) -> NvccCheck | None:
     """Start nvcc on the device unit of cuda_src (None if nvcc is not on PATH, or the GPU build
     would build this source as one unit: its device code is then not apart from the rest)."""
     if not shutil.which("nvcc"):
         return None
     try:
-        units = gpu_build.make_units(cuda_src)
+        p = cuda_src if isinstance(cuda_src, ParsedSource) else parse(cuda_src)
+        units = gpu_build.make_units(p.text, parsed=p)
     except gpu_build.NeedsClassicBuild:
         return None
     src = workdir / "device.cu"

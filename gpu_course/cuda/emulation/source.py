@@ -9,10 +9,9 @@ import re
 from dataclasses import dataclass
 
 from .. import cxx
-from ..cxx import KEYWORDS, Function, Tok, match_brackets, tokenize
-from ..cxx import defined_names
+from ..cxx import KEYWORDS, Tok, match_brackets, tokenize
 from ..errors import CudaEmulationError
-from ..language import INCLUDE_RE
+from ..parsed import ParsedSource, parse
 
 def _features(names: str, what: str) -> dict[str, str]:
     return {n: what for n in names.split()}
@@ -82,16 +81,18 @@ def _refusal(origin: str, line: int, what: str, name: str, src_line: str) -> str
             f"run on a GPU.\n{line:6d} | {src_line.strip()}")
 
 
-def check_supported(src: str, toks: list[Tok], origin: str = "cuda_src") -> None:
+def check_supported(source: str | ParsedSource, origin: str = "cuda_src") -> None:
     """Raise :class:`CudaEmulationError` listing each feature outside the emulated subset.
 
-    >>> check_supported("long long t0 = clock64();", tokenize("long long t0 = clock64();"))
+    >>> check_supported("long long t0 = clock64();")
     Traceback (most recent call last):
     ...
     gpu_course.cuda.errors.CudaEmulationError: cuda_src line 1: GPU clocks and sleeping (clock64) is not supported by the CPU emulation; run on a GPU.
          1 | long long t0 = clock64();
     """
-    lines = src.splitlines() or [""]
+    p = source if isinstance(source, ParsedSource) else parse(source)
+    toks = p.toks
+    lines = p.text.splitlines() or [""]
     problems, seen = [], set()
 
     def add(line, what, name):
@@ -99,14 +100,14 @@ def check_supported(src: str, toks: list[Tok], origin: str = "cuda_src") -> None
             seen.add((line, name))
             problems.append(_refusal(origin, line, what, name, lines[min(line, len(lines)) - 1]))
 
-    own = defined_names(toks)  # a learner's cudaCheck(...) macro or function is theirs
+    own = p.defined_names  # a learner's cudaCheck(...) macro or function is theirs
+    for line, header in p.includes:
+        if header not in _INCLUDE_OK_CUDA:
+            for pat, what in _INCLUDE_REFUSED:
+                if pat.search(header):
+                    add(line, what, f"#include <{header}>")
     for i, t in enumerate(toks):
         if t.kind == "pp":
-            m = INCLUDE_RE.match(t.text)
-            if m and m.group(1) not in _INCLUDE_OK_CUDA:
-                for pat, what in _INCLUDE_REFUSED:
-                    if pat.search(m.group(1)):
-                        add(t.line, what, f"#include <{m.group(1)}>")
             if "<<<" in t.text and re.match(r"\s*#\s*define", t.text):
                 add(t.line, "a kernel launch inside a #define", "<<<")
             continue
@@ -124,24 +125,24 @@ def check_supported(src: str, toks: list[Tok], origin: str = "cuda_src") -> None
                             f"{lines[min(t.line, len(lines)) - 1].strip()}")
         elif re.match(r"cuda[A-Z]\w*$", t.text) and t.text not in _CUDA_API_OK and t.text not in own:
             add(t.line, "the CUDA runtime API", t.text)
-    for line, msg in _symbol_misuse(toks, origin):
+    for line, msg in _symbol_misuse(p, origin):
         problems.append(f"{msg}\n{line:6d} | {lines[min(line, len(lines)) - 1].strip()}")
     if problems:
         more = f"\n(and {len(problems) - 8} more)" if len(problems) > 8 else ""
         raise CudaEmulationError("\n".join(problems[:8]) + more)
 
 
-def _symbol_misuse(toks: list[Tok], origin: str) -> list[tuple[int, str]]:
+def _symbol_misuse(p: ParsedSource, origin: str) -> list[tuple[int, str]]:
     """(line, message) for each cudaMemcpyToSymbol / cudaMemcpyFromSymbol whose symbol is not a
     __constant__ or __device__ variable of this source (a GPU fails there with "invalid device
     symbol"; here it would quietly copy into host memory)."""
-    match = match_brackets(toks)
+    toks, match = p.toks, p.match
+    if not {"cudaMemcpyToSymbol", "cudaMemcpyFromSymbol"} & p.called:
+        return []
     device_vars = set()
-    for s in cxx.statements(toks, match):
-        if s.kind == "decl":
-            d = cxx.analyze(toks, match, s)
-            if d.kind == "variable" and d.specifiers & {"__constant__", "__device__"}:
-                device_vars.update(toks[q].text for q, _ in d.names)
+    for _, d in p.declarations:
+        if d.kind == "variable" and d.specifiers & {"__constant__", "__device__"}:
+            device_vars.update(toks[q].text for q, _ in d.names)
     out = []
     for i, t in enumerate(toks[:-1]):
         if t.text not in ("cudaMemcpyToSymbol", "cudaMemcpyFromSymbol") or i + 1 not in match:
@@ -191,11 +192,6 @@ class Rewriter:
         return "".join(out)
 
 
-def find_functions(toks: list[Tok], match: dict[int, int]) -> list[Function]:
-    """``__global__`` and ``__device__`` functions (definitions and declarations)."""
-    return cxx.find_functions(toks, match, ("__global__", "__device__"))
-
-
 def _split_params(toks: list[Tok], lp: int, rp: int, match: dict[int, int]) -> list[tuple[int, int]]:
     """Token ranges [a, b) of the parameters between parentheses lp and rp."""
     return cxx.split_args(toks, lp, rp, match)
@@ -239,11 +235,6 @@ def _checked_param(src: str, ptoks: list[Tok]) -> str | None:
         return None
     const = "const " if any(t.text == "const" for t in after) else ""
     return f"{const}::cuda_emu::gptr<{base}> {names[0] if names else ''}".rstrip()
-
-
-def kernel_expr_start(toks: list[Tok], i: int) -> int | None:
-    """Index of the first token of the kernel expression before ``<<<`` at index i."""
-    return cxx.kernel_expr_start(toks, i)
 
 
 def _expr_start_before(toks: list[Tok], dot: int, match: dict[int, int]) -> int | None:
@@ -374,11 +365,10 @@ def _shared_decl(src, toks, i, match, in_function, checked, origin,
     return toks[a].start, toks[b].end, " ".join(out)
 
 
-def transform(src: str, *, checked: bool = True, origin: str = "cuda_src") -> Transformed:
+def transform(source: str | ParsedSource, *, checked: bool = True, origin: str = "cuda_src") -> Transformed:
     """Rewrite CUDA C into C++ for cuda_emu.h (see the module docstring for what changes)."""
-    toks = tokenize(src)
-    match = match_brackets(toks)
-    funcs = find_functions(toks, match)
+    p = source if isinstance(source, ParsedSource) else parse(source)
+    src, toks, match, funcs = p.text, p.toks, p.match, p.functions
     device_bodies = [f.body for f in funcs if f.body]
     rw = Rewriter(src)
 
@@ -955,7 +945,7 @@ def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templat
     if in_device:
         raise CudaEmulationError(_refusal(origin, line, "dynamic parallelism (a launch inside a kernel)",
                                           "<<<", src.splitlines()[line - 1]))
-    ks = kernel_expr_start(toks, i)
+    ks = cxx.kernel_expr_start(toks, i)
     j, depth = i + 1, 0
     while j < len(toks) and not (toks[j].text == ">>>" and depth == 0):
         depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(toks[j].text, 0)
@@ -1000,28 +990,12 @@ def _rewrite_launch(src, toks, i, match, rw, kernels, in_device, origin, templat
 # Building: compiler flags, the precompiled header, the cache.
 
 
-def declaration(cpp_src: str, name: str) -> str | None:
-    """The declaration of function ``name`` in cpp_src, e.g. 'torch::Tensor f(torch::Tensor x);'
-    (the first one, wherever it is: in a namespace, as a definition's head).
-
-    >>> declaration("namespace k { torch::Tensor f(torch::Tensor x); }  // f(...)", "f")
-    'torch::Tensor f(torch::Tensor x);'
-    """
-    toks = tokenize(cpp_src)
-    match = match_brackets(toks)
-    for s in cxx.statements(toks, match):
-        if s.kind == "decl":
-            d = cxx.analyze(toks, match, s)
-            if d.kind == "function" and d.name == name:
-                return cxx.text_of(toks, s.a, d.head_end).rstrip() + ";"
-    return None
-
-
-def binding(modname: str, funcs: list[str], cpp_src: str) -> str:
+def binding(modname: str, funcs: list[str], cpp_src: str | ParsedSource) -> str:
     """C++ that makes ``funcs`` callable from Python through the CPython API (no pybind11)."""
+    p = cpp_src if isinstance(cpp_src, ParsedSource) else parse(cpp_src)
     decls, entries = [], []
     for f in funcs:
-        d = declaration(cpp_src, f)
+        d = p.declaration(f)
         if d:
             decls.append(d)
             entries.append(f'  CUDA_EMU_FN("{f}", static_cast<decltype(&cuda_emu_decl::{f})>(&{f})),')

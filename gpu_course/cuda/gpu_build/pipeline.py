@@ -20,16 +20,16 @@ from .templates import init_unit
 
 
 def build(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True, verbose: bool = False,
-          fast: bool = True, extra_cuda_cflags=()):
+          fast: bool = True, extra_cuda_cflags=(), parsed=None):
     """Build and load ``cuda_src`` on this GPU: the split build, or one nvcc unit where the split
     does not apply (a source it cannot split with certainty, or a unit that failed where one unit
     would not) or with ``fast=False``. The reason for one unit, one sentence, ends the module's
-    ``build_log`` (and is printed with ``verbose``)."""
+    ``build_log`` (and is printed with ``verbose``). ``parsed``: load_cuda's ParsedSource of ``cuda_src``."""
     reason = "fast=False"
     if fast:
         try:
             return build_split(cuda_src, cpp_src, funcs, opt=opt, extra_cuda_cflags=extra_cuda_cflags,
-                               verbose=verbose)
+                               verbose=verbose, parsed=parsed)
         except NeedsClassicBuild as e:
             reason = str(e)
             if verbose:
@@ -39,11 +39,11 @@ def build(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True, verbose
 
 
 def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
-                extra_cuda_cflags=(), verbose: bool = False, _retry: bool = True):
+                extra_cuda_cflags=(), verbose: bool = False, _retry: bool = True, parsed=None):
     """Build with the split units (see the package's docstring); return the loaded module, with the
     build log as ``mod.build_log``. Raises :class:`CudaBuildError` (with ``.log``) for the
     learner's errors and :class:`NeedsClassicBuild` for what the split cannot build."""
-    units = make_units(cuda_src, cpp_src, funcs)
+    units = make_units(cuda_src, cpp_src, funcs, parsed)
     tc = toolchain()
     device_flags = nvcc_flags(tc["nvcc"], tc["arch"], opt, extra_cuda_cflags)
     host_flags = cxx_flags(tc, opt)
@@ -105,7 +105,7 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
                 print(f"The link failed in the cached {', '.join(p.name for p in bad)}: "
                       f"rebuilding {'it' if len(bad) == 1 else 'them'} once.")
                 return build_split(cuda_src, cpp_src, funcs, opt, extra_cuda_cflags, verbose,
-                                   _retry=False)
+                                   _retry=False, parsed=parsed)
             raise classic("the units do not link: " + (r.stdout + r.stderr).strip()[-300:], log)
         tmp.replace(so_path)
         cache_files.seal(so_path)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import cxx
 from ..language import FRONTEND_NAMESPACES, INCLUDE_RE, is_torch_header, uses_torch
+from ..parsed import parse
 from . import templates as T
 
 SOURCE_NAME = "cuda_src"  # what compiler messages call the learner's source (via #line)
@@ -53,13 +54,11 @@ class _Symbol:
 class _Splitter:
     """Walks the learner's top-level statements once and fills the three units."""
 
-    def __init__(self, src: str):
+    def __init__(self, src: str, parsed=None):
+        p = parsed or parse(src)  # load_cuda's ParsedSource of src (read once), else read here
         self.src = src
-        self.toks = cxx.tokenize(src)
-        self.match = cxx.match_brackets(self.toks)
-        self.stmts = cxx.statements(self.toks, self.match)
-        self.decls = {id(s): cxx.analyze(self.toks, self.match, s)
-                      for s in self.stmts if s.kind == "decl"}
+        self.toks, self.match, self.stmts = p.toks, p.match, p.statements
+        self.decls = {id(s): d for s, d in p.declarations}
         self.device, self.host, self.host_decls = [], [], []
         self.device_lines, self.host_lines = set(), set()
         self.launch_names, self.launch_stubs, self.symbol_stubs = [], [], []
@@ -453,12 +452,13 @@ class Units:
     file_names: frozenset = frozenset()
 
 
-def make_units(cuda_src: str, cpp_src: str = "", funcs=()) -> Units:
+def make_units(cuda_src: str, cpp_src: str = "", funcs=(), parsed=None) -> Units:
     """Split the learner's source into device, host and binding translation units; raises
     :class:`NeedsClassicBuild` for sources the split cannot handle with certainty. (The device and
-    host units depend on ``cuda_src`` alone: the CPU emulation's nvcc check passes nothing else.)"""
+    host units depend on ``cuda_src`` alone: the CPU emulation's nvcc check passes nothing else.)
+    ``parsed``: the :class:`~gpu_course.cuda.parsed.ParsedSource` of ``cuda_src`` if the caller has it."""
     try:
-        sp = _Splitter(cuda_src)
+        sp = _Splitter(cuda_src, parsed)
         sp.split()
     except NeedsClassicBuild:
         raise

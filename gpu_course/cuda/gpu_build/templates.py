@@ -181,7 +181,7 @@ extern "C" int __course_launch_log_get(long long seq, const char** name, unsigne
     return r.nargs;
 }
 """
-# the launch counters, read through the binding unit (see gpu_course.cuda.kernel_launches)
+# the launch counters, read through the binding unit (see gpu_course.launches.module_counters)
 LAUNCH_TABLE = r"""
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts) {
     *names = __course_launch_names;
@@ -190,7 +190,7 @@ extern "C" int __course_launch_table(const char* const** names, unsigned long lo
 }
 """
 BINDING_LAUNCHES = r"""
-// the launch counts of the device unit's stubs, by kernel (gpu_course.cuda.kernel_launches)
+// the launch counts of the device unit's stubs, by kernel (gpu_course.launches.module_counters)
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts);
 extern "C" long long __course_launch_log_total();
 extern "C" int __course_launch_log_get(long long seq, const char** name, unsigned* dims, unsigned long long* smem,
