@@ -24,16 +24,53 @@ from collections import Counter
 from .mode import ON_GPU, synchronize
 
 
+def _language_state() -> list:
+    """Every attribute of ``triton.language``'s modules and of the classes they define, as they are
+    now: the interpreter replaces some of them with its own while it runs (Triton 3.6 leaves some of
+    those in place after a call of a jit function from an interpreted kernel, and compiling a kernel
+    afterwards then fails), so an interpreted launch puts them all back (:func:`_restore`)."""
+    import sys
+    mods = [m for name, m in list(sys.modules.items()) if name.startswith("triton.language") and m is not None]
+    objs = list(mods)
+    for m in mods:
+        objs += [v for v in vars(m).values()
+                 if isinstance(v, type) and getattr(v, "__module__", "").startswith("triton.language")]
+    seen, state = set(), []
+    for o in objs:
+        if id(o) not in seen:
+            seen.add(id(o))
+            state.append((o, dict(vars(o))))
+    return state
+
+
+def _restore(state) -> None:
+    for o, saved in state:
+        now = vars(o)
+        for k in [k for k in now if k not in saved]:
+            try:
+                delattr(o, k)
+            except (AttributeError, TypeError):
+                pass
+        for k, v in saved.items():
+            if now.get(k) is not v:
+                try:
+                    setattr(o, k, v)
+                except (AttributeError, TypeError):
+                    pass
+
+
 @contextlib.contextmanager
 def callees_interpreted():
     """While open, a call of a compiled ``@triton.jit`` function (a ``JITFunction``) from inside an
     interpreted kernel runs that function's Python body in the interpreter too, as every jit function
     does under ``TRITON_INTERPRET=1``. On a GPU machine ``tl.sum``, ``tl.max`` and a learner's own
     helpers are compiled jit functions; outside an interpreted launch Triton refuses such a call, and
-    so does this once it is closed."""
+    so does this once it is closed. On closing, ``triton.language`` is as it was before (the
+    interpreter's replacements undone), so kernels compile as before."""
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
+    state = _language_state()
     compiled_call = JITFunction.__call__
 
     def call(self, *args, **kwargs):
@@ -43,6 +80,7 @@ def callees_interpreted():
         yield
     finally:
         JITFunction.__call__ = compiled_call
+        _restore(state)
 
 
 class Interpreted:

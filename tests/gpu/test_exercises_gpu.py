@@ -126,21 +126,27 @@ def test_numba_shared_memory_is_read_from_ptx(capsys):
     assert unused.startswith("❌ tiled: not yet:") and "shared" in unused, unused
 
 
+def row_max_with(kernel):
+    def f(x):
+        out = utils.poisoned(x.shape[0])
+        kernel[(x.shape[0],)](x, out, x.stride(0), x.shape[1], BLOCK_W=1024)
+        return out
+    return f
+
+
 def test_triton_work_split_is_counted_by_the_interpreter(capsys):
     """A compiled kernel cannot say which program stored what: the check runs the launch again in the
-    interpreter (tl.max, a compiled jit function of triton.language, interpreted with it)."""
+    interpreter (tl.max, a compiled jit function of triton.language, interpreted with it), and kernels
+    compile as before afterwards."""
     x = (torch.randn(37, 1000, device="cuda") - 10)[:, 3:780]
-
-    def row_max(kernel):
-        def f(x):
-            out = utils.poisoned(x.shape[0])
-            kernel[(x.shape[0],)](x, out, x.stride(0), x.shape[1], BLOCK_W=1024)
-            return out
-        return f
     for kernel in (row_max_per_program, row_max_program_0):
-        utils.kernel_exercise("row max", row_max(kernel), kind="triton", run=lambda f: f(x),
+        utils.kernel_exercise("row max", row_max_with(kernel), kind="triton", run=lambda f: f(x),
                               reference=lambda: x.amax(dim=1), atol=0, rtol=0,
                               evidence=[utils.grid_is(37)], inputs=(x,))
     ok, idle = _verdicts(capsys)
     assert ok.startswith("✅ row max: correct"), ok
     assert "36 of the 37 programs" in idle and "stored nothing" in idle, idle
+    a, b = torch.randn(32, 16, device="cuda"), torch.randn(16, 32, device="cuda")
+    out = utils.poisoned(32, 32)
+    mm_dot[(1, 1)](a, b, out, BLOCK=32)  # BLOCK=32 is compiled now, after the interpreter ran
+    assert torch.allclose(out, a @ b, atol=0.05, rtol=1e-2)

@@ -178,3 +178,25 @@ def test_show_perf_report_draws_every_line():
     ax = triton_plots.show_perf_report(_mark(), title="t")
     assert [line.get_label() for line in ax.get_lines()] == ["A", "ceiling"]
     assert ax.get_xscale() == "log" and ax.get_ylim()[0] == 0 and ax.get_title() == "t"
+
+
+def test_an_interpreted_launch_leaves_triton_language_as_it_was():
+    """The interpreter swaps parts of triton.language for its own while it runs; after an interpreted
+    launch (with jit functions called from the kernel) they are all the originals again."""
+    from gpu_course.triton_debug import _language_state
+    before = {id(o): dict(vars(o)) for o, _ in _language_state()}
+    interpreted(sum_to_mean_kernel)[(1,)](torch.arange(1, 6, dtype=torch.float32), torch.zeros(1), 5, 10, BLOCK=8)
+    after = {id(o): dict(vars(o)) for o, _ in _language_state()}
+    changed = [k for i in before for k in set(before[i]) | set(after.get(i, {}))
+               if before[i].get(k) is not after.get(i, {}).get(k)]
+    assert not changed, changed[:5]
+
+
+def test_restore_undoes_replaced_and_added_attributes():
+    from gpu_course.triton_debug import _language_state, _restore
+    state = _language_state()
+    original = tl.core.tensor.__add__
+    tl.core.tensor.__add__ = lambda self, other: None   # as the interpreter's patches do
+    tl.core._course_added = 1
+    _restore(state)
+    assert tl.core.tensor.__add__ is original and not hasattr(tl.core, "_course_added")
