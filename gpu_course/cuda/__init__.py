@@ -132,7 +132,8 @@ def _load_inline_classic(cuda_src, cpp_src, funcs, opt, verbose, extra_cuda_cfla
     build_dir.mkdir(parents=True, exist_ok=True)
     major, minor = torch.cuda.get_device_capability()
     old = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+    sm = gpu_build.arch_name(major, minor)   # 9.0a on an H100, as the split build
+    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}" + sm[len(f"{major}{minor}"):]
     try:
         mod = load_inline(f"course_inline_{key}", cpp_sources=[cpp_src],
                           cuda_sources=[f'#line 1 "{gpu_build.SOURCE_NAME}"\n' + cuda_src],
