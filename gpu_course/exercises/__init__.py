@@ -314,6 +314,10 @@ def _cuda_kernels(source: str) -> dict[str, list]:
         j = i + 1
         while j < len(toks) and toks[j].text not in ("(", ";", "{"):
             j += 1
+        while j < len(toks) and toks[j - 1].text == "__launch_bounds__" and j in pairs:   # not the name
+            j = pairs[j] + 1
+            while j < len(toks) and toks[j].text not in ("(", ";", "{"):
+                j += 1
         if j >= len(toks) or toks[j].text != "(" or j not in pairs:
             continue
         name = toks[j - 1].text
@@ -1004,7 +1008,8 @@ def calls(*names: str):
     ``tl.dot(...)`` and ``triton.language.dot(...)``). For CUDA C, ``__syncthreads``, the
     ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
     barrier; every thread that touched global memory shuffled; an atomic ran) or, on a GPU, as
-    present in the compiled kernel's SASS; other names as calls in the kernel's body (see
+    present in the compiled kernel's SASS (``wmma::mma_sync`` likewise: every thread that stored a result
+    executed one, or the SASS holds a tensor-core instruction); other names as calls in the kernel's body (see
     :func:`_cuda_calls`)."""
     def holds(a: Attempt):
         if a.kind == "cuda":
@@ -1056,6 +1061,8 @@ def _cuda_calls(a: Attempt, names) -> str | None:
                 why = ce.barrier_passed(a.name, a.execution)
             elif n in ce.SHUFFLES:
                 why = ce.shuffled(a.name, a.execution, n)
+            elif n in ce.MMA:
+                why = ce.mma_ran(a.name, a.execution, n)
             else:
                 why = ce.atomics_ran(a.name, a.execution, n)
         if why is False:

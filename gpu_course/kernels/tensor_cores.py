@@ -99,7 +99,7 @@ def runs_here(rung: int) -> tuple:
     if cc is None:
         if rung in PTX:
             return False, (f"{RUNGS[rung]}: inline PTX ({PTX[rung]}) runs on a GPU only; the CPU emulation runs "
-                           f"CUDA C, not PTX (the stored outputs of this notebook come from an H100)")
+                           f"CUDA C, not PTX")
         return True, ""
     need, why = NEEDS[rung]
     if cc < need or (rung == 5 and cc != need):
@@ -185,3 +185,137 @@ def tol(k: int) -> dict:
 def flops(h: int, w: int, k: int) -> int:
     """2·h·w·k: a multiply and an add per product."""
     return 2 * h * w * k
+
+
+class Tuned(NamedTuple):
+    """What :func:`autotune` found for one rung at one size: the fastest cfg and every cfg's row."""
+    rung: int
+    size: tuple        # (h, w, k)
+    best: int          # the cfg to pass to run(mod, rung, m, n, out, cfg)
+    table: list        # one (cfg, name, Timing) per shape of CONFIGS[rung], in cfg order
+
+    def __str__(self):
+        h, w, k = self.size
+        lines = [f"rung {self.rung} at h={h}, w={w}, k={k}: every shape checked against float64, then timed"]
+        for cfg, name, t in self.table:
+            rate = f"{flops(h, w, k) / t.median / 1e9:8.1f} TFLOP/s" if t.on_gpu else ""
+            lines.append(f"{'*' if cfg == self.best else ' '} cfg {cfg} {name:46s} {fmt_ms(t.median):>10s} {rate}")
+        lines.append(f"best: cfg {self.best} ({self.table[self.best][1]})")
+        if not self.table[self.best][2].on_gpu:
+            lines.append(f"cpu mode: the emulation picked cfg {self.best}; its times say nothing about a GPU")
+        return "\n".join(lines)
+
+
+_TUNED: dict = {}  # (rung, h, w, k) -> Tuned, for this process
+
+
+def autotune(mod, rung: int, m, n, *, bench=_bench, retune: bool = False) -> Tuned:
+    """Check every shape of rung ``rung`` (:data:`CONFIGS`) on ``m @ n`` against float64 (:func:`tol`, poisoned
+    output), time each (``bench``, default ``utils.bench``: GPU time) and return the fastest with the table, as
+    notebook 04's rung 9 does for its tile shapes. Cached per (rung, h, w, k) for this process (``retune=True``
+    times again)."""
+    if rung not in CONFIGS:
+        raise ValueError(f"autotune: rung {rung} has one shape only; rungs with shapes: {sorted(CONFIGS)}")
+    h, k = m.shape
+    w = n.shape[1]
+    key = (rung, h, w, k)
+    if key in _TUNED and not retune:
+        return _TUNED[key]
+    if not ON_GPU and bench is _bench:
+        bench = functools.partial(_bench, warmup=0, reps=1)
+    ref = m.double() @ n.double()
+    out = poisoned(h, w, dtype=m.dtype, device=m.device)
+    table = []
+    for cfg, name in enumerate(CONFIGS[rung]):
+        check(run(mod, rung, m, n, poisoned(h, w, dtype=m.dtype, device=m.device), cfg), ref, **tol(k),
+              name=f"rung {rung} cfg {cfg} ({name})")
+        t = bench(run, mod, rung, m, n, out, cfg)
+        if not isinstance(t, Timing):
+            raise TypeError(f"autotune: bench must return a Timing, got {type(t).__name__}")
+        table.append((cfg, name, t))
+    best = min(table, key=lambda row: row[2].median)[0]
+    _TUNED[key] = Tuned(rung, (h, w, k), best, table)
+    return _TUNED[key]
+
+
+# ---- what notebook 12 draws and asks about --------------------------------------------------------------------
+
+def layout_grids(mod, like) -> dict:
+    """The lane layouts that ``fragment_layouts`` (tc_common.cuh) measures, as ``{name: (lane grid, element grid)}``
+    of int tensors on the CPU: the WMMA accumulator (16 x 16), and mma.m16n8k16's A (16 x 16), B (16 x 8) and C
+    (16 x 8). ``like`` is any tensor on the device to run on."""
+    names = ["WMMA accumulator 16x16 (float)", "mma.sync m16n8k16: A 16x16", "mma.sync m16n8k16: B 16x8",
+             "mma.sync m16n8k16: C 16x8"]
+    out = {}
+    for name, grid in zip(names, mod.fragment_layouts(like)):
+        g = grid.cpu().to(dtype=grid.dtype).round().long()
+        if bool((g < 0).any()):
+            raise RuntimeError(f"layout_grids: no lane wrote some elements of {name}")
+        out[name] = (g // 16, g % 16)
+    return out
+
+
+def draw_layouts(grids: dict, title: str = ""):
+    """Draw :func:`layout_grids`' tiles side by side, each element coloured by the lane that holds it and labelled
+    with that lane's number (and, small, the element's index in the lane's fragment). Returns the figure."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(grids), figsize=(4.2 * len(grids), 4.6),
+                             gridspec_kw={"width_ratios": [g[0].shape[1] for g in grids.values()]})
+    for ax, (name, (lanes, elems)) in zip(axes, grids.items()):
+        ax.imshow(lanes.numpy(), cmap="tab20b", vmin=0, vmax=31)
+        for r in range(lanes.shape[0]):
+            for c in range(lanes.shape[1]):
+                ax.text(c, r - 0.12, str(int(lanes[r, c])), ha="center", va="center", fontsize=6.5, color="white")
+                ax.text(c, r + 0.3, str(int(elems[r, c])), ha="center", va="center", fontsize=4.5, color="white")
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks(range(lanes.shape[1]))
+        ax.set_yticks(range(lanes.shape[0]))
+        ax.tick_params(labelsize=6)
+        ax.set_xlabel("column")
+    axes[0].set_ylabel("row")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def ldmatrix_rows(r0: int, c0: int) -> list:
+    """(row, 16-byte piece) that each lane of a warp gives ``ldmatrix.x4`` when it loads an A fragment (16 x 16
+    halves) whose top left is row ``r0``, piece ``c0`` of a tile of 128-byte rows, as rung 3 does: lane l gives row
+    r0 + l % 16, piece c0 + l / 16. The hardware reads the rows of lanes 8j .. 8j + 7 (matrix j) in one pass.
+
+    >>> ldmatrix_rows(0, 0)[:3], ldmatrix_rows(0, 0)[16]
+    ([(0, 0), (1, 0), (2, 0)], (0, 1))
+    """
+    return [(r0 + lane % 16, c0 + lane // 16) for lane in range(32)]
+
+
+def banks_of(row: int, piece: int, row_bytes: int = 128) -> set:
+    """The 4 shared-memory banks (of 32, 4 bytes each) that the 16 bytes at (row, piece) of a tile with rows
+    ``row_bytes`` long occupy, the tile starting at a bank-0 address.
+
+    >>> sorted(banks_of(0, 1)), sorted(banks_of(1, 0))
+    ([4, 5, 6, 7], [0, 1, 2, 3])
+    """
+    start = (row * row_bytes + piece * 16) // 4
+    return {(start + i) % 32 for i in range(4)}
+
+
+def ldmatrix_conflicts(swizzle, r0: int = 0, c0: int = 0) -> list:
+    """The bank conflicts of an ``ldmatrix.x4`` from a tile whose piece p of row r is stored at piece
+    ``swizzle(r, p)`` of that row: a list of (matrix j, lane a, lane b, shared banks) for each pair of lanes of one
+    matrix (one pass of the hardware) whose 16 bytes share a bank. Empty: conflict-free.
+
+    >>> len(ldmatrix_conflicts(lambda r, p: p)) > 0, ldmatrix_conflicts(lambda r, p: p ^ (r % 8))
+    (True, [])
+    """
+    rows = ldmatrix_rows(r0, c0)
+    found = []
+    for j in range(4):
+        lanes = range(8 * j, 8 * j + 8)
+        banks = {lane: banks_of(rows[lane][0], swizzle(*rows[lane])) for lane in lanes}
+        for a in lanes:
+            for b in lanes:
+                if a < b and banks[a] & banks[b]:
+                    found.append((j, a, b, sorted(banks[a] & banks[b])))
+    return found

@@ -2,8 +2,8 @@
 // part of it, as 4 x 2 accumulator fragments of 16x16.
 //
 // Per phase the block copies a 128x32 tile of m and a 32x128 tile of n into shared memory, once, and its warps
-// load their fragments from there: each element read from global memory now serves 128 / 16 = 8 (m) and 4 (n)
-// warps' fragments instead of one. As in notebook 04's rungs 7-8, the next phase's tiles travel from global
+// load their fragments from there: each element of m's tile serves the 4 warps of its row of warps, each of n's the
+// 2 warps of its column, where rung 1 read every tile from global memory for each warp. As in notebook 04's rungs 7-8, the next phase's tiles travel from global
 // memory in registers while the warps multiply (16-byte loads of 8 halves), then go into a second shared buffer:
 // one barrier per phase.
 //
