@@ -49,7 +49,8 @@ LAYOUTS = "fragment_layouts"   # tc_common.cuh: the lane layouts notebook 12 dra
 # default): block tile, warp tile, pipeline stages.
 CONFIGS = {4: ["128x256x64 w64x64 3 stages", "128x128x64 w64x64 3 stages", "256x128x64 w64x64 3 stages",
                "128x256x64 w64x64 4 stages", "128x128x64 w64x32 4 stages"],
-           5: ["128x256x64, 2 consumer warpgroups, 4 stages", "128x128x64, 2 consumer warpgroups, 5 stages"]}
+           5: ["128x256x64, 2 consumer warpgroups, 4 stages", "128x128x64, 2 consumer warpgroups, 5 stages",
+               "128x256x64, 4 stages, n transposed first (K-major)"]}
 # What each rung needs: (compute capability, why), "exactly" for rung 5 (wgmma exists on sm_90 only).
 NEEDS = {1: ((7, 0), "WMMA needs compute capability 7.0 (Volta) or newer"),
          2: ((7, 0), "WMMA needs compute capability 7.0 (Volta) or newer"),
@@ -137,7 +138,7 @@ def shared_bytes(rung: int, cfg: int = 0) -> int:
         bm, bn, stages = [(128, 256, 3), (128, 128, 3), (256, 128, 3), (128, 256, 4), (128, 128, 4)][cfg]
         return stages * (bm + bn) * 64 * 2
     if rung == 5:
-        bm, bn, stages = [(128, 256, 4), (128, 128, 5)][cfg]
+        bm, bn, stages = [(128, 256, 4), (128, 128, 5), (128, 256, 4)][cfg]
         return stages * (bm + bn) * 64 * 2 + 1024 + 2 * stages * 8   # + alignment slack + mbarriers
     return 0
 

@@ -76,8 +76,9 @@ __device__ inline void wg_touch(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
-// d (64 x N fp32, this warpgroup's) += m's 64 x 16 step (descriptor desc_m, K-major) n's 16 x N step (desc_n,
-// MN-major: imm-trans-b = 1). scale-d = 1: accumulate.
+// d (64 x N fp32, this warpgroup's) += m's 64 x 16 step (descriptor desc_m, K-major) n's 16 x N step (desc_n:
+// MN-major with TRANS_B = 1, K-major with 0). scale-d = 1: accumulate.
+template <int TRANS_B>
 __device__ inline void wgmma_m64n256k16(float (&d)[128], uint64_t desc_m, uint64_t desc_n) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
@@ -89,7 +90,7 @@ __device__ inline void wgmma_m64n256k16(float (&d)[128], uint64_t desc_m, uint64
                  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
                  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
                  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127},"
-                 " %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 " %128, %129, p, 1, 1, 0, %131;\n}\n"
                  :
                  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -107,9 +108,10 @@ __device__ inline void wgmma_m64n256k16(float (&d)[128], uint64_t desc_m, uint64
                  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
                  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
                  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "l"(desc_m), "l"(desc_n), "r"(1));
+                 : "l"(desc_m), "l"(desc_n), "r"(1), "n"(TRANS_B));
 }
 
+template <int TRANS_B>
 __device__ inline void wgmma_m64n128k16(float (&d)[64], uint64_t desc_m, uint64_t desc_n) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
@@ -117,7 +119,7 @@ __device__ inline void wgmma_m64n128k16(float (&d)[64], uint64_t desc_m, uint64_
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
-                 " %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 " %64, %65, p, 1, 1, 0, %67;\n}\n"
                  :
                  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -127,16 +129,18 @@ __device__ inline void wgmma_m64n128k16(float (&d)[64], uint64_t desc_m, uint64_
                  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
                  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(desc_m), "l"(desc_n), "r"(1));
+                 : "l"(desc_m), "l"(desc_n), "r"(1), "n"(TRANS_B));
 }
 
-template <int BN>
+template <int BN, int TRANS_B>
 __device__ inline void wgmma_step(float (&d)[BN / 2], uint64_t desc_m, uint64_t desc_n) {
-    if constexpr (BN == 256) wgmma_m64n256k16(d, desc_m, desc_n);
-    else wgmma_m64n128k16(d, desc_m, desc_n);
+    if constexpr (BN == 256) wgmma_m64n256k16<TRANS_B>(d, desc_m, desc_n);
+    else wgmma_m64n128k16<TRANS_B>(d, desc_m, desc_n);
 }
 
-template <int BN, int STAGES>
+// N_KMAJOR: tm_n describes n transposed (w x k, made by the host), so that n's tiles are K-major like m's (one box
+// of BN rows of 64 halves), read without transposing (TRANS_B = 0): what tc_wgmma's cfg 2 does, to compare.
+template <int BN, int STAGES, bool N_KMAJOR>
 __global__ void __launch_bounds__(WG_THREADS, 1)
 wgmma_tma_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ CUtensorMap tm_n,
             __half* __restrict__ out, int h, int w, int k, int group) {
@@ -175,8 +179,11 @@ wgmma_tma_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ CU
                 if (use > 0) mbar_wait(&empty[s], (use - 1) % 2);   // both consumers are done with stage s
                 mbar_expect_tx(&full[s], A_BYTES + B_BYTES);
                 tma_load_2d(as + s * A_BYTES, &tm_m, kt * WG_BK, r0, &full[s]);
-                for (int j = 0; j < BN / 64; ++j)
-                    tma_load_2d(bs + s * B_BYTES + j * BOX_N, &tm_n, c0 + j * 64, kt * WG_BK, &full[s]);
+                if (N_KMAJOR)                                  // one box: BN rows of nt, 64 halves of k each
+                    tma_load_2d(bs + s * B_BYTES, &tm_n, kt * WG_BK, c0, &full[s]);
+                else                                           // BN / 64 boxes of 64 k rows x 64 columns
+                    for (int j = 0; j < BN / 64; ++j)
+                        tma_load_2d(bs + s * B_BYTES + j * BOX_N, &tm_n, c0 + j * 64, kt * WG_BK, &full[s]);
             }
         }
     } else {                                                   // the consumers: 64 rows of the tile each
@@ -194,7 +201,10 @@ wgmma_tma_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ CU
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 16; ++kk)
-                wgmma_step<BN>(d, wg_desc(a + kk * 32, 16, 1024), wg_desc(b + kk * 16 * 128, BOX_N, 1024));
+                if (N_KMAJOR)
+                    wgmma_step<BN, 0>(d, wg_desc(a + kk * 32, 16, 1024), wg_desc(b + kk * 32, 16, 1024));
+                else
+                    wgmma_step<BN, 1>(d, wg_desc(a + kk * 32, 16, 1024), wg_desc(b + kk * 16 * 128, BOX_N, 1024));
             wg_commit();
             wg_wait<1>();                                      // tile kt - 1's wgmmas are done reading ...
             if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);   // ... so its stage may be refilled
@@ -254,7 +264,7 @@ static CUtensorMap tensor_map(const torch::Tensor& t, int box_rows, int box_cols
     return map;
 }
 
-constexpr int WGMMA_CFGS = 2;
+constexpr int WGMMA_CFGS = 3;
 
 torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t cfg) {
     tc_check(m, n, out, "tc_wgmma");
@@ -268,23 +278,34 @@ torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int6
     TORCH_CHECK(major == 9 && minor == 0, "tc_wgmma: wgmma and TMA exist on Hopper GPUs (sm_90) only; this GPU is sm_",
                 major, minor);
     const int h = m.size(0), k = m.size(1), w = n.size(1);
-    const CUtensorMap tm_m = tensor_map(m, WG_BM, WG_BK), tm_n = tensor_map(n, WG_BK, 64);
+    const CUtensorMap tm_m = tensor_map(m, WG_BM, WG_BK);
+    torch::Tensor nt;                             // cfg 2: n transposed (w x k), K-major tiles
+    if (cfg == 2) nt = n.t().contiguous();
+    const CUtensorMap tm_n = cfg == 2 ? tensor_map(nt, 256, WG_BK) : tensor_map(n, WG_BK, 64);
     static bool allowed[WGMMA_CFGS] = {};
     const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
     switch (cfg) {
         case 0: {   // 128 x 256 tiles, 4 stages of 48 KB
             const int smem = 4 * (WG_BM + 256) * WG_BK * 2 + 1024 + 2 * 4 * 8;
-            if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<256, 4>, attr, smem));
+            if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<256, 4, false>, attr, smem));
             allowed[0] = true;
-            wgmma_tma_k<256, 4><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
+            wgmma_tma_k<256, 4, false><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
                 tm_m, tm_n, half_ptr_mut(out), h, w, k, 8);
             break;
         }
-        default: {  // 128 x 128 tiles, 5 stages of 32 KB
+        case 1: {   // 128 x 128 tiles, 5 stages of 32 KB
             const int smem = 5 * (WG_BM + 128) * WG_BK * 2 + 1024 + 2 * 5 * 8;
-            if (!allowed[1]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<128, 5>, attr, smem));
+            if (!allowed[1]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<128, 5, false>, attr, smem));
             allowed[1] = true;
-            wgmma_tma_k<128, 5><<<dim3(cdiv(w, 128), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
+            wgmma_tma_k<128, 5, false><<<dim3(cdiv(w, 128), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
+                tm_m, tm_n, half_ptr_mut(out), h, w, k, 8);
+            break;
+        }
+        default: {  // cfg 0's tiles with n transposed first (its time counted): both operands K-major
+            const int smem = 4 * (WG_BM + 256) * WG_BK * 2 + 1024 + 2 * 4 * 8;
+            if (!allowed[2]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<256, 4, true>, attr, smem));
+            allowed[2] = true;
+            wgmma_tma_k<256, 4, true><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
                 tm_m, tm_n, half_ptr_mut(out), h, w, k, 8);
             break;
         }
