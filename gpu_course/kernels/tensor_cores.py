@@ -97,15 +97,14 @@ def runs_here(rung: int) -> tuple:
     if rung not in RUNGS:
         raise ValueError(f"runs_here: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
     cc = compute_capability()
-    if cc is None:
-        if rung in PTX:
-            return False, (f"{RUNGS[rung]}: inline PTX ({PTX[rung]}) runs on a GPU only; the CPU emulation runs "
-                           f"CUDA C, not PTX")
-        return True, ""
-    need, why = NEEDS[rung]
-    if cc < need or (rung == 5 and cc != need):
-        return False, f"{RUNGS[rung]}: skipped on this GPU (sm_{cc[0]}{cc[1]}): {why}"
-    if rung in (3, 4, 5):
+    if cc is not None:
+        need, why = NEEDS[rung]
+        if cc < need or (rung == 5 and cc != need):
+            return False, f"{RUNGS[rung]}: skipped on this GPU (sm_{cc[0]}{cc[1]}): {why}"
+    if not ON_GPU and rung in PTX:   # also where COURSE_FAKE_CC makes the emulation answer as a GPU
+        return False, (f"{RUNGS[rung]}: inline PTX ({PTX[rung]}) runs on a GPU only; the CPU emulation runs "
+                       f"CUDA C, not PTX")
+    if cc is not None and rung in (3, 4, 5):
         ok, why = fits_shared_memory(shared_bytes(rung), RUNGS[rung])
         if not ok:
             return False, why

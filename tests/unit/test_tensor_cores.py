@@ -300,3 +300,19 @@ def test_swizzle_helpers():
     clash = tc.ldmatrix_conflicts(lambda r, p: p ^ (r % 4))
     assert clash and clash[0][1:3] == (0, 4)            # rows 0 and 4 put piece 0 in the same place
     assert tc.shared_bytes(4, 1) == 3 * 256 * 64 * 2
+
+
+@pytest.mark.parametrize("fake, runs", [("7.5", {1, 2}), ("8.0", {1, 2}), ("9.0", {1, 2}), ("10.0", {1, 2})])
+def test_what_runs_on_older_and_newer_gpus(monkeypatch, fake, runs):
+    """COURSE_FAKE_CC: the reason for each rung left out, in one line; PTX rungs never run in the emulation."""
+    from gpu_course import mode
+    monkeypatch.setenv(mode.CC_ENV, fake)
+    assert set(tc.rungs_here(quiet=True)) == runs
+    why = {r: tc.runs_here(r)[1] for r in (3, 4, 5)}
+    if fake == "7.5":
+        assert why[3].endswith("needs compute capability 8.0 (Ampere) or newer") and "sm_75" in why[3]
+    if fake in ("7.5", "8.0", "10.0"):
+        assert "wgmma and TMA exist on Hopper (sm_90) only" in why[5]
+    if fake == "9.0":
+        assert all("inline PTX" in w for w in why.values())
+    assert all("\n" not in w for w in why.values())
