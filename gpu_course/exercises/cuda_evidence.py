@@ -27,7 +27,8 @@ import torch
 SHUFFLES = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
             "__shfl_xor_sync": "shfl_xor"}
 _SASS_SHUFFLE = {"shfl_idx": "SHFL.IDX", "shfl_up": "SHFL.UP", "shfl_down": "SHFL.DOWN", "shfl_xor": "SHFL.BFLY"}
-EXECUTED = {"__syncthreads", "atomicAdd", *SHUFFLES}  # calls whose execution calls() checks
+MMA = {"wmma::mma_sync", "nvcuda::wmma::mma_sync", "mma_sync"}  # a tensor-core product (WMMA)
+EXECUTED = {"__syncthreads", "atomicAdd", *SHUFFLES, *MMA}  # calls whose execution calls() checks
 _GLOBAL = ("gload", "gstore", "gatomic")
 
 
@@ -114,6 +115,27 @@ def shuffled(name: str, ex, call: str) -> str | None | bool:
         return None
     if ex.sass is not None:
         return None if ex.sass[fld] else f"the compiled {name} holds no {call} ({_SASS_SHUFFLE[fld]})"
+    return False
+
+
+def mma_ran(name: str, ex, call: str = "wmma::mma_sync") -> str | None | bool:
+    """Tensor cores did the products: every thread that stored to global memory executed ``wmma::mma_sync``
+    (counted by the emulation, field ``mma``); GPU: the SASS holds a tensor-core instruction (HMMA, HGMMA...)."""
+    if ex.launches:
+        for L in ex.launches:
+            if "mma" not in L.fields:
+                return False
+            n = L.field("mma")
+            if int(n.sum()) == 0:
+                return f"{name} executed no {call} {_not_run(name)}"
+            bad = (L.field("gstore") > 0) & (n == 0)
+            if bool(bad.any()):
+                b, t = _first(bad)
+                return (f"in the check's launch, {L.where(b, t)} of {name} stored results and executed no {call}: "
+                        f"the products are computed by the tensor cores, through wmma::mma_sync")
+        return None
+    if ex.sass is not None:
+        return None if ex.sass["mma"] else f"the compiled {name} holds no tensor-core instruction ({call}: HMMA)"
     return False
 
 

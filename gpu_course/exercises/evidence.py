@@ -224,7 +224,8 @@ def calls(*names: str):
     ``tl.dot(...)`` and ``triton.language.dot(...)``). For CUDA C, ``__syncthreads``, the
     ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
     barrier; every thread that touched global memory shuffled; an atomic ran) or, on a GPU, as
-    present in the compiled kernel's SASS; other names as calls in the kernel's body (see
+    present in the compiled kernel's SASS (``wmma::mma_sync`` likewise: every thread that stored a result
+    executed one, or the SASS holds a tensor-core instruction); other names as calls in the kernel's body (see
     :func:`_cuda_calls`)."""
     def holds(a: Attempt):
         if a.kind == "cuda":
@@ -276,6 +277,8 @@ def _cuda_calls(a: Attempt, names) -> str | None:
                 why = ce.barrier_passed(a.name, a.execution)
             elif n in ce.SHUFFLES:
                 why = ce.shuffled(a.name, a.execution, n)
+            elif n in ce.MMA:
+                why = ce.mma_ran(a.name, a.execution, n)
             else:
                 why = ce.atomics_ran(a.name, a.execution, n)
         if why is False:

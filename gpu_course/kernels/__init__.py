@@ -11,6 +11,8 @@ source (``utils.show_source`` for Triton, ``cuda_source`` for CUDA C) and ``benc
   FlashAttention-2's backward in Triton; notebook 11's
   kernels, timed by ``bench/flash_attention.py``
 * ``matmul_ladder``: notebook 04's fp32 CUDA C ladder, one file per rung in ``cuda/matmul/``
+* ``tensor_cores``: notebook 12's fp16 tensor-core ladder (WMMA, mma.sync, cp.async, wgmma + TMA), one file per
+  rung in ``cuda/tensor_cores/``
 * ``elementwise``: notebook 03's CUDA C square and GeLU, one file per step in ``cuda/elementwise/``
 * ``reductions``: notebook 09's CUDA C sums (a ladder, ``cuda/reduce/``), scans, histograms and image
   kernels, one file per step

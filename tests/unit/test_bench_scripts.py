@@ -18,7 +18,7 @@ import utils
 ROOT = Path(__file__).resolve().parents[2]
 
 # script -> its arguments for a short cpu-mode run
-SCRIPTS = {"elementwise.py": [], "matmul_ladder.py": [], "reductions.py": [],
+SCRIPTS = {"elementwise.py": [], "matmul_ladder.py": [], "reductions.py": [], "tensor_cores.py": [],
            "triton_basics_bench.py": [], "triton_matmul.py": ["--sizes", "64"],
            "triton_matmul_sweep.py": ["fp16", "64"]}
 

@@ -527,9 +527,9 @@ REFUSED = {
     "CUDA memory management (use torch": "cudaFree(p);",
     "CUDA streams": "cudaStream_t s; cudaStreamCreate(&s);",
     "CUDA events": "cudaEvent_t e; cudaEventCreate(&e);",
-    "tensor cores": "wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;",
-    "inline assembly": 'asm volatile("membar.gl;");',
-    "half/bfloat16": "__half h = __float2half(1.0f);",
+    "the compiler's tensor-core builtins": "__hmma_m16n16k16_mma_f32f32(0, 0, 0, 0, 0, 0);",
+    "inline PTX (membar.gl)": 'asm volatile("membar.gl;");',
+    "bfloat16/fp8 types": "__nv_bfloat16 h;",
     "the CUDA runtime API": "cudaDeviceProp p; cudaGetDeviceProperties(&p, 0);",
 }
 

@@ -63,6 +63,17 @@ wait is a race.  Copies still in flight when a thread exits are dropped (as on a
 A source pointer copied into a plain ``const float*`` is checked against the kernel parameter whose
 tensor contains it (or the nearest one); memory the emulation cannot bound is not checked.
 
+Tensor cores and fp16: ``<cuda_fp16.h>`` gives ``__half``/``half`` and ``__half2``/``half2`` with their
+conversions, arithmetic (computed in float, rounded once to fp16, as a GPU does), comparisons, shuffles and
+``atomicAdd`` (include/emu_fp16.h); ``<mma.h>`` gives ``nvcuda::wmma`` for 16x16x16 tiles of ``__half`` with float or
+``__half`` accumulators, row- or column-major (include/emu_wmma.h). ``load_matrix_sync``, ``store_matrix_sync`` and
+``mma_sync`` are warp-collective like the shuffles: all 32 lanes of a full warp must reach the same call; each lane
+moves its own elements through checked accesses (a tile reaching outside its tensor, or a row not on a 16-byte
+boundary, is an error naming the line and the element), and ``mma_sync`` is computed once per warp from every lane's
+fragments. Which lane holds which element: the accumulator as ``mma.m16n8k16``'s C layout twice (what sm_80 and
+later GPUs do), A and B as that instruction's A and B operands (CUDA leaves them unspecified). The counted launches
+count each lane's ``mma_sync`` calls (field ``mma``).
+
 Every module counts its launches: ``mod._cuda_emu_launches()`` is {kernel name: launches} since
 load (a templated kernel under ``matmul_k`` and ``matmul_k<16>``), ``mod._cuda_emu_reset_launches()``
 sets them to zero.  ``mod._cuda_emu_launch_log(since)`` is ``(launches so far, [(seq, kernel, grid,
@@ -163,7 +174,8 @@ Refused at build time with :class:`CudaEmulationError` ("<feature> (<name>) is n
 the CPU emulation; run on a GPU", with the line): the warp intrinsics without ``_sync``
 (``__shfl_down``, ``__ballot``..., removed for sm_70+) and lane-mask intrinsics; cooperative groups; ``cudaMalloc/cudaMemcpy/cudaFree`` and every other CUDA
 runtime call not listed above; streams (also a 4th launch argument other than 0) and events;
-tensor cores (wmma/mma); inline ``asm``; half/bfloat16/fp8 intrinsics; textures;
+the compiler's tensor-core builtins; inline ``asm`` (PTX: the message names the instruction, e.g.
+``mma.sync.aligned.m16n8k16...``); bfloat16 and fp8 types; textures;
 ``__managed__``; ``clock()``; asynchronous copies other than the pipeline primitives
 (``cuda::memcpy_async``, ``cuda::pipeline``, ``__pipeline_arrive_on``, ``<cuda_awbarrier.h>``,
 inline ``cp.async`` PTX); launches inside kernels or inside ``#define``s; CUDA

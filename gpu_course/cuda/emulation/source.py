@@ -31,12 +31,12 @@ _UNSUPPORTED = {
                 "cudaStreamDefault cudaStreamNonBlocking", "CUDA streams"),
     **_features("cudaEvent_t cudaEventCreate cudaEventRecord cudaEventSynchronize "
                 "cudaEventElapsedTime cudaEventDestroy", "CUDA events"),
-    **_features("wmma nvcuda mma_sync load_matrix_sync store_matrix_sync fill_fragment "
-                "__hmma_m16n16k16_mma_f32f32", "tensor cores (wmma/mma)"),
-    **_features("asm __asm __asm__", "inline assembly (asm/PTX)"),
-    **_features("__half __half2 __nv_bfloat16 __nv_bfloat162 __float2half __half2float "
-                "__float2bfloat16 __bfloat162float __hadd __hmul __hfma __float22half2_rn "
-                "__nv_fp8_e4m3 __nv_fp8_e5m2", "half/bfloat16/fp8 types"),
+    # nvcuda::wmma (16x16x16 __half tiles) and __half are emulated (emu_wmma.h, emu_fp16.h); inline PTX is
+    # refused by _inline_ptx, naming the instruction
+    **_features("__hmma_m16n16k16_mma_f32f32 __hmma_m16n16k16_ld_a __hmma_m16n16k16_st_c_f32",
+                "the compiler's tensor-core builtins (use nvcuda::wmma)"),
+    **_features("__nv_bfloat16 __nv_bfloat162 __float2bfloat16 __bfloat162float "
+                "__nv_fp8_e4m3 __nv_fp8_e5m2", "bfloat16/fp8 types"),
     **_features("tex1Dfetch tex1D tex2D tex3D texture cudaTextureObject_t surf2Dwrite "
                 "surf2Dread cudaSurfaceObject_t", "textures and surfaces"),
     **_features("__managed__", "managed memory (__managed__)"),
@@ -63,17 +63,35 @@ _CUDA_API_OK = {"cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchroniz
                 "cudaSharedmemCarveoutDefault", "cudaSharedmemCarveoutMaxShared", "cudaSharedmemCarveoutMaxL1"}
 _INCLUDE_OK_CUDA = {"cuda_runtime.h", "cuda.h", "cuda_runtime_api.h",
                     "device_launch_parameters.h", "c10/cuda/CUDAException.h",
-                    "cuda_pipeline.h", "cuda_pipeline_primitives.h"}
+                    "cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda_fp16.h", "mma.h"}
 _INCLUDE_REFUSED = [
     (re.compile(r"cooperative_groups"), "cooperative groups"),
-    (re.compile(r"^mma\.h$|^crt/mma"), "tensor cores (wmma/mma)"),
-    (re.compile(r"cuda_fp16|cuda_bf16|cuda_fp8"), "half/bfloat16/fp8 types"),
+    (re.compile(r"^crt/mma"), "the compiler's tensor-core internals (include <mma.h>)"),
+    (re.compile(r"cuda_bf16|cuda_fp8"), "bfloat16/fp8 types"),
     (re.compile(r"^(cub|thrust|cuda|cute|cutlass)/"), "CUDA C++ libraries (cub, thrust, cutlass, libcu++)"),
     (re.compile(r"cublas|cudnn|curand|cufft|cusparse|cusolver|nccl|nvrtc|nvtx"), "CUDA libraries"),
     (re.compile(r"^(ATen|c10)/cuda/|^(ATen|c10)/hip/"), "CUDA-specific torch headers"),
     (re.compile(r"cuda_pipeline|cuda_awbarrier"),
      "asynchronous copies other than <cuda_pipeline.h>'s primitives (cp.async)"),
 ]
+
+
+_ASM = {"asm", "__asm", "__asm__"}
+_PTX_OPCODE = re.compile(r"(?<![.\w%$])([a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)+)")
+
+
+def _inline_ptx(toks: list[Tok], i: int) -> str:
+    """The first PTX instruction of the ``asm(...)`` at toks[i] (``mma.sync.aligned.m16n8k16...``), or ``asm``.
+
+    >>> _inline_ptx(tokenize('asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0}, [%1];" : "=r"(x));'), 0)
+    'ldmatrix.sync.aligned.m8n8.x4.shared.b16'
+    """
+    for t in toks[i + 1:i + 8]:
+        if t.kind == "str":
+            m = _PTX_OPCODE.search(t.text)
+            if m:
+                return m.group(1)
+    return toks[i].text
 
 
 def _refusal(origin: str, line: int, what: str, name: str, src_line: str) -> str:
@@ -106,6 +124,7 @@ def check_supported(source: str | ParsedSource, origin: str = "cuda_src") -> Non
             for pat, what in _INCLUDE_REFUSED:
                 if pat.search(header):
                     add(line, what, f"#include <{header}>")
+    asm_first, asm_more = None, 0
     for i, t in enumerate(toks):
         if t.kind == "pp":
             if "<<<" in t.text and re.match(r"\s*#\s*define", t.text):
@@ -115,7 +134,13 @@ def check_supported(source: str | ParsedSource, origin: str = "cuda_src") -> Non
             continue
         if t.text in ("clock", "texture") and (i + 1 >= len(toks) or toks[i + 1].text not in ("(", "<")):
             continue  # ordinary identifiers unless called / templated
-        if t.text in _UNSUPPORTED:
+        if t.text in _ASM:   # one line for the first; the others are counted in it
+            if asm_first is None:
+                asm_first = len(problems)
+                add(t.line, "inline PTX", _inline_ptx(toks, i))
+            else:
+                asm_more += 1
+        elif t.text in _UNSUPPORTED:
             add(t.line, _UNSUPPORTED[t.text], t.text)
         elif t.text in _LEGACY_WARP and i + 1 < len(toks) and toks[i + 1].text == "(" and (t.line, t.text) not in seen:
             seen.add((t.line, t.text))
@@ -125,6 +150,10 @@ def check_supported(source: str | ParsedSource, origin: str = "cuda_src") -> Non
                             f"{lines[min(t.line, len(lines)) - 1].strip()}")
         elif re.match(r"cuda[A-Z]\w*$", t.text) and t.text not in _CUDA_API_OK and t.text not in own:
             add(t.line, "the CUDA runtime API", t.text)
+    if asm_more:
+        head, _, quoted = problems[asm_first].partition("\n")
+        problems[asm_first] = (f"{head[:-1]} (the CPU emulation runs CUDA C, not PTX instructions; this source has "
+                               f"{asm_more} more asm statement{'s' if asm_more > 1 else ''}).\n{quoted}")
     for line, msg in _symbol_misuse(p, origin):
         problems.append(f"{msg}\n{line:6d} | {lines[min(line, len(lines)) - 1].strip()}")
     if problems:

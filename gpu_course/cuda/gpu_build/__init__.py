@@ -43,12 +43,12 @@ The parts, one module each: :mod:`.splitter` (what belongs where, :func:`make_un
 cache of compiled units), :mod:`.attribution` (whose error a failed unit is), :mod:`.loading`
 (import), :mod:`.pipeline` (the build: :func:`build`, :func:`build_split`, :func:`build_one_unit`).
 """
-from .compilers import nvcc_command
+from .compilers import arch_name, nvcc_command
 from .loading import load_module
 from .objects import cache_dir
 from .pipeline import build, build_one_unit, build_split
 from .splitter import GENERATED, SOURCE_NAME, NeedsClassicBuild, Units, make_units
 from .templates import LAUNCH_LOG, LAUNCH_LOG_TABLE, init_unit
 
-__all__ = ["build", "build_split", "build_one_unit", "make_units", "Units", "NeedsClassicBuild", "nvcc_command",
+__all__ = ["arch_name", "build", "build_split", "build_one_unit", "make_units", "Units", "NeedsClassicBuild", "nvcc_command",
            "load_module", "init_unit", "cache_dir", "SOURCE_NAME", "GENERATED", "LAUNCH_LOG", "LAUNCH_LOG_TABLE"]

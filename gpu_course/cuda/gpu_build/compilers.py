@@ -12,6 +12,17 @@ import sysconfig
 from ..language import STD_FLAG
 
 
+def arch_name(major: int, minor: int) -> str:
+    """The architecture a build targets on a GPU of compute capability major.minor: ``"90a"`` on sm_90
+    (Hopper's wgmma and setmaxnreg exist only in code built for sm_90a, which runs on sm_90 GPUs only,
+    as this build does), else ``f"{major}{minor}"``.
+
+    >>> arch_name(9, 0), arch_name(8, 6)
+    ('90a', '86')
+    """
+    return f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+
+
 def digest(*parts) -> str:
     """A short hash of ``parts`` (each turned into text): the cache's keys.
 
@@ -35,8 +46,8 @@ def toolchain() -> dict:
     includes = ce.include_paths("cuda") + [sysconfig.get_paths()["include"]]
     inc = [f"-I{p}" for p in includes]
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
-    major, minor = torch.cuda.get_device_capability()
-    arch = f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}"
+    sm = arch_name(*torch.cuda.get_device_capability())
+    arch = f"-gencode=arch=compute_{sm},code=sm_{sm}"
     libs = [f"-L{ce.TORCH_LIB_PATH}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda",
             "-ltorch", "-ltorch_python", f"-L{os.path.join(cuda_home, 'lib64')}", "-lcudart",
             f"-Wl,-rpath,{ce.TORCH_LIB_PATH}"]

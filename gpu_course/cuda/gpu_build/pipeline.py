@@ -12,7 +12,7 @@ from .. import cache_files
 from ..errors import CudaBuildError, format_compile_errors
 from ..language import STD_FLAG
 from .attribution import failure
-from .compilers import cxx_flags, digest, nvcc_flags, toolchain
+from .compilers import arch_name, cxx_flags, digest, nvcc_flags, toolchain
 from .loading import load_module
 from .objects import COMPILE_TIMEOUT_S, cache_dir, compile_unit, unit_dirs
 from .splitter import SOURCE_NAME, NeedsClassicBuild, make_units
@@ -141,7 +141,8 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
     build_dir.mkdir(parents=True, exist_ok=True)
     major, minor = torch.cuda.get_device_capability()
     old = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+    sm = arch_name(major, minor)   # 9.0a on an H100, as the split build
+    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}" + sm[len(f"{major}{minor}"):]
     try:
         mod = load_inline(f"course_inline_{key}", cpp_sources=[cpp_src],
                           cuda_sources=[f'#line 1 "{SOURCE_NAME}"\n' + cuda_src],

@@ -192,10 +192,10 @@ struct Fiber {
 /// passed, warp shuffles by kind and other warp-level calls.  Keep in the order of kCountFields.
 struct Counts {
   uint32_t gload, gstore, gatomic, sload, sstore, satomic, barrier, shfl_idx, shfl_up, shfl_down, shfl_xor,
-      warp_other;
+      warp_other, mma;  // mma: wmma::mma_sync calls (emu_wmma.h)
 };
 #define CUDA_EMU_COUNT_FIELDS \
-  "gload,gstore,gatomic,sload,sstore,satomic,barrier,shfl_idx,shfl_up,shfl_down,shfl_xor,warp_other"
+  "gload,gstore,gatomic,sload,sstore,satomic,barrier,shfl_idx,shfl_up,shfl_down,shfl_xor,warp_other,mma"
 
 struct State {
   uint3 thread_idx{0, 0, 0}, block_idx{0, 0, 0};
@@ -301,9 +301,21 @@ constexpr T divisor(T v, int line) {
 /// to arrive computes every lane's result, and each lane returns its own.
 enum WarpOp {
   kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kAll, kAny, kSyncwarp, kRedAdd, kRedMinS,
-  kRedMinU, kRedMaxS, kRedMaxU, kRedAnd, kRedOr, kRedXor, kMatchAny, kMatchAll
+  kRedMinU, kRedMaxS, kRedMaxU, kRedAnd, kRedOr, kRedXor, kMatchAny, kMatchAll,
+  kWmmaLoad, kWmmaStore, kWmmaMma  // nvcuda::wmma (emu_wmma.h): the warp-collective matrix operations
 };
 uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg = 0, int width = 32);
+/// A wmma operation (op: kWmmaLoad, kWmmaStore, kWmmaMma) is a rendezvous of all 32 lanes of the caller's warp
+/// (a partial warp is an error). For kWmmaMma the last lane to arrive calls fn(lanes) once, lanes[l] the `mine`
+/// of lane l, before any lane goes on: the operation reads every lane's fragments and writes every lane's result.
+void wmma_sync(int op, int line, void* mine, void (*fn)(void* const* lanes));
+/// A wmma load or store (call: its name) touched element (row, col) of its 16x16 tile at q, outside [lo, hi).
+[[noreturn]] __attribute__((cold)) void wmma_oob(const char* call, int line, int row, int col, const void* q,
+                                                size_t esize, const char* lo, const char* hi, const PtrInfo* info);
+/// A wmma load or store was given a pointer or a leading dimension ldm (in elements of esize bytes) that a GPU
+/// refuses: each row (or column) of the tile must start on a 16-byte boundary.
+[[noreturn]] __attribute__((cold)) void wmma_misaligned(const char* call, int line, const void* p, unsigned ldm,
+                                                       size_t esize);
 /// Lanes of the caller's warp that exist and have not exited (see __activemask).
 unsigned active_mask();
 

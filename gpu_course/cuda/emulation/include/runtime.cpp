@@ -213,6 +213,7 @@ struct Warp {
   std::vector<Rendezvous> pending;
   uint32_t seq = 0;  // completed __syncwarp() calls (race check)
   std::vector<std::pair<uint32_t, unsigned>> log;  // (seq, mask) of __syncwarp() since the last barrier
+  void (*collective)(void* const*) = nullptr;  // what the last lane at a wmma::mma_sync runs (wmma_sync)
 };
 static std::vector<Warp> g_warps;
 static bool g_syncwarp_used = false;  // this launch called __syncwarp(): race messages mention it
@@ -223,7 +224,8 @@ static const char* op_name(int op) {
                                 "__reduce_add_sync", "__reduce_min_sync", "__reduce_min_sync",
                                 "__reduce_max_sync", "__reduce_max_sync", "__reduce_and_sync",
                                 "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
-                                "__match_all_sync"};
+                                "__match_all_sync", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
+                                "wmma::mma_sync"};
   return op >= 0 && op < int(sizeof names / sizeof names[0]) ? names[op] : "warp-level call";
 }
 
@@ -264,6 +266,8 @@ static std::string warp_where(unsigned w) {
 }
 
 static std::string call_str(int op, unsigned mask, int line) {
+  if (op >= kWmmaLoad)  // the whole warp, no mask
+    return std::string(op_name(op)) + "(...) at cuda_src line " + std::to_string(line);
   return std::string(op_name(op)) + "(" + hex(mask) + ", ...) at cuda_src line " + std::to_string(line);
 }
 
@@ -280,6 +284,10 @@ static const char* kWarpRule =
     " Every lane named in the mask must reach the same warp-level call (on a GPU anything else is "
     "undefined: it may hang or return garbage). If only some lanes take part, pass their mask, e.g. "
     "unsigned m = __ballot_sync(0xffffffff, cond); before the if, then use m inside it.";
+static const char* kWmmaRule =
+    " All 32 lanes of a warp must reach the same wmma call together (on a GPU anything else is undefined: it may "
+    "hang or compute garbage): keep wmma calls out of branches that only some lanes of a warp take.";
+static const char* warp_rule(int op) { return op >= kWmmaLoad ? kWmmaRule : kWarpRule; }
 
 /// The running lane is about to return or wait at __syncthreads(): no warp-level call may be
 /// waiting for it.
@@ -291,7 +299,7 @@ static void check_not_awaited(const char* what, int line) {
       fail("lane " + std::to_string(g.tid % 32) + " (thread " + tid_of(g.tid) + ") " + what +
            (line ? " at cuda_src line " + std::to_string(line) : std::string()) + " while " +
            wait_str(r.arrived) + " for it at " + call_str(r.op, r.mask, r.line) + ", " +
-           warp_where(w) + "." + kWarpRule);
+           warp_where(w) + "." + warp_rule(r.op));
     }
 }
 
@@ -354,6 +362,14 @@ static void complete(Warp& W, size_t k) {
       each([&](unsigned l) { W.res[l] = all ? (uint64_t(1) << 32) | m : 0; });
       break;
     }
+    case kWmmaLoad: case kWmmaStore:  // each lane moved its own elements before it arrived
+      break;
+    case kWmmaMma: {  // every lane's fragments in, every lane's result out, before anyone goes on
+      void* lanes[32] = {};
+      each([&](unsigned l) { lanes[l] = reinterpret_cast<void*>(static_cast<uintptr_t>(W.val[l])); });
+      W.collective(lanes);
+      break;
+    }
   }
   const unsigned w = static_cast<unsigned>(&W - g_warps.data());
   each([&](unsigned l) {
@@ -371,6 +387,8 @@ uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int w
       case kShflUp: c->shfl_up++; break;
       case kShflDown: c->shfl_down++; break;
       case kShflXor: c->shfl_xor++; break;
+      case kWmmaMma: c->mma++; break;
+      case kWmmaLoad: case kWmmaStore: break;  // their elements are counted as loads and stores
       default: c->warp_other++;
     }
   }
@@ -419,7 +437,7 @@ uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int w
       g.in_kernel = false;
       fail("lane " + std::to_string(lane) + " (thread " + tid_of(tid) + ") reached " + call_str(op, mask, line) +
            ", while " + wait_str(r.arrived) + " for it at " + call_str(r.op, r.mask, r.line) + ", " +
-           warp_where(w) + "." + kWarpRule);
+           warp_where(w) + "." + warp_rule(op));
     }
     for (unsigned l = 0; l < 32; l++) {
       if (!(mask >> l & 1) || l == lane) continue;
@@ -428,7 +446,7 @@ uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int w
         g.in_kernel = false;
         fail(call_str(op, mask, line) + " was reached by lane " + std::to_string(lane) + " (thread " +
              tid_of(tid) + "), but lane " + std::to_string(l) + " (thread " + tid_of(32 * w + l) + "), named in " +
-             "the mask, " + lane_doing(w, static_cast<int>(l)) + ", " + warp_where(w) + "." + kWarpRule);
+             "the mask, " + lane_doing(w, static_cast<int>(l)) + ", " + warp_where(w) + "." + warp_rule(op));
       }
     }
     W.pending.push_back({op, line, mask, 0});
@@ -446,6 +464,17 @@ uint64_t warp_op(int op, int line, unsigned mask, uint64_t value, int arg, int w
   f->wmask = mask;
   ctx_swap(*f, g.sched);
   return W.res[lane];
+}
+
+void wmma_sync(int op, int line, void* mine, void (*fn)(void* const* lanes)) {
+  kernel_thread(std::string(op_name(op)) + "()", line);
+  const unsigned w = g.tid / 32, exists = lanes_existing(w);
+  if (exists != 0xffffffffu)
+    fail(call_str(op, 0, line) + " " + where() + ": warp " + std::to_string(w) + " has only " + lanes_str(exists) +
+         " (the block has " + std::to_string(g.nthreads) + " threads). A wmma operation is done by all 32 lanes of "
+         "a warp together: launch blocks whose number of threads is a multiple of 32.");
+  if (fn) g_warps[w].collective = fn;
+  warp_op(op, line, 0xffffffffu, reinterpret_cast<uintptr_t>(mine));
 }
 
 unsigned active_mask() {
@@ -930,6 +959,50 @@ void global_oob(const PtrInfo* info, const void* q, size_t esize, const char* lo
   msg += "to " + elem + " " + where() + ": " + info->name + " points to " + info->what;
   if (lo == info->base) msg += " (valid indices 0.." + std::to_string(n - 1) + ")";
   fail(msg + ". Guard the access (e.g. if (i < n)) or fix the index.");
+}
+
+// ------------------------------------------------------------------------------------------
+// wmma (emu_wmma.h): the messages of a tile that reaches outside its matrix, or that a GPU cannot load.
+// ------------------------------------------------------------------------------------------
+void wmma_oob(const char* call, int line, int row, int col, const void* q, size_t esize, const char* lo,
+              const char* hi, const PtrInfo* info) {
+  const char* c = static_cast<const char*>(q);
+  std::string msg = std::string("out-of-bounds access by ") + call + " at cuda_src line " + std::to_string(line) +
+                    " " + where() + ": element (row " + std::to_string(row) + ", column " + std::to_string(col) +
+                    ") of the 16x16 tile ";
+  if (info && info->base) {
+    msg += "is " + element_of(info, c - info->base, esize) + ", " + (c < lo ? "before the start" : "past the end") +
+           " of " + (info->name && *info->name ? info->name : "the buffer") + ", which points to " + info->what;
+  } else {
+    msg += "is " + (c < lo ? std::to_string(lo - c) + " bytes before the start" :
+                             std::to_string(c + esize - hi) + " bytes past the end") +
+           " of the " + std::to_string(hi - lo) + " bytes it points into";
+  }
+  fail(msg + ". A wmma load or store always moves a whole 16x16 tile: at the edges of a matrix whose sizes are "
+             "not multiples of 16, pad the matrix, or go through a zero-filled tile in shared memory.");
+}
+
+static std::string ptr_str_of(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+void wmma_misaligned(const char* call, int line, const void* p, unsigned ldm, size_t esize) {
+  const char* lo;
+  const char* hi;
+  const PtrInfo* info = nullptr;
+  std::string at = ptr_str_of(p);
+  if (region_of(p, &lo, &hi, &info) && info && info->base)
+    at = element_of(info, static_cast<const char*>(p) - info->base, esize);
+  const bool bad_ldm = (ldm * esize) % 16 != 0;
+  fail(std::string("misaligned address: ") + call + " at cuda_src line " + std::to_string(line) + " " + where() +
+       ": " + (bad_ldm ? "ldm = " + std::to_string(ldm) + " elements is " + std::to_string(ldm * esize) +
+                             " bytes, not a multiple of 16"
+                       : "the tile starts at " + at + ", which is not 16-byte aligned") +
+       ". Every row (column, for col_major) of a wmma tile must start on a 16-byte boundary: ldm a multiple of " +
+       std::to_string(16 / esize) + " elements and the pointer 16-byte aligned (CUDA documents 32 bytes for the "
+       "pointer); on a GPU a misaligned tile is an error or garbage. Pad the rows, or stage the tile in shared memory.");
 }
 
 // ------------------------------------------------------------------------------------------

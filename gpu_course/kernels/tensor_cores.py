@@ -1,0 +1,321 @@
+"""Notebook 12's tensor-core ladder in CUDA C: ``out = m @ n`` with float16 ``m`` (h x k), ``n`` (k x w) and ``out``
+(h x w), all row-major, products summed in float32, one idea per rung, one file per rung under
+``cuda/tensor_cores/`` (``tc_common.cuh`` first, what they share):
+
+* rung 1 ``01_wmma.cu``: WMMA (``nvcuda::wmma``), one warp per 16x16 tile of out, tiles straight from global memory;
+* rung 2 ``02_wmma_shared.cu``: WMMA on tiles staged in shared memory by blocks of 8 warps (any size);
+* rung 3 ``03_mma_ldmatrix.cu``: ``mma.sync.m16n8k16`` and ``ldmatrix`` (inline PTX, ``tc_ptx.cuh``) on XOR-swizzled
+  shared tiles, fragments double-buffered in registers;
+* rung 4 ``04_cp_async.cu``: rung 3's warps fed by ``cp.async`` through a multistage pipeline;
+* rung 5 ``05_wgmma_tma.cu``: Hopper's ``wgmma.mma_async`` on tiles that TMA copies, an mbarrier pipeline and
+  warp specialisation (sm_90 only).
+
+Each rung has one host function (:data:`FUNCS`); rungs 4 and 5 take a ``cfg`` too, one of their compiled shapes
+(:data:`CONFIGS`). :func:`run` calls any of them; :func:`build` compiles the rungs that run here
+(:func:`rungs_here`: rungs 3 to 5 are inline PTX, which the CPU emulation refuses, and need sm_80, sm_80 and sm_90).
+``fragment_layouts`` (tc_common.cuh) gives the lane layouts notebook 12 draws (:func:`draw_layout`).
+
+>>> RUNGS[3]
+'rung 3 mma.sync + ldmatrix, swizzled'
+>>> files(4)
+['tensor_cores/tc_common.cuh', 'tensor_cores/tc_ptx.cuh', 'tensor_cores/03_mma_ldmatrix.cu', 'tensor_cores/04_cp_async.cu']
+>>> tol(4096)["atol"] > tol(256)["atol"]
+True
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+from ..checking import check, poisoned
+from ..cuda import cuda_begin, get_sig, load_cuda
+from ..mode import ON_GPU, compute_capability, fits_shared_memory
+from ..timing import Timing, bench as _bench, fmt_ms
+from . import cuda_source
+
+# The name each rung is reported under (notebook 12 records its results with these).
+RUNGS = {1: "rung 1 WMMA, tiles from global memory", 2: "rung 2 WMMA, shared-memory tiles",
+         3: "rung 3 mma.sync + ldmatrix, swizzled", 4: "rung 4 cp.async pipeline",
+         5: "rung 5 wgmma + TMA (Hopper)"}
+DIR = "tensor_cores/"
+COMMON = DIR + "tc_common.cuh"
+# Each rung's files after tc_common.cuh, in the order they build (a later file uses what an earlier one defines).
+_FILES = {1: ["01_wmma.cu"], 2: ["02_wmma_shared.cu"], 3: ["tc_ptx.cuh", "03_mma_ldmatrix.cu"],
+          4: ["tc_ptx.cuh", "03_mma_ldmatrix.cu", "04_cp_async.cu"], 5: ["tc_ptx.cuh", "05_wgmma_tma.cu"]}
+FUNCS = {1: "tc_wmma_global", 2: "tc_wmma_shared", 3: "tc_mma", 4: "tc_async", 5: "tc_wgmma"}
+LAYOUTS = "fragment_layouts"   # tc_common.cuh: the lane layouts notebook 12 draws
+# The compiled shapes of the rungs that take a cfg (the cases of their host functions, in order; cfg 0 is the
+# default): block tile, warp tile, pipeline stages.
+CONFIGS = {4: ["128x256x64 w64x64 3 stages", "128x128x64 w64x64 3 stages", "256x128x64 w64x64 3 stages",
+               "128x256x64 w64x64 4 stages", "128x128x64 w64x32 4 stages"],
+           5: ["128x256x64, 2 consumer warpgroups, 4 stages", "128x128x64, 2 consumer warpgroups, 5 stages",
+               "128x256x64, 4 stages, n transposed first (K-major)"]}
+# What each rung needs: (compute capability, why), "exactly" for rung 5 (wgmma exists on sm_90 only).
+NEEDS = {1: ((7, 0), "WMMA needs compute capability 7.0 (Volta) or newer"),
+         2: ((7, 0), "WMMA needs compute capability 7.0 (Volta) or newer"),
+         3: ((8, 0), "mma.sync.m16n8k16 with fp16 inputs needs compute capability 8.0 (Ampere) or newer"),
+         4: ((8, 0), "mma.sync.m16n8k16 and cp.async need compute capability 8.0 (Ampere) or newer"),
+         5: ((9, 0), "wgmma and TMA exist on Hopper (sm_90) only")}
+PTX = {3: "ldmatrix, mma.sync", 4: "ldmatrix, mma.sync, cp.async", 5: "wgmma, TMA, mbarrier"}   # inline PTX
+
+
+def files(rung: int) -> list:
+    """The files (under ``gpu_course/kernels/cuda/``) that rung ``rung`` builds from, in order."""
+    if rung not in RUNGS:
+        raise ValueError(f"tensor_cores: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
+    return [COMMON] + [DIR + f for f in _FILES[rung]]
+
+
+def rung_source(rung: int) -> str:
+    """The CUDA C of rung ``rung``'s own file, as notebook 12 prints it."""
+    return cuda_source(files(rung)[-1]).rstrip()
+
+
+def source(rungs=None) -> str:
+    """The CUDA C of ``rungs`` (default: all), ready for ``load_cuda``: ``cuda_begin``, then every file they need,
+    each once, in order."""
+    rungs = sorted(RUNGS) if rungs is None else sorted(rungs)
+    names = list(dict.fromkeys(f for r in rungs for f in files(r)))
+    return cuda_begin + cuda_source(*names)
+
+
+def funcs(rungs=None) -> list:
+    """The host functions a build of ``rungs`` exposes: each rung's, and ``fragment_layouts``."""
+    rungs = sorted(RUNGS) if rungs is None else sorted(rungs)
+    return [FUNCS[r] for r in rungs] + (["tc_async_order"] if 4 in rungs else []) + [LAYOUTS]
+
+
+def runs_here(rung: int) -> tuple:
+    """``(True, "")`` where rung ``rung`` runs here, else ``(False, reason)``, the reason one line. In cpu mode rungs
+    1 and 2 run (the emulation runs WMMA); rungs 3 to 5 are inline PTX, which it does not execute. On a GPU, by
+    compute capability (:data:`NEEDS`; ``COURSE_FAKE_CC`` pretends), and rung 5 on sm_90 only.
+
+    >>> runs_here(1)
+    (True, '')
+    """
+    if rung not in RUNGS:
+        raise ValueError(f"runs_here: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
+    cc = compute_capability()
+    if cc is not None:
+        need, why = NEEDS[rung]
+        if cc < need or (rung == 5 and cc != need):
+            return False, f"{RUNGS[rung]}: skipped on this GPU (sm_{cc[0]}{cc[1]}): {why}"
+    if not ON_GPU and rung in PTX:   # also where COURSE_FAKE_CC makes the emulation answer as a GPU
+        return False, (f"{RUNGS[rung]}: inline PTX ({PTX[rung]}) runs on a GPU only; the CPU emulation runs "
+                       f"CUDA C, not PTX")
+    if cc is not None and rung in (3, 4, 5):
+        ok, why = fits_shared_memory(shared_bytes(rung), RUNGS[rung])
+        if not ok:
+            return False, why
+    return True, ""
+
+
+def rungs_here(quiet: bool = False) -> dict:
+    """:data:`RUNGS` without the rungs that cannot run here (:func:`runs_here`), printing one line for each one
+    left out (unless ``quiet``)."""
+    out = {}
+    for rung, name in RUNGS.items():
+        ok, why = runs_here(rung)
+        if ok:
+            out[rung] = name
+        elif not quiet:
+            print(why)
+    return out
+
+
+def shared_bytes(rung: int, cfg: int = 0) -> int:
+    """Dynamic shared memory per block of rung ``rung`` in shape ``cfg`` (rungs 3 to 5; 0 for the others, whose
+    shared memory is static).
+
+    >>> [shared_bytes(r) // 1024 for r in (3, 4, 5)]
+    [64, 144, 193]
+    """
+    if rung == 3:
+        return 2 * (128 * 64 + 64 * 128) * 2
+    if rung == 4:
+        bm, bn, stages = [(128, 256, 3), (128, 128, 3), (256, 128, 3), (128, 256, 4), (128, 128, 4)][cfg]
+        return stages * (bm + bn) * 64 * 2
+    if rung == 5:
+        bm, bn, stages = [(128, 256, 4), (128, 128, 5), (128, 256, 4)][cfg]
+        return stages * (bm + bn) * 64 * 2 + 1024 + 2 * stages * 8   # + alignment slack + mbarriers
+    return 0
+
+
+def build(rungs=None, **load_cuda_kwargs):
+    """Build (or load from the cache) ``rungs`` (default: those that run here, :func:`rungs_here`): a module with
+    :func:`funcs`. On an sm_90 GPU the split build compiles for sm_90a, which rung 5's wgmma needs."""
+    rungs = sorted(rungs_here(quiet=True)) if rungs is None else sorted(rungs)
+    src = source(rungs)
+    fs = funcs(rungs)
+    return load_cuda(src, "\n".join(get_sig(f, src) for f in fs), fs, **load_cuda_kwargs)
+
+
+def run(mod, rung: int, m, n, out, cfg: int = 0):
+    """``out = m @ n`` by rung ``rung`` of a module from :func:`build` (shape ``cfg`` for rungs 4 and 5); returns
+    ``out``."""
+    fn = getattr(mod, FUNCS[rung], None)
+    if fn is None:
+        raise ValueError(f"run: this module has no rung {rung} ({FUNCS[rung]}); build it with build([{rung}])")
+    if rung in CONFIGS:
+        return fn(m, n, out, cfg)
+    if cfg:
+        raise ValueError(f"run: rung {rung} has one shape only (cfg 0), got cfg={cfg}")
+    return fn(m, n, out)
+
+
+def tol(k: int) -> dict:
+    """Tolerances for checking a product of float16 matrices, summed in float32 and rounded to float16, against
+    float64 (keyword arguments of ``utils.check``): ``atol = 4e-6·k + 1e-4``, ``rtol = 2e-3``.
+
+    The products of fp16 numbers are exact in fp32, so the sums differ from float64 by fp32 roundings, as for the fp32
+    matmul of notebook 04 (``dot_tol``'s 1e-6·k, here 4x: tensor cores may add in a different order and truncate
+    rather than round). Rounding the result to fp16 adds up to 2⁻¹¹ ≈ 4.9e-4 of it: ``rtol`` leaves a 4x margin.
+    A wrong tile (a missing 16-step of k, a swapped fragment) is off by whole products, far outside.
+
+    >>> t = tol(4096)
+    >>> f"{t['atol']:.4f} {t['rtol']}"
+    '0.0165 0.002'
+    """
+    if k < 1:
+        raise ValueError(f"tol: k is the number of products summed, at least 1; got {k}")
+    return dict(atol=4e-6 * k + 1e-4, rtol=2e-3)
+
+
+def flops(h: int, w: int, k: int) -> int:
+    """2·h·w·k: a multiply and an add per product."""
+    return 2 * h * w * k
+
+
+class Tuned(NamedTuple):
+    """What :func:`autotune` found for one rung at one size: the fastest cfg and every cfg's row."""
+    rung: int
+    size: tuple        # (h, w, k)
+    best: int          # the cfg to pass to run(mod, rung, m, n, out, cfg)
+    table: list        # one (cfg, name, Timing) per shape of CONFIGS[rung], in cfg order
+
+    def __str__(self):
+        h, w, k = self.size
+        lines = [f"rung {self.rung} at h={h}, w={w}, k={k}: every shape checked against float64, then timed"]
+        for cfg, name, t in self.table:
+            rate = f"{flops(h, w, k) / t.median / 1e9:8.1f} TFLOP/s" if t.on_gpu else ""
+            lines.append(f"{'*' if cfg == self.best else ' '} cfg {cfg} {name:46s} {fmt_ms(t.median):>10s} {rate}")
+        lines.append(f"best: cfg {self.best} ({self.table[self.best][1]})")
+        if not self.table[self.best][2].on_gpu:
+            lines.append(f"cpu mode: the emulation picked cfg {self.best}; its times say nothing about a GPU")
+        return "\n".join(lines)
+
+
+_TUNED: dict = {}  # (rung, h, w, k) -> Tuned, for this process
+
+
+def autotune(mod, rung: int, m, n, *, bench=_bench, retune: bool = False) -> Tuned:
+    """Check every shape of rung ``rung`` (:data:`CONFIGS`) on ``m @ n`` against float64 (:func:`tol`, poisoned
+    output), time each (``bench``, default ``utils.bench``: GPU time) and return the fastest with the table, as
+    notebook 04's rung 9 does for its tile shapes. Cached per (rung, h, w, k) for this process (``retune=True``
+    times again)."""
+    if rung not in CONFIGS:
+        raise ValueError(f"autotune: rung {rung} has one shape only; rungs with shapes: {sorted(CONFIGS)}")
+    h, k = m.shape
+    w = n.shape[1]
+    key = (rung, h, w, k)
+    if key in _TUNED and not retune:
+        return _TUNED[key]
+    if not ON_GPU and bench is _bench:
+        bench = functools.partial(_bench, warmup=0, reps=1)
+    ref = m.double() @ n.double()
+    out = poisoned(h, w, dtype=m.dtype, device=m.device)
+    table = []
+    for cfg, name in enumerate(CONFIGS[rung]):
+        check(run(mod, rung, m, n, poisoned(h, w, dtype=m.dtype, device=m.device), cfg), ref, **tol(k),
+              name=f"rung {rung} cfg {cfg} ({name})")
+        t = bench(run, mod, rung, m, n, out, cfg)
+        if not isinstance(t, Timing):
+            raise TypeError(f"autotune: bench must return a Timing, got {type(t).__name__}")
+        table.append((cfg, name, t))
+    best = min(table, key=lambda row: row[2].median)[0]
+    _TUNED[key] = Tuned(rung, (h, w, k), best, table)
+    return _TUNED[key]
+
+
+# ---- what notebook 12 draws and asks about --------------------------------------------------------------------
+
+def layout_grids(mod, like) -> dict:
+    """The lane layouts that ``fragment_layouts`` (tc_common.cuh) measures, as ``{name: (lane grid, element grid)}``
+    of int tensors on the CPU: the WMMA accumulator (16 x 16), and mma.m16n8k16's A (16 x 16), B (16 x 8) and C
+    (16 x 8). ``like`` is any tensor on the device to run on."""
+    names = ["WMMA accumulator 16x16 (float)", "mma.sync m16n8k16: A 16x16", "mma.sync m16n8k16: B 16x8",
+             "mma.sync m16n8k16: C 16x8"]
+    out = {}
+    for name, grid in zip(names, mod.fragment_layouts(like)):
+        g = grid.cpu().to(dtype=grid.dtype).round().long()
+        if bool((g < 0).any()):
+            raise RuntimeError(f"layout_grids: no lane wrote some elements of {name}")
+        out[name] = (g // 16, g % 16)
+    return out
+
+
+def draw_layouts(grids: dict, title: str = ""):
+    """Draw :func:`layout_grids`' tiles side by side, each element coloured by the lane that holds it and labelled
+    with that lane's number (and, small, the element's index in the lane's fragment). Returns the figure."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(grids), figsize=(4.2 * len(grids), 4.6),
+                             gridspec_kw={"width_ratios": [g[0].shape[1] for g in grids.values()]})
+    for ax, (name, (lanes, elems)) in zip(axes, grids.items()):
+        ax.imshow(lanes.numpy(), cmap="tab20b", vmin=0, vmax=31)
+        for r in range(lanes.shape[0]):
+            for c in range(lanes.shape[1]):
+                ax.text(c, r - 0.12, str(int(lanes[r, c])), ha="center", va="center", fontsize=6.5, color="white")
+                ax.text(c, r + 0.3, str(int(elems[r, c])), ha="center", va="center", fontsize=4.5, color="white")
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks(range(lanes.shape[1]))
+        ax.set_yticks(range(lanes.shape[0]))
+        ax.tick_params(labelsize=6)
+        ax.set_xlabel("column")
+    axes[0].set_ylabel("row")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def ldmatrix_rows(r0: int, c0: int) -> list:
+    """(row, 16-byte piece) that each lane of a warp gives ``ldmatrix.x4`` when it loads an A fragment (16 x 16
+    halves) whose top left is row ``r0``, piece ``c0`` of a tile of 128-byte rows, as rung 3 does: lane l gives row
+    r0 + l % 16, piece c0 + l / 16. The hardware reads the rows of lanes 8j .. 8j + 7 (matrix j) in one pass.
+
+    >>> ldmatrix_rows(0, 0)[:3], ldmatrix_rows(0, 0)[16]
+    ([(0, 0), (1, 0), (2, 0)], (0, 1))
+    """
+    return [(r0 + lane % 16, c0 + lane // 16) for lane in range(32)]
+
+
+def banks_of(row: int, piece: int, row_bytes: int = 128) -> set:
+    """The 4 shared-memory banks (of 32, 4 bytes each) that the 16 bytes at (row, piece) of a tile with rows
+    ``row_bytes`` long occupy, the tile starting at a bank-0 address.
+
+    >>> sorted(banks_of(0, 1)), sorted(banks_of(1, 0))
+    ([4, 5, 6, 7], [0, 1, 2, 3])
+    """
+    start = (row * row_bytes + piece * 16) // 4
+    return {(start + i) % 32 for i in range(4)}
+
+
+def ldmatrix_conflicts(swizzle, r0: int = 0, c0: int = 0) -> list:
+    """The bank conflicts of an ``ldmatrix.x4`` from a tile whose piece p of row r is stored at piece
+    ``swizzle(r, p)`` of that row: a list of (matrix j, lane a, lane b, shared banks) for each pair of lanes of one
+    matrix (one pass of the hardware) whose 16 bytes share a bank. Empty: conflict-free.
+
+    >>> len(ldmatrix_conflicts(lambda r, p: p)) > 0, ldmatrix_conflicts(lambda r, p: p ^ (r % 8))
+    (True, [])
+    """
+    rows = ldmatrix_rows(r0, c0)
+    found = []
+    for j in range(4):
+        lanes = range(8 * j, 8 * j + 8)
+        banks = {lane: banks_of(rows[lane][0], swizzle(*rows[lane])) for lane in lanes}
+        for a in lanes:
+            for b in lanes:
+                if a < b and banks[a] & banks[b]:
+                    found.append((j, a, b, sorted(banks[a] & banks[b])))
+    return found

@@ -1,0 +1,180 @@
+"""Reference solutions of notebook 12's exercises, and answers its checks must refuse.
+
+Exercise 1 builds CUDA C (in CI through the CPU emulation, which runs WMMA; a build takes a few seconds and the check
+launches wmma_any_k itself): the solution pads the edge tiles with zeros in shared memory, and the cheats that a
+build refuses (no tensor cores; rung 2 under another name; the result written by torch; one warp doing all tiles).
+"""
+
+WMMA_ANY = r'''wmma_any_src = utils.cuda_begin + r"""
+#include <cuda_fp16.h>
+#include <mma.h>
+
+// One warp per 16x16 tile of out. Each 16-step of k, the warp copies the tiles of m and n into shared memory,
+// zeros where they reach past the matrices, so that the WMMA loads (always whole tiles) read zeros there;
+// the result goes through shared memory too, and only the elements inside out are stored.
+__global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restrict__ n, __half* __restrict__ out,
+                           int h, int w, int k) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __half ms[16][16];
+    __shared__ __align__(32) __half ns[16][16];
+    __shared__ __align__(32) float os[16][16];
+    const int lane = threadIdx.x, r0 = blockIdx.y * 16, c0 = blockIdx.x * 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int i = 0; i < k; i += 16) {
+        for (int e = lane; e < 16 * 16; e += 32) {
+            const int r = e / 16, c = e % 16;
+            ms[r][c] = r0 + r < h && i + c < k ? m[(r0 + r) * k + i + c] : __float2half(0.0f);
+            ns[r][c] = i + r < k && c0 + c < w ? n[(i + r) * w + c0 + c] : __float2half(0.0f);
+        }
+        __syncwarp();                                   // the tiles are complete
+        wmma::load_matrix_sync(a, &ms[0][0], 16);
+        wmma::load_matrix_sync(b, &ns[0][0], 16);
+        wmma::mma_sync(acc, a, b, acc);
+        __syncwarp();                                   // read before the next step overwrites them
+    }
+    wmma::store_matrix_sync(&os[0][0], acc, 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int e = lane; e < 16 * 16; e += 32) {
+        const int r = r0 + e / 16, c = c0 + e % 16;
+        if (r < h && c < w) out[r * w + c] = __float2half(os[e / 16][e % 16]);
+    }
+}
+
+torch::Tensor wmma_any(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
+    CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
+    TORCH_CHECK(m.scalar_type() == torch::kHalf && n.scalar_type() == torch::kHalf && out.scalar_type() == torch::kHalf,
+                "wmma_any: m, n and out must be float16");
+    const int h = m.size(0), k = m.size(1), w = n.size(1);
+    TORCH_CHECK(n.size(0) == k && out.size(0) == h && out.size(1) == w, "wmma_any: the sizes do not fit");
+    wmma_any_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), 32>>>(reinterpret_cast<const __half*>(m.data_ptr<at::Half>()),
+        reinterpret_cast<const __half*>(n.data_ptr<at::Half>()), reinterpret_cast<__half*>(out.data_ptr<at::Half>()),
+        h, w, k);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+'''
+
+# the same structure with the products done one by one in float: right values, no tensor cores
+SCALAR = r'''wmma_any_src = utils.cuda_begin + r"""
+#include <cuda_fp16.h>
+__global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restrict__ n, __half* __restrict__ out,
+                           int h, int w, int k) {
+    const int r = blockIdx.y * 16 + threadIdx.x / 16, c = blockIdx.x * 16 + threadIdx.x % 16;
+    for (int q = 0; q < 8; ++q) {
+        const int rr = r + 2 * q;
+        if (rr < h && c < w) {
+            float s = 0.0f;
+            for (int i = 0; i < k; ++i) s += __half2float(m[rr * k + i]) * __half2float(n[i * w + c]);
+            out[rr * w + c] = __float2half(s);
+        }
+    }
+}
+torch::Tensor wmma_any(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
+    const int h = m.size(0), k = m.size(1), w = n.size(1);
+    wmma_any_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), 32>>>(reinterpret_cast<const __half*>(m.data_ptr<at::Half>()),
+        reinterpret_cast<const __half*>(n.data_ptr<at::Half>()), reinterpret_cast<__half*>(out.data_ptr<at::Half>()),
+        h, w, k);
+    return out;
+}
+"""
+'''
+
+# rung 2 of the notebook (tc_common.cuh and 02_wmma_shared.cu), renamed
+RUNG2_RENAMED = '''wmma_any_src = tc.source([2]).replace("wmma_shared_k", "wmma_any_k").replace("tc_wmma_shared", "wmma_any")'''
+
+# rung 1's kernel (a variable renamed) on copies of m and n padded to multiples of 16 by torch, the result copied
+# into out by torch
+PADDED_BY_TORCH = '''import re
+wmma_any_src = (re.sub(r"\\bacc\\b", "total", tc.source([1])) + r"""
+torch::Tensor wmma_any(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
+    const int h = m.size(0), k = m.size(1), w = n.size(1);
+    const int hp = cdiv(h, 16) * 16, kp = cdiv(k, 16) * 16, wp = cdiv(w, 16) * 16;
+    auto mp = torch::zeros({hp, kp}, m.options()), np = torch::zeros({kp, wp}, n.options());
+    mp.narrow(0, 0, h).narrow(1, 0, k).copy_(m);
+    np.narrow(0, 0, k).narrow(1, 0, w).copy_(n);
+    auto op = torch::empty({hp, wp}, out.options());
+    tc_wmma_global(mp, np, op);
+    out.copy_(op.narrow(0, 0, h).narrow(1, 0, w));
+    return out;
+}
+""").replace("wmma_global_k", "wmma_any_k")
+'''
+
+# the tensor cores only in a branch no thread takes; the products one by one in float
+UNTAKEN_MMA = WMMA_ANY.replace(
+    """        wmma::mma_sync(acc, a, b, acc);
+        __syncwarp();                                   // read before the next step overwrites them
+    }""",
+    """        if (k < 0) wmma::mma_sync(acc, a, b, acc);   // never
+        __syncwarp();                                   // read before the next step overwrites them
+    }
+    for (int e = lane; e < 16 * 16; e += 32) {
+        const int r = r0 + e / 16, c = c0 + e % 16;
+        float s = 0.0f;
+        for (int i = 0; i < k; ++i) if (r < h && c < w) s += __half2float(m[r * k + i]) * __half2float(n[i * w + c]);
+        if (r < h && c < w) out[r * w + c] = __float2half(s);
+    }
+    return;""")
+
+# every warp does its own tiles' WMMA, but block (0, 0) writes the whole product, computed one by one
+ONE_WARP_WRITES = WMMA_ANY.replace(
+    """        if (r < h && c < w) out[r * w + c] = __float2half(os[e / 16][e % 16]);
+    }
+}""",
+    """        if (r < h && c < w && os[e / 16][e % 16] != os[e / 16][e % 16]) out[r * w + c] = __float2half(0.0f);
+    }
+    if (blockIdx.x == 0 && blockIdx.y == 0 && lane == 0)
+        for (int r = 0; r < h; ++r)
+            for (int c = 0; c < w; ++c) {
+                float s = 0.0f;
+                for (int i = 0; i < k; ++i) s += __half2float(m[r * k + i]) * __half2float(n[i * w + c]);
+                out[r * w + c] = __float2half(s);
+            }
+}""")
+
+SOLUTIONS = {
+    "ex12-1-answer": WMMA_ANY,
+    "ex12-2-answer": '''
+def swizzle(row, piece):
+    return piece ^ (row % 8)    # the 8 rows an ldmatrix reads at once: 8 different places, so 8 different bank groups
+''',
+    "ex12-3-answer": '''
+def flops_per_sm_per_clock(tflops, sms, ghz):
+    return tflops * 1e12 / (sms * ghz * 1e9)
+''',
+}
+
+CHEATS = {
+    "ex12-1-answer": {
+        "torch": "wmma_any_src = lambda m, n, out: torch.matmul(m, n, out=out)",
+        "products one by one in float, no tensor cores": SCALAR,
+        "rung 2 of the notebook under another name": RUNG2_RENAMED,
+        "rung 1 on copies padded by torch, out written by torch": PADDED_BY_TORCH,
+    },
+    "ex12-2-answer": {
+        "no swizzle": "swizzle = lambda row, piece: piece",
+        "every piece at place 0": "swizzle = lambda row, piece: 0",
+        "XOR with row % 4 only": "swizzle = lambda row, piece: piece ^ (row % 4)",
+        "the same shift for every row": "swizzle = lambda row, piece: (piece + 1) % 8",
+        "a number": "swizzle = 7",
+    },
+    "ex12-3-answer": {
+        "the number read from the notebook": "flops_per_sm_per_clock = 4096",
+        "per tensor core instead of per SM": "flops_per_sm_per_clock = lambda tflops, sms, ghz: tflops * 1e12 / (sms * ghz * 1e9) / 4",
+        "the clock in Hz forgotten": "flops_per_sm_per_clock = lambda tflops, sms, ghz: tflops * 1e12 / (sms * ghz)",
+        "multiply-adds, not FLOP": "flops_per_sm_per_clock = lambda tflops, sms, ghz: tflops * 1e12 / (sms * ghz * 1e9) / 2",
+    },
+}
+
+# Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did; on a GPU the
+# evidence is the compiled kernel, where a branch whose condition depends on the arguments stays.
+CPU_CHEATS = {
+    "ex12-1-answer": {
+        "wmma::mma_sync in a branch no thread takes": UNTAKEN_MMA,
+        "block (0, 0) writes the whole product": ONE_WARP_WRITES,
+    },
+}
