@@ -24,65 +24,6 @@ from collections import Counter
 from .mode import ON_GPU, synchronize
 
 
-def _language_state() -> list:
-    """Every attribute of ``triton.language``'s modules and of the classes they define, as they are
-    now: the interpreter replaces some of them with its own while it runs (Triton 3.6 leaves some of
-    those in place after a call of a jit function from an interpreted kernel, and compiling a kernel
-    afterwards then fails), so an interpreted launch puts them all back (:func:`_restore`)."""
-    import sys
-    mods = [m for name, m in list(sys.modules.items()) if name.startswith("triton.language") and m is not None]
-    objs = list(mods)
-    for m in mods:
-        objs += [v for v in vars(m).values()
-                 if isinstance(v, type) and getattr(v, "__module__", "").startswith("triton.language")]
-    seen, state = set(), []
-    for o in objs:
-        if id(o) not in seen:
-            seen.add(id(o))
-            state.append((o, dict(vars(o))))
-    return state
-
-
-def _restore(state) -> None:
-    for o, saved in state:
-        now = vars(o)
-        for k in [k for k in now if k not in saved]:
-            try:
-                delattr(o, k)
-            except (AttributeError, TypeError):
-                pass
-        for k, v in saved.items():
-            if now.get(k) is not v:
-                try:
-                    setattr(o, k, v)
-                except (AttributeError, TypeError):
-                    pass
-
-
-@contextlib.contextmanager
-def callees_interpreted():
-    """While open, a call of a compiled ``@triton.jit`` function (a ``JITFunction``) from inside an
-    interpreted kernel runs that function's Python body in the interpreter too, as every jit function
-    does under ``TRITON_INTERPRET=1``. On a GPU machine ``tl.sum``, ``tl.max`` and a learner's own
-    helpers are compiled jit functions; outside an interpreted launch Triton refuses such a call, and
-    so does this once it is closed. On closing, ``triton.language`` is as it was before (the
-    interpreter's replacements undone), so kernels compile as before."""
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    state = _language_state()
-    compiled_call = JITFunction.__call__
-
-    def call(self, *args, **kwargs):
-        return InterpretedFunction(self.fn)(*args, **kwargs)
-    JITFunction.__call__ = call
-    try:
-        yield
-    finally:
-        JITFunction.__call__ = compiled_call
-        _restore(state)
-
-
 class Interpreted:
     """A Triton kernel as Triton's interpreter runs it: launch it as the kernel,
     ``interpreted(kernel)[grid](*args)``. Tensors on the GPU are copied to the host for the run
@@ -111,9 +52,18 @@ class Interpreted:
         launch = self.kernel[grid]
 
         def run(*args, **kwargs):
-            with triton.knobs.runtime.scope(), callees_interpreted():  # as under TRITON_INTERPRET=1, for this launch only
+            with triton.knobs.runtime.scope():  # as under TRITON_INTERPRET=1, for this launch only
                 triton.knobs.runtime.interpret = True
-                return launch(*args, **kwargs)
+                try:
+                    return launch(*args, **kwargs)
+                except Exception as e:
+                    if "outside of the scope of a kernel" not in str(e):
+                        raise
+                    raise NotImplementedError(
+                        f"interpreted({self.__name__}): it calls a @triton.jit function (one of yours, or one "
+                        "of triton.language's own written in Triton, such as tl.sum or tl.max), which stays "
+                        "compiled on a GPU machine, and the interpreter cannot call a compiled function. Interpret a kernel without such calls here, or run the notebook in "
+                        "cpu mode (COURSE_MODE=cpu), where every kernel is interpreted.") from None
         return run
 
     def __repr__(self):
@@ -124,9 +74,12 @@ def interpreted(kernel) -> Interpreted:
     """The interpreter's version of ``kernel`` (a ``@triton.jit`` function), launched like it:
     ``interpreted(square_kernel)[(64,)](x, out, n, BLOCK=1024)``. In cpu mode every kernel already
     runs in the interpreter, so both launch the same thing; on a GPU machine the kernel itself runs
-    compiled and this runs its Python body with numpy, program after program, together with the jit
-    functions it calls (``tl.sum``, ``tl.max``, helpers of your own: :func:`callees_interpreted`).
-    Each launch is bounds-checked (``triton_check``).
+    compiled and this runs its Python body with numpy, program after program. Each launch is
+    bounds-checked (``triton_check``).
+
+    On a GPU machine a kernel that calls another ``@triton.jit`` function (``tl.sum``, ``tl.max`` and
+    other reductions of ``triton.language`` are such functions) cannot be interpreted: the callee stays
+    compiled, and the launch raises ``NotImplementedError`` saying so.
 
     >>> import torch
     >>> from gpu_course.kernels.triton_mean import mean_scalar_loop_kernel

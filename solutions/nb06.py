@@ -132,22 +132,6 @@ def add_relu(x, y, BLOCK=1024):
 ''',
     },
     "ex06-2-answer": {
-        "program 0 loops over every row, the others idle": '''
-@triton.jit
-def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-    if tl.program_id(0) == 0:
-        cols = tl.arange(0, BLOCK_W)
-        for r in range(tl.num_programs(0)):
-            v = tl.load(x_ptr + r * x_row_stride + cols, mask=cols < w, other=float("-inf"))
-            tl.store(out_ptr + r, tl.max(v, axis=0))
-
-
-def row_max(x):
-    h, w = x.shape
-    out = utils.poisoned(h, device=x.device)
-    row_max_kernel[(h,)](x, out, x.stride(0), w, BLOCK_W=triton.next_power_of_2(w))
-    return out
-''',
         "a torch one-liner": "row_max = lambda x: x.amax(dim=1)",
         "other=0.0 for the masked-off lanes": '''
 @triton.jit
@@ -232,6 +216,30 @@ def programs(n, cfg):
     with utils.launches() as seen:
         mean_two_pass(torch.rand(n, device=utils.DEVICE), cfg=cfg)
     return seen.of("triton")[0].grid[0]
+''',
+    },
+}
+
+# Refused in cpu mode only: the interpreter counts what each program stored. On a GPU the compiled kernel cannot
+# say which program stored what, and a single-program relaunch does not show it either (tl.num_programs is then 1,
+# so program 0 stores one row, as a correct kernel does).
+CPU_CHEATS = {
+    "ex06-2-answer": {
+        "program 0 loops over every row, the others idle": '''
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
+    if tl.program_id(0) == 0:
+        cols = tl.arange(0, BLOCK_W)
+        for r in range(tl.num_programs(0)):
+            v = tl.load(x_ptr + r * x_row_stride + cols, mask=cols < w, other=float("-inf"))
+            tl.store(out_ptr + r, tl.max(v, axis=0))
+
+
+def row_max(x):
+    h, w = x.shape
+    out = utils.poisoned(h, device=x.device)
+    row_max_kernel[(h,)](x, out, x.stride(0), w, BLOCK_W=triton.next_power_of_2(w))
+    return out
 ''',
     },
 }

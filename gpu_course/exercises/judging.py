@@ -360,9 +360,8 @@ def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
     if len(mine) == 1 and execution.programs > 2:
         L = mine[0]
         unit = "program" if L.kind == "triton" else "block"
-        counted = execution if execution.counted else _interpreted_execution(mine, out, inputs)
-        if counted is not None and L.kind == "triton":
-            idle = counted.programs - sum(1 for n in counted.stored.values() if n > 0)
+        if execution.counted and L.kind == "triton":
+            idle = execution.programs - sum(1 for n in execution.stored.values() if n > 0)
             if idle:
                 return (f"{idle} of the {execution.programs} programs of {label} stored nothing: split the "
                         f"work so that each program computes and stores its own part"), got, execution
@@ -377,26 +376,6 @@ def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
                     f"of {execution.programs}: each {unit} must compute its own part, not loop over the "
                     f"others'"), got, execution
     return None, got, execution
-
-
-_INTERPRETED_PROGRAMS_MAX = 1024  # beyond this, the interpreter's count would take minutes
-
-
-def _interpreted_execution(mine, out, inputs):
-    """On a GPU machine, what each program of the learner's one Triton launch stored, counted by
-    running the launch again in Triton's interpreter (the compiled kernel cannot say which program
-    stored what). None where that cannot be had: not a plain Triton kernel, too many programs, or
-    a kernel the interpreter cannot run (the other evidence still applies then)."""
-    from .replay import replay
-    L = mine[0]
-    if not mode_on_gpu() or L.kind != "triton" or L.grid is None \
-            or L.grid[0] * L.grid[1] * L.grid[2] > _INTERPRETED_PROGRAMS_MAX:
-        return None
-    try:
-        _, execution, _ = replay(mine, out, inputs, interpret=True)
-    except Exception:  # noqa: BLE001  a kernel the interpreter cannot run is judged without this count
-        return None
-    return execution if execution.counted else None
 
 
 def _own_cuda_launch(source, label, launch, out, inputs, ref, atol, rtol, name, zeroed):

@@ -310,12 +310,10 @@ class ReplayError(Exception):
     """The course's own launch could not be made (the message says why)."""
 
 
-def replay(launches, output: torch.Tensor, inputs=(), grid=None, interpret=False):
+def replay(launches, output: torch.Tensor, inputs=(), grid=None):
     """Launch the learner's recorded ``launches`` (Triton or Numba) again, in order, on the check's
     memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
-    grid shows how the work is split). ``interpret``: on a GPU machine, run Triton kernels in the
-    interpreter instead (:func:`..triton_debug.interpreted`), so that what each program stored is
-    counted there too. Returns ``(output, execution, memory)``: the output as the replay wrote it,
+    grid shows how the work is split). Returns ``(output, execution, memory)``: the output as the replay wrote it,
     what ran (:class:`Execution`), and the :class:`_Memory` used."""
     mem = _Memory(output, list(inputs))
     calls = []
@@ -328,12 +326,8 @@ def replay(launches, output: torch.Tensor, inputs=(), grid=None, interpret=False
     out = mem.output_view(output)
     mem.freeze_inputs()
     ex = Execution()
-    interpret = interpret and mode.ON_GPU  # in cpu mode every Triton kernel is interpreted already
     counting = []
-    if interpret:
-        import triton.runtime.interpreter  # noqa: F401  its builder is what _count_triton wraps
-        counting = [_count_triton(ex)]
-    elif not mode.ON_GPU:
+    if not mode.ON_GPU:
         counting = [_count_triton(ex), _count_numba(ex)]
     with _all(counting):
         for L, args, kwargs in calls:
@@ -341,10 +335,7 @@ def replay(launches, output: torch.Tensor, inputs=(), grid=None, interpret=False
             if g is None:
                 raise ReplayError(f"the grid of {L.name}'s launch was not recorded")
             ex.programs += g[0] * g[1] * g[2]
-            if L.kind == "triton" and interpret:
-                from ..triton_debug import interpreted
-                interpreted(L.kernel)[g](*args, **kwargs)
-            elif L.kind == "triton":
+            if L.kind == "triton":
                 got = L.kernel.run(*args, grid=g, warmup=False, **kwargs)
                 if got is not None and hasattr(got, "asm"):
                     ex.compiled.append(got)

@@ -39,20 +39,6 @@ if utils.ON_GPU:
             acc += tl.load(a_ptr + r * 16 + i)[:, None] * tl.load(b_ptr + i * 32 + c)[None, :]
         tl.store(out_ptr + r[:, None] * 32 + c[None, :], acc)
 
-    @triton.jit
-    def row_max_program_0(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-        if tl.program_id(0) == 0:
-            cols = tl.arange(0, BLOCK_W)
-            for r in range(tl.num_programs(0)):  # a single-program relaunch stores one row: looks split
-                v = tl.load(x_ptr + r * x_row_stride + cols, mask=cols < w, other=float("-inf"))
-                tl.store(out_ptr + r, tl.max(v, axis=0))
-
-    @triton.jit
-    def row_max_per_program(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-        cols = tl.arange(0, BLOCK_W)
-        v = tl.load(x_ptr + tl.program_id(0) * x_row_stride + cols, mask=cols < w, other=float("-inf"))
-        tl.store(out_ptr + tl.program_id(0), tl.max(v, axis=0))
-
     TW = 16
 
     @cuda.jit
@@ -124,29 +110,3 @@ def test_numba_shared_memory_is_read_from_ptx(capsys):
     ok, unused = _verdicts(capsys)
     assert ok.startswith("✅ tiled: correct"), ok
     assert unused.startswith("❌ tiled: not yet:") and "shared" in unused, unused
-
-
-def row_max_with(kernel):
-    def f(x):
-        out = utils.poisoned(x.shape[0])
-        kernel[(x.shape[0],)](x, out, x.stride(0), x.shape[1], BLOCK_W=1024)
-        return out
-    return f
-
-
-def test_triton_work_split_is_counted_by_the_interpreter(capsys):
-    """A compiled kernel cannot say which program stored what: the check runs the launch again in the
-    interpreter (tl.max, a compiled jit function of triton.language, interpreted with it), and kernels
-    compile as before afterwards."""
-    x = (torch.randn(37, 1000, device="cuda") - 10)[:, 3:780]
-    for kernel in (row_max_per_program, row_max_program_0):
-        utils.kernel_exercise("row max", row_max_with(kernel), kind="triton", run=lambda f: f(x),
-                              reference=lambda: x.amax(dim=1), atol=0, rtol=0,
-                              evidence=[utils.grid_is(37)], inputs=(x,))
-    ok, idle = _verdicts(capsys)
-    assert ok.startswith("✅ row max: correct"), ok
-    assert "36 of the 37 programs" in idle and "stored nothing" in idle, idle
-    a, b = torch.randn(32, 16, device="cuda"), torch.randn(16, 32, device="cuda")
-    out = utils.poisoned(32, 32)
-    mm_dot[(1, 1)](a, b, out, BLOCK=32)  # BLOCK=32 is compiled now, after the interpreter ran
-    assert torch.allclose(out, a @ b, atol=0.05, rtol=1e-2)

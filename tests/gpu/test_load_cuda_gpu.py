@@ -3,6 +3,9 @@ launch counting (utils.launches on the modules' counters) and the build-time tar
 tests/unit/test_emulation.py covers the emulation and tests/unit/test_gpu_build.py the split's
 Python side; run on a GPU machine with `python -m pytest tests/gpu`."""
 import importlib.util
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -106,6 +109,32 @@ def test_checks_raise_in_python(mod):
         mod.square(torch.randn(10))
     with pytest.raises(RuntimeError, match="must be contiguous"):
         mod.square(torch.randn(10, 10, device=utils.DEVICE).t())
+
+
+def test_a_check_whose_message_has_numbers_raises(tmp_path):
+    """A learner's check whose message holds a number (TORCH_CHECK(..., "got ", k)) raises a RuntimeError.
+    On the H100 image of torch 2.11 + nvcc 13 this crashed the process (segmentation fault), for the split
+    build and for torch's own load_inline alike, while the same check with std::to_string(k) raised. Run in
+    a child process, so that a crash fails this test instead of the run."""
+    script = tmp_path / "check.py"
+    script.write_text(textwrap.dedent('''
+        import torch, utils
+        src = utils.cuda_begin + r"""
+        __global__ void k(float* x) { x[0] = 1.0f; }
+        torch::Tensor rows16(torch::Tensor x) {
+            TORCH_CHECK(x.size(0) % 16 == 0, "rows16: rows must be a multiple of 16, got ", x.size(0), " (", 1.5, ")");
+            k<<<1, 1>>>(x.data_ptr<float>());
+            return x;
+        }"""
+        mod = utils.load_cuda(src, "torch::Tensor rows16(torch::Tensor x);", ["rows16"])
+        try:
+            mod.rows16(torch.zeros(3, device="cuda"))
+        except RuntimeError as e:
+            print("raised:", str(e).splitlines()[0])
+        '''))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "raised: rows16: rows must be a multiple of 16, got 3 (1.5)" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
 def test_launch_error_is_reported_by_the_launch_check(mod):

@@ -389,38 +389,3 @@ def test_compiled_code_readers():
     assert compiled.triton_ir_ops(ttgir) == {"dot": 1, "shared_load": 1}
     assert compiled.triton_ir_ops("%1 = arith.mulf %a, %b : tensor<32x32xf32>") == {}
 
-
-# ----------------------------------------------------------------------------------------------
-# 3b. the work split on a GPU machine: the interpreter counts what each program stored
-
-def _row_max_program_0_py(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-    if tl.program_id(0) == 0:
-        cols = tl.arange(0, BLOCK_W)
-        for r in range(tl.num_programs(0)):  # with grid (1,) it stores one row: the single-program test misses it
-            v = tl.load(x_ptr + r * x_row_stride + cols, mask=cols < w, other=float("-inf"))
-            tl.store(out_ptr + r, tl.max(v, axis=0))
-
-
-def _row_max_py(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-    cols = tl.arange(0, BLOCK_W)
-    v = tl.load(x_ptr + tl.program_id(0) * x_row_stride + cols, mask=cols < w, other=float("-inf"))
-    tl.store(out_ptr + tl.program_id(0), tl.max(v, axis=0))
-
-
-@pytest.mark.parametrize("body, idle", [(_row_max_program_0_py, 6), (_row_max_py, 0)])
-def test_on_a_gpu_machine_the_interpreter_counts_which_programs_stored(monkeypatch, body, idle):
-    """A compiled kernel cannot say which program stored what, so on a GPU machine the check runs the
-    learner's launch again in the interpreter (compiled-mode JITFunctions here, as a GPU machine has)."""
-    from triton.runtime.jit import JITFunction
-
-    from gpu_course import mode
-    from gpu_course.launches import Launch
-    monkeypatch.setattr(mode, "ON_GPU", True)
-    monkeypatch.setattr(mode, "synchronize", lambda: None)
-    x = torch.randn(7, 20) - 10
-    out = utils.poisoned(7)
-    L = Launch(kind="triton", kernel=JITFunction(body), fn=body, name=body.__name__, module="",
-               grid=(7, 1, 1), args=(x, out, x.stride(0), 20), kwargs={"BLOCK_W": 32})
-    counted = judging._interpreted_execution([L], out, [x])
-    assert counted is not None and counted.programs == 7
-    assert sum(1 for n in counted.stored.values() if n == 0) + (7 - len(counted.stored)) == idle

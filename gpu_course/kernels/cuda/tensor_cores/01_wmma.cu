@@ -41,7 +41,7 @@ torch::Tensor tc_wmma_global(torch::Tensor m, torch::Tensor n, torch::Tensor out
     tc_check(m, n, out, "tc_wmma_global");
     const int h = m.size(0), k = m.size(1), w = n.size(1);
     TORCH_CHECK(h % 16 == 0 && w % 16 == 0 && k % 16 == 0, "tc_wmma_global: rung 1 loads whole 16x16 tiles from "
-                "global memory, so h, w and k must be multiples of 16; got h = ", h, ", w = ", w, ", k = ", k,
+                "global memory, so h, w and k must be multiples of 16; got h = ", std::to_string(h), ", w = ", std::to_string(w), ", k = ", std::to_string(k),
                 " (rung 2 takes any size)");
     dim3 blocks(cdiv(w, 32), cdiv(h, 32));
     wmma_global_k<<<blocks, 32 * WMMA_WARPS>>>(half_ptr(m), half_ptr(n), half_ptr_mut(out), h, w, k);

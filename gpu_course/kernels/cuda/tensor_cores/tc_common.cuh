@@ -29,7 +29,7 @@ static void tc_check(const torch::Tensor& m, const torch::Tensor& n, const torch
 static void tc_check_rows16(const torch::Tensor& m, const torch::Tensor& n, const torch::Tensor& out, const char* fn) {
     const long k = m.size(1), w = n.size(1);
     TORCH_CHECK(k % 8 == 0 && w % 8 == 0, fn, ": k and w must be multiples of 8 (rows of whole 16-byte pieces), "
-                "got k = ", k, ", w = ", w, "; pad them with zeros (torch.nn.functional.pad), or use rung 2, "
+                "got k = ", std::to_string(k), ", w = ", std::to_string(w), "; pad them with zeros (torch.nn.functional.pad), or use rung 2, "
                 "which takes any size");
     TORCH_CHECK(((uintptr_t)m.data_ptr() | (uintptr_t)n.data_ptr() | (uintptr_t)out.data_ptr()) % 16 == 0,
                 fn, ": m, n and out must start on a 16-byte boundary (a view that starts mid-row does not): "
