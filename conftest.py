@@ -41,19 +41,19 @@ def xdist_group(nodeid: str) -> str:
 # cache). On two workers the run ends soonest when they start first; the others follow in the order
 # of collection. A group missing here only starts later; tests/unit/test_course_cli.py checks that
 # each name is a group of this repository.
-LONGEST_FIRST = ["nb05", "tests/notebooks/test_course.py", "tests/unit/test_bench_scripts.py",
-                 "tests/unit/test_kernels.py", "tests/unit/test_emulation.py", "tests/unit/test_gpu_build.py",
-                 "nb11", "nb04", "tests/unit/test_layernorm.py", "nb10", "nb06", "tests/unit/test_mode.py",
-                 "nb01", "tests/unit/test_cache_files.py", "tests/unit/test_exercises_cuda.py",
-                 "tests/unit/test_emulation_mistakes.py", "nb03", "nb08", "nb09"]
+LONGEST_FIRST = ["tests/unit/test_exercises_cuda.py", "nb04", "tests/unit/test_bench_scripts.py", "nb09", "nb05",
+                 "tests/unit/test_emulation.py", "nb03", "nb08", "nb11", "nb10", "tests/notebooks/test_course.py",
+                 "tests/unit/test_emulation_mistakes.py", "tests/unit/test_kernels.py", "tests/unit/test_gpu_build.py",
+                 "nb01", "tests/unit/test_cache_files.py", "nb06", "tests/unit/test_layernorm.py", "nb07",
+                 "tests/unit/test_exercises.py", "tests/unit/test_mode.py", "tests/unit/test_exercises_executed.py"]
 
 
 def longest_first(groups: list) -> list:
     """``groups`` (names of :func:`xdist_group`) in the order to start them: those of LONGEST_FIRST
     in its order, then the others in their own order.
 
-    >>> longest_first(["tests/unit/test_x.py", "nb00", "nb04", "nb05"])
-    ['nb05', 'nb04', 'tests/unit/test_x.py', 'nb00']
+    >>> longest_first(["tests/unit/test_x.py", "nb00", "nb05", "nb04"])
+    ['nb04', 'nb05', 'tests/unit/test_x.py', 'nb00']
     """
     rank = {g: i for i, g in enumerate(LONGEST_FIRST)}
     return sorted(groups, key=lambda g: rank.get(g, len(LONGEST_FIRST)))

@@ -12,7 +12,7 @@
 
 The notebook runs once, top to bottom, as stored (each answer cell holds the learner's starter). Right
 after an exercise's check cell has run, in the same kernel, :func:`judge` runs the solution and then the
-check cell (it must print ✅ and no ❌), then each cheat and the check cell (it must print ❌ and no ✅),
+check cell (it must print ✅, and neither ❌ nor ⬜), then each cheat and the check cell (it must print ❌ and no ✅),
 the solution again after each cheat; the solution stays in place for the cells that follow. So every
 exercise is judged in the state the notebook has at its check cell, as a learner who solves the
 exercises in order has it: a later cell that rebinds a name the check reads cannot change the verdict.
@@ -160,7 +160,7 @@ def judge(ex: Exercise, run, on_gpu: bool) -> list:
     if error:
         return [f"the solution of {ex.answer} raised: {error}"]
     text, error = run(ex.check_source)
-    if error or ACCEPTED not in text or REFUSED in text:
+    if error or ACCEPTED not in text or REFUSED in text or UNANSWERED in text:
         problems.append(f"the solution of {ex.answer} is not accepted by {ex.check}: {error or repr(text)}")
     for what, code in ex.cheats_to_try(on_gpu).items():
         _, error = run(code)

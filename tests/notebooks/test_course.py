@@ -191,7 +191,16 @@ def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert cmds == ["python3 course.py lab", "python3 course.py test"]
     ci = [l for l in (ROOT / ".ci" / "run").read_text().splitlines()
           if l.strip() and not l.lstrip().startswith("#") and not l.startswith(("set ", "cd "))]
-    assert ci == [f"exec {cmds[1]}"]
+    # before it, only the browser test's installs, which cannot fail the run
+    assert ci[-1] == f"exec {cmds[1]}" and len(ci) == 2 and ci[0].startswith("bash .ci/browser-deps || echo ")
+
+
+def test_ci_installs_the_browser_tests_needs_from_debian_and_the_browser_extra():
+    script = ROOT / ".ci" / "browser-deps"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    assert "apt-get install" in text and "sudo -n" in text and "playwright install" not in text  # no browser download
+    assert '-e ".[browser]"' in text and "browser = [" in (ROOT / "pyproject.toml").read_text()
 
 
 def test_readme_results_table_is_made_from_the_results_files():

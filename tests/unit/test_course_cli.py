@@ -253,6 +253,12 @@ def test_course_test_spreads_over_at_most_four_workers_and_none_on_one_core():
     assert course.xdist_args(16, gpu=True) == []   # timings on one GPU must not overlap
 
 
+def test_the_examples_of_course_py():
+    import doctest
+    result = doctest.testmod(course)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_course_test_runs_everything_and_quick_runs_the_quick_tests_only(monkeypatch):
     full = course.pytest_args([], 2, False)
     assert full[:2] == ["tests", "notebooks"] and "--nbval" in full and "-m" not in full

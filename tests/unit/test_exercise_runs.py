@@ -67,3 +67,6 @@ def test_a_rejected_or_raising_solution_is_reported():
         ["the solution of a raised: ZeroDivisionError: division by zero"]
     assert judge(Exercise("a", "c", "raise RuntimeError('check broke')", "answer = 42"), run, on_gpu=True) == \
         ["the solution of a is not accepted by c: RuntimeError: check broke"]
+    half = "print('✅ part 1'); print('⬜ part 2 not answered yet')"   # a check of two answers, one given
+    assert judge(Exercise("a", "c", half, "answer = 42"), run, on_gpu=True) == \
+        ["the solution of a is not accepted by c: '✅ part 1\\n⬜ part 2 not answered yet\\n'"]
