@@ -41,11 +41,12 @@ def xdist_group(nodeid: str) -> str:
 # cache). On two workers the run ends soonest when they start first; the others follow in the order
 # of collection. A group missing here only starts later; tests/unit/test_course_cli.py checks that
 # each name is a group of this repository.
-LONGEST_FIRST = ["tests/unit/test_exercises_cuda.py", "nb04", "tests/unit/test_bench_scripts.py", "nb09", "nb05",
-                 "tests/unit/test_emulation.py", "nb03", "nb08", "nb11", "nb10", "tests/notebooks/test_course.py",
-                 "tests/unit/test_emulation_mistakes.py", "tests/unit/test_kernels.py", "tests/unit/test_gpu_build.py",
-                 "nb01", "tests/unit/test_cache_files.py", "nb06", "tests/unit/test_layernorm.py", "nb07",
-                 "tests/unit/test_exercises.py", "tests/unit/test_mode.py", "tests/unit/test_exercises_executed.py"]
+LONGEST_FIRST = ["nb09", "nb04", "tests/unit/test_exercises_cuda.py", "nb05", "tests/unit/test_bench_scripts.py",
+                 "nb03", "nb08", "nb10", "tests/notebooks/test_course.py", "tests/unit/test_gpu_build.py", "nb01",
+                 "nb06", "tests/unit/test_emulation.py", "nb11", "tests/unit/test_exercises.py",
+                 "tests/unit/test_emulation_mistakes.py", "tests/unit/test_cache_files.py",
+                 "tests/unit/test_layernorm.py", "tests/unit/test_mode.py", "tests/unit/test_exercises_executed.py",
+                 "tests/unit/test_emulation_races.py", "nb07"]
 
 
 def longest_first(groups: list) -> list:
