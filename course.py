@@ -3,6 +3,7 @@
 
     python3 course.py lab      # set up, then open JupyterLab on notebooks/
     python3 course.py test     # set up, then run the unit tests and every notebook (pytest --nbval)
+    python3 course.py test --quick   # only the quick tests: no notebook, nothing marked slow
 
 Other commands (NB: a notebook, by path, file name or number: 03, 03_first_cuda_kernels):
     setup              only install
@@ -317,13 +318,29 @@ def xdist_args(cpus: int | None, gpu: bool = False) -> list:
     return ["-n", str(n), "--dist", "loadgroup"] if n > 1 else []
 
 
+QUICK = "--quick"
+
+
+def pytest_args(args: list, cpus: int | None, gpu: bool) -> list:
+    """pytest's arguments for ``course.py test [--quick] [pytest options]``: the tests and every
+    notebook (nbval), or with ``--quick`` the tests not marked ``slow`` and no notebook; spread
+    over workers by :func:`xdist_args`; the user's options last, so that they win.
+
+    >>> pytest_args([], 2, False)[:2], pytest_args(["--quick", "-x"], 2, False)
+    (['tests', 'notebooks'], ['tests', '-m', 'not slow', '-n', '2', '--dist', 'loadgroup', '-x'])
+    """
+    rest = [a for a in args if a != QUICK]
+    what = ["tests", "-m", "not slow"] if QUICK in args else ["tests", "notebooks", *NBVAL_ARGS]
+    return [*what, *xdist_args(cpus, gpu), *rest]
+
+
 def cmd_test(args) -> int:
-    """Unit tests, then every notebook top to bottom with its outputs compared (nbval), on up to
-    4 pytest-xdist workers without a GPU, serially with one (a ``-n`` in ``args`` overrides it)."""
+    """Unit tests, then every notebook top to bottom with its outputs compared (nbval) and its
+    exercises judged, on up to 4 pytest-xdist workers without a GPU, serially with one (a ``-n`` in
+    ``args`` overrides it). ``--quick``: only the tests not marked slow, no notebook."""
     py = setup()
-    rc = subprocess.call([str(py), "-m", "pytest", "tests", "notebooks", *NBVAL_ARGS,
-                          *xdist_args(usable_cpus(), has_nvidia_gpu()), *args], cwd=ROOT)
-    return rc
+    return subprocess.call([str(py), "-m", "pytest", *pytest_args(args, usable_cpus(), has_nvidia_gpu())],
+                           cwd=ROOT)
 
 
 def colab_missing(find_spec=None) -> list:

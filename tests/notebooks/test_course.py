@@ -25,27 +25,79 @@ def notebooks():
 
 
 # ------------------------------------------------------------------------- nbval can fail
-def run_nbval(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    target = tmp_path / path.name
-    shutil.copy(path, target)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                           *course.NBVAL_ARGS, str(target)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=600)
+# The fixtures' notebooks, each with what its run must give. 9N_exercise.ipynb are copies of
+# fixtures/90_exercise.ipynb, each with its own solutions/nb9N.py: its exercise is judged in nbval's
+# kernel after the check cell, as `course.py test` judges the course's exercises.
+EXERCISES = {   # notebook: (SOLUTIONS, CHEATS, the failure it must report or None)
+    "90_exercise.ipynb": ('{"ex90-1-answer": "answer = 6 * 7"}',
+                          '{"ex90-1-answer": {"a string": "answer = \'42\'", "a float": "answer = 42.0"}}', None),
+    "91_exercise.ipynb": ('{"ex90-1-answer": "answer = 6 * 7"}', '{"ex90-1-answer": {"the number, copied": "answer = 42"}}',
+                          "ex90-1-answer: the cheat 'the number, copied' is not refused: '✅ right\\n'"),
+    "92_exercise.ipynb": ('{"ex90-1-answer": "answer = 41"}', '{}',
+                          "the solution of ex90-1-answer is not accepted by ex90-1-check: '❌ 41 is not it\\n'"),
+    "93_exercise.ipynb": ('{"ex90-1-answer": "answer = 6 * 7"}', '{"ex90-1-answer": {"a typo": "answer = fourty_two"}}',
+                          "ex90-1-answer: the cheat 'a typo' itself raised: NameError: name 'fourty_two' is not defined"),
+}
 
 
-def test_nbval_passes_a_good_notebook(tmp_path):
-    r = run_nbval(FIXTURES / "good.ipynb", tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 passed" in r.stdout
+@pytest.fixture(scope="module")
+def nbval_run(tmp_path_factory):
+    """nbval, as ``course.py test`` runs it (with the exercises' plugin), once over copies of the
+    fixtures' notebooks: {notebook: {test name: (outcome, message)}}."""
+    tmp = tmp_path_factory.mktemp("nbval")
+    (tmp / "notebooks").mkdir()
+    (tmp / "solutions").mkdir()
+    for name in ("good.ipynb", "planted_error.ipynb", "planted_mismatch.ipynb"):
+        shutil.copy(FIXTURES / name, tmp / "notebooks")
+    for name, (solutions, cheats, _) in EXERCISES.items():
+        shutil.copy(FIXTURES / "90_exercise.ipynb", tmp / "notebooks" / name)
+        (tmp / "solutions" / f"nb{name[:2]}.py").write_text(f"SOLUTIONS = {solutions}\nCHEATS = {cheats}\n")
+    (tmp / "pytest.ini").write_text("[pytest]\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p",
+                        "tests.notebooks.exercise_runs", *course.NBVAL_ARGS, "--junitxml", str(tmp / "run.xml"),
+                        "notebooks"], capture_output=True, text=True, cwd=tmp, env=env, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr   # the planted failures fail the run
+    import xml.etree.ElementTree as ET
+    results = {}
+    for case in ET.parse(tmp / "run.xml").iter("testcase"):
+        notebook = re.search(r"[\w-]+\.ipynb", case.get("classname") + "." + case.get("name")).group(0)
+        failure = case.find("failure")
+        results.setdefault(notebook, {})[case.get("name")] = (
+            "passed" if failure is None else "failed", "" if failure is None else failure.get("message", "") +
+            (failure.text or ""))
+    return results
 
 
+def outcomes(results: dict) -> list:
+    return sorted(outcome for outcome, _ in results.values())
+
+
+@pytest.mark.slow
+def test_nbval_passes_a_good_notebook(nbval_run):
+    assert outcomes(nbval_run["good.ipynb"]) == ["passed", "passed"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name,symptom", [("planted_error.ipynb", "CheckFailed"),
                                           ("planted_mismatch.ipynb", "41")])
-def test_nbval_fails_a_planted_error(tmp_path, name, symptom):
-    r = run_nbval(FIXTURES / name, tmp_path)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "1 failed" in r.stdout and symptom in r.stdout
+def test_nbval_fails_a_planted_error(nbval_run, name, symptom):
+    assert outcomes(nbval_run[name]) == ["failed"]
+    assert symptom in next(iter(nbval_run[name].values()))[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXERCISES)
+def test_an_exercise_fails_the_run_when_a_solution_or_a_cheat_is_misjudged(nbval_run, name):
+    results, failure = nbval_run[name], EXERCISES[name][2]
+    assert set(results) == {"Cell 0", "Cell 1", "Cell 2", "Cell 3", "exercise ex90-1-answer"}
+    assert all(outcome == "passed" for test, (outcome, _) in results.items() if test.startswith("Cell"))
+    outcome, message = results["exercise ex90-1-answer"]
+    if failure is None:
+        # accepted though a later cell rebinds `expected`, which the check reads: judged in order
+        assert outcome == "passed", message
+    else:
+        assert outcome == "failed" and failure in message, message
 
 
 # ---------------------------------------------------------------------- notebooks' plumbing
@@ -86,6 +138,7 @@ def test_every_notebook_starts_with_badge_setup_and_utils(path):
     assert not any(re.search(r"""device\s*=\s*["']cuda""", s) for s in code)
 
 
+@pytest.mark.slow
 def test_colab_branch_of_the_setup_cell(tmp_path):
     """Run the setup cell as Colab would (google.colab imported), cloning this repository."""
     if not (ROOT / ".git").exists() or shutil.which("git") is None:
@@ -130,7 +183,16 @@ def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert cmds == ["python3 course.py lab", "python3 course.py test"]
     ci = [l for l in (ROOT / ".ci" / "run").read_text().splitlines()
           if l.strip() and not l.lstrip().startswith("#") and not l.startswith(("set ", "cd "))]
-    assert ci == [f"exec {cmds[1]}"]
+    # before it, only the browser test's installs, which cannot fail the run
+    assert ci[-1] == f"exec {cmds[1]}" and len(ci) == 2 and ci[0].startswith("bash .ci/browser-deps || echo ")
+
+
+def test_ci_installs_the_browser_tests_needs_from_debian_and_the_browser_extra():
+    script = ROOT / ".ci" / "browser-deps"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    assert "apt-get install" in text and "sudo -n" in text and "playwright install" not in text  # no browser download
+    assert '-e ".[browser]"' in text and "browser = [" in (ROOT / "pyproject.toml").read_text()
 
 
 def test_readme_results_table_is_made_from_the_results_files():
@@ -167,6 +229,7 @@ def _port_closes(port: int, timeout: float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_lab_command_serves_the_notebooks(tmp_path):
     """`course.py lab` starts JupyterLab, which lists the notebooks over HTTP."""
     port, token = _free_port(), "course-test"

@@ -1,134 +1,76 @@
 """Every exercise accepts its reference solution and refuses the cheats a learner might try, run in
-the notebook itself (in this machine's mode: cpu in CI).
-
-``solutions/nbNN.py`` (out of the learner's view) holds, for notebook ``NN_*.ipynb``:
-
-* ``SOLUTIONS = {"<answer cell id>": "<code>"}``: what replaces the learner's answer cell;
-* ``CHEATS = {"<answer cell id>": {"<the cheat, in words>": "<code>"}}``: answers that must be refused;
-* ``CHECKS = {"<answer cell id>": "<check cell id>"}`` (optional): the cell that checks the answer,
-  by default the next code cell after the answer cell;
-* ``CPU_CHEATS`` (optional, as ``CHEATS``): answers refused only in cpu mode, where the CUDA emulation
-  counts what every thread ran (the split of the work, a branch no thread takes); on a GPU the evidence
-  is the compiled code, where they cannot show. Tried with the others in cpu mode only.
+the notebook itself (in this machine's mode: cpu in CI). ``exercise_runs.py`` says what
+``solutions/nbNN.py`` holds and how an exercise is judged.
 
 First, in the notebook as stored: each check cell's output is the unmodified starter's (⬜, no
 ✅ or ❌), and every cell whose stored output has a ⬜ is the check of some solution (no exercise
-without a reference solution). Then the notebook runs top to bottom with every solution in place:
-each check cell must print ✅ and no ❌, and no cell may print ⬜. Then, in the same kernel, each
-cheat runs in place of its answer and the check cell runs again: it must print ❌ (the solution
-is run again afterwards, so the next cheat starts from a solved notebook).
+without a reference solution). Then the notebook runs top to bottom, and right after each check
+cell, in the same kernel, the exercise's solution must be accepted (✅, no ❌) and each cheat
+refused (❌, no ✅).
+
+Under ``pytest --nbval`` with the notebook collected too (``course.py test``), the exercises are
+judged in nbval's own run of the notebook (the root conftest.py adds them after the check cells),
+and :func:`test_solutions_pass_and_cheats_are_refused` is deselected for that notebook: each notebook
+runs once. Run alone (``pytest tests/notebooks/test_solutions.py``, e.g. on a GPU), it runs each
+notebook itself, with nbclient.
 """
-import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "notebooks"
-SOLUTIONS_DIR = ROOT / "solutions"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from tests.notebooks.exercise_runs import (NOTEBOOKS, UNANSWERED, exercises, judge, load,  # noqa: E402
+                                           notebook_for, printed, solution_modules, stored_output_problems)
 
 
-def solution_modules():
-    return sorted(SOLUTIONS_DIR.glob("nb[0-9][0-9].py"))
+@pytest.mark.parametrize("path", solution_modules(), ids=lambda p: p.name)
+def test_stored_check_outputs_are_the_starters(path):
+    """Each check cell is stored with the starter's ⬜, and each ⬜ cell checks an exercise that has a
+    solution."""
+    import nbformat
+    nb = nbformat.read(notebook_for(path), as_version=4)
+    problems = stored_output_problems(nb, exercises(nb, load(path)), path.name)
+    assert not problems, "\n".join(problems)
 
 
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"solutions_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def nbclient_runner(client, index: int):
+    """``run(code) -> (printed text, error or None)`` in the kernel of an nbclient ``client``, as
+    :func:`exercise_runs.judge` wants it (a cell at position ``index`` of the notebook)."""
+    import nbformat
+    from nbclient.exceptions import CellExecutionError
+
+    def run(code):
+        cell = nbformat.v4.new_code_cell(code)
+        try:
+            client.execute_cell(cell, index)
+        except CellExecutionError as e:
+            return printed(cell), str(e).strip().splitlines()[-1]
+        return printed(cell), None
+    return run
 
 
-def notebook_for(path: Path) -> Path:
-    found = sorted(NOTEBOOKS.glob(f"{path.stem[2:]}_*.ipynb"))
-    assert len(found) == 1, f"{path.name}: no single notebook {path.stem[2:]}_*.ipynb (found {found})"
-    return found[0]
-
-
-def printed(cell) -> str:
-    out = []
-    for o in cell.get("outputs", []):
-        if o.get("output_type") == "stream":
-            out.append(o["text"] if isinstance(o["text"], str) else "".join(o["text"]))
-        elif o.get("output_type") in ("execute_result", "display_data"):
-            out.append(str(o.get("data", {}).get("text/plain", "")))
-        elif o.get("output_type") == "error":
-            out.append(f"{o['ename']}: {o['evalue']}")
-    return "".join(out)
-
-
-def check_cell_ids(nb, answers) -> dict:
-    """answer cell id -> check cell id (CHECKS, or the next code cell)."""
-    ids = [c.get("id") for c in nb.cells]
-    found = {}
-    for answer in answers:
-        assert answer in ids, f"no cell with id {answer!r} in the notebook"
-        later = [c for c in nb.cells[ids.index(answer) + 1:] if c.cell_type == "code"]
-        assert later, f"no code cell after {answer!r} to check it"
-        found[answer] = later[0].get("id")
-    return found
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("path", solution_modules(), ids=lambda p: p.name)
 def test_solutions_pass_and_cheats_are_refused(path):
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
     from gpu_course import mode
-
-    sol = load(path)
-    solutions, cheats = sol.SOLUTIONS, dict(getattr(sol, "CHEATS", {}))
-    if not mode.ON_GPU:
-        for answer, more in getattr(sol, "CPU_CHEATS", {}).items():
-            cheats[answer] = {**cheats.get(answer, {}), **more}
-    nb_path = notebook_for(path)
-    nb = nbformat.read(nb_path, as_version=4)
-    checks = check_cell_ids(nb, solutions) | getattr(sol, "CHECKS", {})
-    assert set(cheats) <= set(solutions), f"cheats for exercises without a solution: {set(cheats) - set(solutions)}"
-    by_id = {c.get("id"): (i, c) for i, c in enumerate(nb.cells)}
-    problems = []
-    for answer, check in checks.items():
-        stored = printed(by_id[check][1])
-        if "⬜" not in stored or "✅" in stored or "❌" in stored:
-            problems.append(f"the stored output of {check} (the check of {answer}) is not the starter's ⬜: "
-                            f"{stored!r}")
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "⬜" in printed(cell) and cell.get("id") not in checks.values():
-            problems.append(f"cell {cell.get('id')} checks an exercise that has no solution in {path.name}")
-    assert not problems, "\n".join(problems)
-    for answer, code in solutions.items():
-        by_id[answer][1].source = code
-
+    nb = nbformat.read(notebook_for(path), as_version=4)
+    after = {}
+    for ex in exercises(nb, load(path)):
+        after.setdefault(ex.check, []).append(ex)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
+    problems = []
     with client.setup_kernel():
         for i, cell in enumerate(nb.cells):
             client.execute_cell(cell, i)
-        for i, cell in enumerate(nb.cells):
-            if cell.cell_type == "code" and "⬜" in printed(cell):
-                problems.append(f"cell {cell.get('id')} has an exercise without a solution: {printed(cell)!r}")
-        for answer, check in checks.items():
-            text = printed(by_id[check][1])
-            if "✅" not in text or "❌" in text:
-                problems.append(f"the solution of {answer} is not accepted by {check}: {text!r}")
-        for answer, tries in cheats.items():
-            i_answer, answer_cell = by_id[answer]
-            i_check, check_cell = by_id[checks[answer]]
-            for what, code in tries.items():
-                cheat = nbformat.v4.new_code_cell(code)
-                try:
-                    client.execute_cell(cheat, i_answer)
-                except CellExecutionError as e:
-                    problems.append(f"{answer}: the cheat '{what}' itself raised: {str(e).strip().splitlines()[-1]}")
-                    client.execute_cell(nbformat.v4.new_code_cell(answer_cell.source), i_answer)
-                    continue
-                probe = nbformat.v4.new_code_cell(check_cell.source)
-                client.execute_cell(probe, i_check)
-                text = printed(probe)
-                if "❌" not in text or "✅" in text:
-                    problems.append(f"{answer}: the cheat '{what}' is not refused: {text!r}")
-                client.execute_cell(nbformat.v4.new_code_cell(answer_cell.source), i_answer)
+            for ex in after.get(cell.get("id"), []):
+                problems += judge(ex, nbclient_runner(client, i), mode.ON_GPU)
     assert not problems, "\n".join(problems)
 
 
@@ -139,6 +81,6 @@ def test_every_notebook_with_exercises_has_reference_solutions():
     missing = []
     for nb_path in sorted(NOTEBOOKS.glob("*.ipynb")):
         nb = nbformat.read(nb_path, as_version=4)
-        if any(c.cell_type == "code" and "⬜" in printed(c) for c in nb.cells) and nb_path.stem[:2] not in have:
+        if any(c.cell_type == "code" and UNANSWERED in printed(c) for c in nb.cells) and nb_path.stem[:2] not in have:
             missing.append(nb_path.name)
     assert not missing, f"exercises without solutions/nbNN.py: {missing}"

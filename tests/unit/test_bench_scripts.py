@@ -16,6 +16,7 @@ import pytest
 import utils
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow   # each runs a whole script in a fresh interpreter
 
 # script -> its arguments for a short cpu-mode run
 SCRIPTS = {"elementwise.py": [], "matmul_ladder.py": [], "reductions.py": [], "tensor_cores.py": [],

@@ -87,6 +87,7 @@ def test_gpu_build_recompiles_a_damaged_object(tmp_path, capsys):
     assert "The cached object file" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(utils.ON_GPU, reason="the CPU emulation's cache")
 @pytest.mark.parametrize("damage", ["truncated", "empty"])
 def test_a_damaged_cached_module_is_rebuilt_in_one_call(tmp_path, damage):

@@ -253,11 +253,58 @@ def test_course_test_spreads_over_at_most_four_workers_and_none_on_one_core():
     assert course.xdist_args(16, gpu=True) == []   # timings on one GPU must not overlap
 
 
-def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
+def test_the_examples_of_course_py():
+    import doctest
+    result = doctest.testmod(course)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_course_test_runs_everything_and_quick_runs_the_quick_tests_only(monkeypatch):
+    full = course.pytest_args([], 2, False)
+    assert full[:2] == ["tests", "notebooks"] and "--nbval" in full and "-m" not in full
+    assert full[-4:] == ["-n", "2", "--dist", "loadgroup"]
+    quick = course.pytest_args(["--quick"], 2, False)
+    assert quick == ["tests", "-m", "not slow", "-n", "2", "--dist", "loadgroup"]
+    assert not any(a.startswith("--nbval") or a == "notebooks" for a in quick)
+    # the user's options come last (pytest takes the last -n) and --quick may stand anywhere
+    assert course.pytest_args(["-x", "--quick", "-n", "0"], 4, False) == \
+        ["tests", "-m", "not slow", "-n", "4", "--dist", "loadgroup", "-x", "-n", "0"]
+    assert course.pytest_args(["--quick"], 16, True) == ["tests", "-m", "not slow"]  # a GPU: serially
+    # cmd_test hands them to pytest in the course's Python, from the repository's root
+    calls = []
+    monkeypatch.setattr(course, "setup", lambda: Path("/venv/bin/python"))
+    monkeypatch.setattr(course, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(course.subprocess, "call", lambda cmd, cwd: calls.append((cmd, cwd)) or 5)
+    assert course.main(["test", "--quick", "-k", "mode"]) == 5
+    assert calls == [(["/venv/bin/python", "-m", "pytest", "tests", "-m", "not slow", "-n", "2", "--dist",
+                       "loadgroup", "-k", "mode"], course.ROOT)]
+
+
+def test_the_slow_mark_is_registered_and_used():
+    """--quick leaves out what is marked slow: the mark is known to pytest (--strict-markers) and selects."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "--co", "-q",
+                        "-m", "slow", "tests/notebooks/test_solutions.py"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    chosen = [line for line in r.stdout.splitlines() if "::" in line]
+    assert chosen and all("test_solutions_pass_and_cheats_are_refused" in line for line in chosen), r.stdout
+
+
+def root_conftest():
     import importlib.util
     spec = importlib.util.spec_from_file_location("course_root_conftest", ROOT / "conftest.py")
     conf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conf)
+    return conf
+
+
+def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
+    import doctest
+    import types
+    conf = root_conftest()
+    result = doctest.testmod(conf)
+    assert result.attempted > 0 and result.failed == 0
     solutions = "tests/notebooks/test_solutions.py::test_solutions_pass_and_cheats_are_refused[nb02.py]"
     for cell in ("notebooks/02_profiling.ipynb::Cell 7", "notebooks/02_profiling::ipynb::Cell 7"):
         assert conf.xdist_group(cell) == conf.xdist_group(solutions) == "nb02"
@@ -265,6 +312,8 @@ def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
     assert conf.xdist_group("tests/unit/test_emulation.py::test_square_with_tail[3]") == "tests/unit/test_emulation.py"
 
     class Config:   # what the scheduler reads of pytest's config
+        option = types.SimpleNamespace(loadscopereorder=True)
+
         def getvalue(self, name):
             return {"dist": self.dist, "tx": ["popen"] * 2}[name]
     config = Config()
@@ -274,6 +323,17 @@ def test_a_notebook_and_its_solutions_run_share_one_xdist_group():
     config.dist = "loadgroup"
     sched = conf.pytest_xdist_make_scheduler(config, None)
     assert sched._split_scope(solutions) == sched._split_scope("notebooks/02_profiling.ipynb::Cell 7") == "nb02"
+    assert config.option.loadscopereorder is False   # groups start in collection order: longest first
+
+
+def test_the_longest_groups_named_for_the_schedule_exist():
+    conf = root_conftest()
+    assert len(set(conf.LONGEST_FIRST)) == len(conf.LONGEST_FIRST)
+    for group in conf.LONGEST_FIRST:
+        if group.startswith("nb"):
+            assert len(list((ROOT / "notebooks").glob(f"{group[2:]}_*.ipynb"))) == 1, group
+        else:
+            assert (ROOT / group).is_file(), group
 
 
 # ------------------------------------------------------------------------------------- setup cell

@@ -198,6 +198,7 @@ SPIN_EXPECTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ctrl_c_stops_an_endless_launch_and_python_lives():
     p = child("mistakes_spin", SPIN, f'''

@@ -198,6 +198,7 @@ def gxx_syntax(tmp_path, host_unit):
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GXX, reason="needs the CUDA headers and g++")
 def test_tricky_host_unit_compiles_with_gxx(tricky, tmp_path):
     """The host unit compiles with the CUDA runtime's headers and CPU torch's."""
@@ -316,6 +317,7 @@ def test_a_kernel_attribute_set_in_host_code_goes_through_a_device_stub(tmp_path
         nvcc_ptx(tmp_path, u.device)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
 def test_the_matmul_ladder_stays_on_the_split_build(tmp_path):
     """Rung 10 allows its kernels over 48 KB of shared memory: through attribute stubs, so notebook

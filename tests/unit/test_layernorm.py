@@ -126,6 +126,7 @@ def test_autograd_wrappers_match_torch(wrap):
         utils.check(out, ref, atol=1e-4, rtol=1e-4, name=f"{wrap.__name__} {name}")
 
 
+@pytest.mark.slow
 def test_gradcheck_fp64():
     # fp64 runs in fp64 end to end (the kernels' ACC dtype follows the input), so gradcheck's finite
     # differences at eps=1e-6 are meaningful; small sizes: gradcheck runs the forward twice per input
