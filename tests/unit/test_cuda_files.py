@@ -24,7 +24,8 @@ from gpu_course.cuda import gpu_build
 from gpu_course.kernels import elementwise, matmul_ladder, reductions
 
 NVCC = shutil.which("nvcc")
-FILES = sorted(str(p.relative_to(kernels.CUDA_DIR)) for p in kernels.CUDA_DIR.rglob("*.cu"))
+FILES = sorted(str(p.relative_to(kernels.CUDA_DIR)) for p in kernels.CUDA_DIR.rglob("*.cu*")   # .cu, and a folder's
+               if str(p.relative_to(kernels.CUDA_DIR)) != kernels.COMMON)                   # shared .cuh
 _INCLUDE = re.compile(r'#include "([^"]+)"')
 
 

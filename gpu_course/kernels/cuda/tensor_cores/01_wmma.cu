@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_TENSOR_CORES_01_WMMA_CU
+#define GPU_COURSE_TENSOR_CORES_01_WMMA_CU
+#include "../common.cuh"
+#include "tc_common.cuh"
 // rung 1: tensor cores through WMMA (nvcuda::wmma, <mma.h>): one warp computes one 16x16 tile of out.
 //
 // A warp-level matrix operation is done by the 32 lanes of a warp together. Each lane holds a *fragment*, its
@@ -48,3 +52,4 @@ torch::Tensor tc_wmma_global(torch::Tensor m, torch::Tensor n, torch::Tensor out
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_TENSOR_CORES_01_WMMA_CU

@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_TENSOR_CORES_02_WMMA_SHARED_CU
+#define GPU_COURSE_TENSOR_CORES_02_WMMA_SHARED_CU
+#include "../common.cuh"
+#include "tc_common.cuh"
 // rung 2: WMMA fed from shared memory. A block of 8 warps computes a 128x128 tile of out; each warp a 64x32
 // part of it, as 4 x 2 accumulator fragments of 16x16.
 //
@@ -114,3 +118,4 @@ torch::Tensor tc_wmma_shared(torch::Tensor m, torch::Tensor n, torch::Tensor out
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_TENSOR_CORES_02_WMMA_SHARED_CU

@@ -1,3 +1,8 @@
+#ifndef GPU_COURSE_TENSOR_CORES_03_MMA_LDMATRIX_CU
+#define GPU_COURSE_TENSOR_CORES_03_MMA_LDMATRIX_CU
+#include "../common.cuh"
+#include "tc_common.cuh"
+#include "tc_ptx.cuh"
 // rung 3: the tensor cores' own instruction, mma.sync.m16n8k16 (inline PTX, tc_ptx.cuh), fed by ldmatrix from
 // swizzled shared tiles.
 //
@@ -154,3 +159,4 @@ torch::Tensor tc_mma(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_TENSOR_CORES_03_MMA_LDMATRIX_CU

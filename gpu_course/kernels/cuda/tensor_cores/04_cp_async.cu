@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_TENSOR_CORES_04_CP_ASYNC_CU
+#define GPU_COURSE_TENSOR_CORES_04_CP_ASYNC_CU
+#include "../common.cuh"
+#include "03_mma_ldmatrix.cu"
 // rung 4: rung 3's warps, fed by cp.async through a pipeline of STAGES shared buffers (notebook 04's rung 10 did
 // the same for fp32 with __pipeline_memcpy_async; here the PTX itself, tc_ptx.cuh).
 //
@@ -151,3 +155,4 @@ torch::Tensor tc_async_order(torch::Tensor m, torch::Tensor n, torch::Tensor out
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_TENSOR_CORES_04_CP_ASYNC_CU

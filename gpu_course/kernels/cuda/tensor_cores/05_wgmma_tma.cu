@@ -1,3 +1,8 @@
+#ifndef GPU_COURSE_TENSOR_CORES_05_WGMMA_TMA_CU
+#define GPU_COURSE_TENSOR_CORES_05_WGMMA_TMA_CU
+#include "../common.cuh"
+#include "tc_common.cuh"
+#include "tc_ptx.cuh"
 // rung 5: Hopper (sm_90) only: wgmma.mma_async on tiles that TMA copies into shared memory, a pipeline of mbarriers,
 // and warps that specialise: one warpgroup copies, two multiply.
 //
@@ -313,3 +318,4 @@ torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int6
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+#endif  // GPU_COURSE_TENSOR_CORES_05_WGMMA_TMA_CU

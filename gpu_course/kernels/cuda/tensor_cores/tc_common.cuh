@@ -1,3 +1,6 @@
+#ifndef GPU_COURSE_TENSOR_CORES_TC_COMMON_CUH
+#define GPU_COURSE_TENSOR_CORES_TC_COMMON_CUH
+#include "../common.cuh"
 // What every rung of notebook 12's tensor-core ladder shares (gpu_course/kernels/tensor_cores.py joins this file
 // first): out (h x w) = m (h x k) @ n (k x w), all three row-major float16, products summed in float32.
 #include <cstdint>
@@ -98,3 +101,4 @@ std::vector<torch::Tensor> fragment_layouts(torch::Tensor like) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return {w, a, b, c};
 }
+#endif  // GPU_COURSE_TENSOR_CORES_TC_COMMON_CUH

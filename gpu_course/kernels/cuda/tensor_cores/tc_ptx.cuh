@@ -1,3 +1,7 @@
+#ifndef GPU_COURSE_TENSOR_CORES_TC_PTX_CUH
+#define GPU_COURSE_TENSOR_CORES_TC_PTX_CUH
+#include "../common.cuh"
+#include "tc_common.cuh"
 // The PTX instructions of rungs 3 and 4 (sm_80 and later), each wrapped in a small function: what the CUDA C of
 // the kernels calls. `asm volatile("instruction" : outputs : inputs)` puts one PTX instruction into the kernel;
 // "r" is a 32-bit register, "f" a float register, "l" a 64-bit one, "+f" a register both read and written.
@@ -36,3 +40,4 @@ __device__ inline void cp_async16(void* smem, const void* gmem, bool in) {
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+#endif  // GPU_COURSE_TENSOR_CORES_TC_PTX_CUH
