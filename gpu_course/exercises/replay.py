@@ -313,8 +313,8 @@ class ReplayError(Exception):
 def replay(launches, output: torch.Tensor, inputs=(), grid=None):
     """Launch the learner's recorded ``launches`` (Triton or Numba) again, in order, on the check's
     memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
-    grid shows how the work is split). Returns ``(output, execution, memory)``: the output as the replay wrote it,
-    what ran (:class:`Execution`), and the :class:`_Memory` used."""
+    grid shows how the work is split). Returns ``(output, execution, memory)``: the output as the
+    replay wrote it, what ran (:class:`Execution`), and the :class:`_Memory` used."""
     mem = _Memory(output, list(inputs))
     calls = []
     for L in launches:
