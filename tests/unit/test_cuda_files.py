@@ -173,6 +173,7 @@ def _ptx(tmp_path, name: str) -> str:
     return "" if r.returncode == 0 else r.stdout + r.stderr
 
 
+@pytest.mark.slow   # nvcc, about a second a file
 @pytest.mark.skipif(not NVCC, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("name", FILES)
 def test_each_file_compiles_alone(name, tmp_path):
