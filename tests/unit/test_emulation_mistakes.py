@@ -202,6 +202,8 @@ SPIN_EXPECTED = {
 @pytest.mark.timeout(180)
 def test_ctrl_c_stops_an_endless_launch_and_python_lives():
     p = child("mistakes_spin", SPIN, f'''
+        import signal   # Ctrl-C raises KeyboardInterrupt, as in a Jupyter kernel, even where the process that
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # started this one ignored SIGINT (inherited)
         m = load(SRC, ["spin"])
         x, out = torch.zeros(8), torch.zeros(8)
         m.spin(x, out, 3)   # a spin-wait on a flag that a later thread of the block sets: ends, as on a GPU
