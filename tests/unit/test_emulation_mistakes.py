@@ -238,8 +238,8 @@ def test_ctrl_c_stops_an_endless_launch_and_python_lives():
             time.sleep(1.0)
             t0 = time.time()
             p.send_signal(signal.SIGINT)
-            next_line(10.0)  # the KeyboardInterrupt: within a second or so, 10 s on 2 busy cores (a hang is endless)
-            assert time.time() - t0 < 10.0, f"the launch took {time.time() - t0:.1f} s to stop:\n" + "\n".join(seen)
+            next_line(3.0)  # the KeyboardInterrupt, within a second or so
+            assert time.time() - t0 < 3.0, f"the launch took {time.time() - t0:.1f} s to stop:\n" + "\n".join(seen)
     p.wait(timeout=30)
     out = "\n".join(seen)
     assert p.returncode == 0, f"the child died (exit code {p.returncode}):\n{out}"
