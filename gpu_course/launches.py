@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["launches", "LaunchLog", "Launch", "Buffer", "KernelCall", "module_counters", "module_launch_log"]
+__all__ = ["launches", "recording", "LaunchLog", "Launch", "Buffer", "KernelCall", "module_counters", "module_launch_log"]
 
 
 @dataclass(eq=False)
@@ -537,6 +537,16 @@ def _restore_all() -> None:
         else:
             delattr(owner, attr)
     _INSTALLED.clear()
+
+
+def recording() -> bool:
+    """Whether a :func:`launches` block is open (anywhere in the process): launchers with a faster
+    path than ``kernel[grid]`` (``gpu_course.triton_launch``) take the recorded one meanwhile.
+
+    >>> recording()
+    False
+    """
+    return bool(_ACTIVE)
 
 
 def _activate(log: LaunchLog) -> None:

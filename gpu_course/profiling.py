@@ -176,3 +176,74 @@ def readable_frames(stack: str) -> str:
     '<cell>(2):_f;<built-in_method_square_of_type_object>'
     """
     return _ADDRESS.sub("", _CELL_FILE.sub("<cell>", stack))
+
+
+# ---- Nsight Compute's raw metrics, and what limits a kernel -----------------------------------------------
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
+_PER_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6}
+
+
+def ncu_raw_rows(text: str) -> list:
+    """The kernels of ``ncu --import REPORT --csv --page raw``: one dict per profiled launch, in launch order,
+    ``{metric: (value, unit)}`` (values as floats where they are numbers, thousands separators removed), plus
+    ``"Kernel Name"`` and the other identifying columns as plain strings.
+
+    >>> rows = ncu_raw_rows('"ID","Kernel Name","gpu__time_duration.sum"\\n"","","usecond"\\n"0","k(int)","1,234.5"\\n')
+    >>> rows[0]["Kernel Name"], rows[0]["gpu__time_duration.sum"]
+    ('k(int)', (1234.5, 'usecond'))
+    """
+    import csv
+    import io
+    table = [r for r in csv.reader(io.StringIO(text)) if r]
+    if len(table) < 2 or "Kernel Name" not in table[0]:
+        raise ValueError("ncu_raw_rows: not the output of `ncu --csv --page raw` (no 'Kernel Name' column)")
+    header, units = table[0], table[1]
+    out = []
+    for r in table[2:]:
+        row = {}
+        for name, unit, value in zip(header, units, r):
+            if not unit and not name.count("__"):
+                row[name] = value
+                continue
+            try:
+                row[name] = (float(value.replace(",", "")), unit)
+            except ValueError:
+                row[name] = (value, unit)
+        out.append(row)
+    return out
+
+
+def limiters(row: dict, stalls: int = 3) -> dict:
+    """What says why a kernel runs at the speed it does, from one row of :func:`ncu_raw_rows` (``ncu --set full``):
+
+    * ``time_us``: its duration under ncu (which locks the clocks at base: longer than a normal run);
+    * ``tensor_pct``: % of the elapsed cycles the tensor pipe (mma.sync, WMMA and wgmma alike) was busy;
+    * ``issue_pct``: % of cycles a scheduler issued an instruction; ``warps_pct``: active warps, % of the SM's 64;
+    * ``registers`` per thread and ``blocks_per_sm``: how many blocks fit on an SM (the tightest of the limits by
+      registers, shared memory, warps and blocks);
+    * ``ld_conflicts``, ``st_conflicts``: shared-memory bank conflicts of loads (ldmatrix included) and stores;
+      ``ld_wavefronts``: the passes shared-memory loads took (one per conflict-free request);
+    * ``stalls``: the ``stalls`` largest reasons a warp waited, as (reason, warps per issued instruction).
+
+    A metric the row lacks comes back as None.
+    """
+    def val(name):
+        v = row.get(name)
+        return v[0] if isinstance(v, tuple) and isinstance(v[0], float) else None
+    t = row.get("gpu__time_duration.sum")
+    time_us = t[0] * _PER_US.get(t[1], float("nan")) if isinstance(t, tuple) and isinstance(t[0], float) else None
+    limits = [val(f"launch__occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks")]
+    reasons = sorted(((v[0], m.group(1)) for k, v in row.items() if (m := _STALL.match(k))
+                      and isinstance(v, tuple) and isinstance(v[0], float)), reverse=True)
+    return dict(
+        time_us=time_us,
+        tensor_pct=val("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+        issue_pct=val("smsp__issue_active.avg.pct_of_peak_sustained_active"),
+        warps_pct=val("sm__warps_active.avg.pct_of_peak_sustained_active"),
+        registers=val("launch__registers_per_thread"),
+        blocks_per_sm=min((x for x in limits if x is not None), default=None),
+        ld_conflicts=val("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
+        st_conflicts=val("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+        ld_wavefronts=val("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
+        stalls=[(name, v) for v, name in reasons[:stalls]],
+    )

@@ -20,9 +20,13 @@ LayerNorm over the last dimension, ``w`` features per row (``h`` rows, any row s
 * backward, ``GROUPS`` programs, program ``g`` owning rows ``g, g + GROUPS, ...``: for each row,
   ``dx = rstd * (wdy - mean(wdy) - xhat * mean(wdy * xhat))`` with ``xhat = (x - mean) * rstd`` and
   ``wdy = weight * dy``, while it adds the row's ``dy * xhat`` and ``dy`` to its own fp32 partial
-  ``dweight`` and ``dbias`` rows; it writes them once, to row ``g`` of a ``[GROUPS, w]`` buffer (no
-  locks, no atomics: the result does not depend on timing); a second kernel sums the buffer over
-  the groups.
+  ``dweight`` and ``dbias`` rows; it writes them once, to row ``g`` of each half of a
+  ``[2, GROUPS, w]`` buffer (no locks, no atomics: the result does not depend on timing); a second
+  kernel sums each half over the groups.
+
+The launchers call each kernel through a ``gpu_course.triton_launch.Launcher``: after a shape's first
+call, the compiled kernel is launched without ``kernel[grid]``'s per-call binding and hashing (a
+training step calls them on every step, and their GPU time is a few tens of µs).
 
 Inputs are fp32, fp16 or bf16 (fp64 too, for ``gradcheck``); statistics and sums are in fp32 (fp64
 for fp64), outputs in the input's dtype. Rows longer than :data:`MAX_W` are refused (a row lives in
@@ -46,6 +50,7 @@ from ..checking import check
 from ..launch import cdiv
 from ..mode import DEVICE, ON_GPU, by_mode
 from ..timing import bench, bench_user
+from ..triton_launch import Launcher, aligned, int_kind
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 
 MAX_W = 16384          # features per row: a row (and, backward, its partial sums) lives in registers
@@ -56,7 +61,7 @@ _ACC = {torch.float64: tl.float64}  # the dtype of statistics and sums: fp32 unl
 # ------------------------------------------------------------------------------------ kernels
 @triton.jit
 def layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, x_row_stride, y_row_stride,
-                          w, eps, BLOCK_W: tl.constexpr, ACC: tl.constexpr):
+                          w, eps, BLOCK_W: tl.constexpr, ACC: tl.constexpr, SAVE_STATS: tl.constexpr = True):
     row = tl.program_id(0)                       # one program per row
     c = tl.arange(0, BLOCK_W)
     ok = c < w
@@ -69,14 +74,14 @@ def layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, x_row_
     b = tl.load(b_ptr + c, mask=ok, other=0.0).to(ACC)
     y = d * rstd * wt + b
     tl.store(y_ptr + row * y_row_stride + c, y.to(y_ptr.dtype.element_ty), mask=ok)
-    tl.store(mean_ptr + row, mean)               # saved for the backward
-    tl.store(rstd_ptr + row, rstd)
+    if SAVE_STATS:                               # saved for the backward (not when nothing needs a gradient)
+        tl.store(mean_ptr + row, mean)
+        tl.store(rstd_ptr + row, rstd)
 
 
 @triton.jit
-def layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                             dy_row_stride, x_row_stride, dx_row_stride, h, w, groups,
-                             BLOCK_W: tl.constexpr, ACC: tl.constexpr):
+def layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, dy_row_stride,
+                             x_row_stride, dx_row_stride, h, w, groups, BLOCK_W: tl.constexpr, ACC: tl.constexpr):
     g = tl.program_id(0)                         # this program owns rows g, g + groups, ...
     c = tl.arange(0, BLOCK_W)
     ok = c < w
@@ -96,12 +101,12 @@ def layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, d
         tl.store(dx_ptr + row * dx_row_stride + c, dx.to(dx_ptr.dtype.element_ty), mask=ok)
         dw += dy * xhat
         db += dy
-    tl.store(dw_part_ptr + g * w + c, dw, mask=ok)  # one row of the [groups, w] buffers each
-    tl.store(db_part_ptr + g * w + c, db, mask=ok)
+    tl.store(part_ptr + g * w + c, dw, mask=ok)  # row g of each half of the [2, groups, w] buffer
+    tl.store(part_ptr + (groups + g) * w + c, db, mask=ok)
 
 
 @triton.jit
-def layer_norm_bwd_dwdb_kernel(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, groups, w,
+def layer_norm_bwd_dwdb_kernel(part_ptr, dw_ptr, db_ptr, groups, w,
                                BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
     c = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)  # BLOCK_N columns, all the groups
     col_ok = c < w
@@ -111,8 +116,8 @@ def layer_norm_bwd_dwdb_kernel(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, groups,
         g = g0 + tl.arange(0, BLOCK_G)
         ok = (g[:, None] < groups) & col_ok[None, :]
         offs = g[:, None] * w + c[None, :]
-        dw += tl.load(dw_part_ptr + offs, mask=ok, other=0.0)
-        db += tl.load(db_part_ptr + offs, mask=ok, other=0.0)
+        dw += tl.load(part_ptr + offs, mask=ok, other=0.0)               # dweight's partial sums
+        db += tl.load(part_ptr + groups * w + offs, mask=ok, other=0.0)  # dbias's, after them
     tl.store(dw_ptr + c, tl.sum(dw, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
     tl.store(db_ptr + c, tl.sum(db, axis=0).to(db_ptr.dtype.element_ty), mask=col_ok)
 
@@ -235,17 +240,26 @@ def _shaped(t, like):
     return t if like.dim() == 2 else t.view(like.shape)
 
 
-def _forward(x2, weight, bias, eps, cfg, alloc):
-    """The forward launch on checked inputs: ``x2`` (h, w) with contiguous rows."""
+def _forward(x2, weight, bias, eps, cfg, alloc, save=True):
+    """The forward launch on checked inputs: ``x2`` (h, w) with contiguous rows. ``save=False``: the kernel
+    does not store the statistics, and ``mean`` and ``rstd`` come back as None (one allocation instead of
+    three: ~10 µs of CPU less a call where nothing needs a gradient)."""
     h, w = x2.shape
     cfg = cfg or _config(w, h, x2.device)
     y = alloc(h, w, dtype=x2.dtype, device=x2.device)
-    sd = _stats_dtype(x2.dtype)
-    mean = alloc(h, dtype=sd, device=x2.device)
-    rstd = alloc(h, dtype=sd, device=x2.device)
-    layer_norm_fwd_kernel[(h,)](x2, weight.contiguous(), bias.contiguous(), y, mean, rstd, x2.stride(0),
-                                y.stride(0), w, eps, BLOCK_W=cfg["BLOCK_W"], ACC=_acc(x2.dtype),
-                                num_warps=cfg["num_warps"])
+    if save:
+        sd = _stats_dtype(x2.dtype)
+        mean = alloc(h, dtype=sd, device=x2.device)
+        rstd = alloc(h, dtype=sd, device=x2.device)
+    else:
+        mean = rstd = None
+    weight, bias = weight.contiguous(), bias.contiguous()
+    # what Triton specialises on, beyond the constexprs (y, mean and rstd are fresh: aligned, rows of w)
+    key = (x2.dtype, weight.dtype, bias.dtype, aligned(x2), aligned(weight), aligned(bias),
+           int_kind(x2.stride(0)), int_kind(w))
+    _fwd_launch((h,), key, x2, weight, bias, y, y if mean is None else mean, y if rstd is None else rstd,
+                x2.stride(0), y.stride(0), w, eps, BLOCK_W=cfg["BLOCK_W"], ACC=_acc(x2.dtype), SAVE_STATS=save,
+                num_warps=cfg["num_warps"])
     return y, mean, rstd
 
 
@@ -272,17 +286,26 @@ def _backward(dy2, x2, weight, mean, rstd, cfg, alloc):
     groups = cfg["GROUPS"]
     acc, sd = _acc(x2.dtype), _stats_dtype(x2.dtype)
     dx = alloc(h, w, dtype=x2.dtype, device=x2.device)
-    dw_part, db_part = alloc(2, groups, w, dtype=sd, device=x2.device)  # every row written by its program
-    layer_norm_bwd_dx_kernel[(groups,)](dy2, x2, weight.contiguous(), mean, rstd,
-                                        dx, dw_part, db_part, dy2.stride(0), x2.stride(0), dx.stride(0),
-                                        h, w, groups, BLOCK_W=cfg["BLOCK_W"], ACC=acc,
-                                        num_warps=cfg["num_warps"])
+    part = alloc(2, groups, w, dtype=sd, device=x2.device)  # every row written by its program
+    weight = weight.contiguous()
+    key = (dy2.dtype, x2.dtype, weight.dtype, aligned(dy2), aligned(x2), aligned(weight), aligned(mean),
+           aligned(rstd), int_kind(dy2.stride(0)), int_kind(x2.stride(0)), int_kind(h), int_kind(w),
+           int_kind(groups))
+    _dx_launch((groups,), key, dy2, x2, weight, mean, rstd, dx, part, dy2.stride(0), x2.stride(0),
+               dx.stride(0), h, w, groups, BLOCK_W=cfg["BLOCK_W"], ACC=acc, num_warps=cfg["num_warps"])
     dw = alloc(w, dtype=weight.dtype, device=x2.device)
     db = alloc(w, dtype=weight.dtype, device=x2.device)
-    BLOCK_N = 128
-    layer_norm_bwd_dwdb_kernel[(cdiv(w, BLOCK_N),)](dw_part, db_part, dw, db, groups, w, BLOCK_G=32,
-                                                    BLOCK_N=BLOCK_N, ACC=acc, num_warps=4)
+    _dwdb_launch((cdiv(w, _BLOCK_N),), (x2.dtype, weight.dtype, int_kind(groups), int_kind(w)), part, dw, db,
+                 groups, w, BLOCK_G=32, BLOCK_N=_BLOCK_N, ACC=acc, num_warps=4)
     return dx, dw, db
+
+
+_BLOCK_N = 128   # columns per program of the dweight/dbias reduction
+# The three kernels' launchers: after a shape's first call they skip kernel[grid]'s per-call work
+# (binding, specialising, hashing: ~12 µs of CPU a launch on an H100 host; gpu_course.triton_launch).
+_fwd_launch = Launcher(layer_norm_fwd_kernel)
+_dx_launch = Launcher(layer_norm_bwd_dx_kernel)
+_dwdb_launch = Launcher(layer_norm_bwd_dwdb_kernel)
 
 
 GELU_BLOCK = 1024
@@ -455,7 +478,8 @@ def layer_norm_op(x, weight, bias, eps=1e-5):
         return torch.ops.gpu_course.layer_norm(x, weight, bias, eps)[0]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
         return LayerNorm.apply(x, weight, bias, eps)
-    return layer_norm_forward(x, weight, bias, eps)[0]  # nothing to differentiate: no graph node to record
+    _check_inputs("layer_norm", x, weight, bias)     # nothing to differentiate: no graph node, no statistics
+    return _shaped(_forward(_rows(x), weight, bias, eps, None, torch.empty, save=False)[0], x)
 
 
 def gelu_op(x):
@@ -625,6 +649,39 @@ def on_the_calling_thread(h, w, dtype, seed=0):
     return out
 
 
+class _Times1(torch.autograd.Function):
+    """``x * 1`` with a Python backward that only passes the gradient on: the least a Python autograd
+    node can do (for :func:`python_backward_floor`)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy, None, None
+
+
+TIMES1_CPP = "x * 1 (torch's C++ backward)"
+TIMES1_PY = "x * 1, a Python backward passing dy on"
+
+
+def python_backward_floor(h, w, dtype, seed=0):
+    """What any Python backward pays before doing any work: forward + backward of ``x * 1`` with
+    torch's C++ backward node, and of the same ``x * 1`` through an ``autograd.Function`` whose Python
+    ``backward`` only returns ``dy``, each on autograd's worker thread and on the calling thread (as
+    :func:`on_the_calling_thread`): ``{name: UserTiming}``. The GPU work is one elementwise kernel
+    each way, so the loop and CPU figures are the autograd layers' cost."""
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    fns = {TIMES1_CPP: lambda x, wt, b: x * 1, TIMES1_PY: _Times1.apply}
+    out = {}
+    for name, f in fns.items():
+        out[f"{name}, worker thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
+        with torch.autograd.set_multithreading_enabled(False):
+            out[f"{name}, calling thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
+    return out
+
+
 def table(times, what):
     """The table ``utils.compare`` prints (GPU time, loop/step, CPU/call, eager torch's time over each
     for the GPU and the loop) for the ``what`` rows of :func:`compare_with_torch`'s result, or for a
@@ -637,14 +694,19 @@ def table(times, what):
 def cpu_layers(h, w, dtype, seed=0):
     """Where ours' CPU time per call goes, forward (under ``no_grad``) and forward + backward, layer by
     layer (``utils.cpu_ms_per_call``, ms): the forward launcher alone (argument checks, allocations,
-    one Triton launch); the ``autograd.Function`` around it (:func:`layer_norm_op` in eager mode); the
+    one Triton launch), and the same with its kernel launched through ``kernel[grid]`` rather than
+    its ``Launcher``'s direct path; the ``autograd.Function`` around it (:func:`layer_norm_op` in eager mode); the
     same launchers through the Python custom op's dispatch; and forward + backward through each
     wrapper (autograd's engine and the backward's two launches added)."""
     from ..timing import cpu_ms_per_call
+    from ..triton_launch import through_jit
     x, wt, b, dy = inputs(h, w, dtype, seed)
     v = variants(w)
     with torch.no_grad():
-        out = {"forward launcher alone": cpu_ms_per_call(layer_norm_forward, x, wt, b),
+        with through_jit():
+            jit = cpu_ms_per_call(layer_norm_forward, x, wt, b)
+        out = {"forward launcher, through kernel[grid]": jit,
+               "forward launcher alone": cpu_ms_per_call(layer_norm_forward, x, wt, b),
                "forward, autograd.Function": cpu_ms_per_call(v[OURS], x, wt, b),
                "forward, custom op": cpu_ms_per_call(v[OP_DIRECT], x, wt, b),
                "forward, F.layer_norm": cpu_ms_per_call(v[EAGER], x, wt, b)}

@@ -364,7 +364,8 @@ def test_ulps_per_element_sees_small_values_errors():
 
 def test_cpu_layers_and_table():
     got = ln.cpu_layers(3, 40, torch.float32)
-    assert list(got)[0] == "forward launcher alone" and len(got) == 7 and all(v > 0 for v in got.values())
+    assert list(got)[:2] == ["forward launcher, through kernel[grid]", "forward launcher alone"]
+    assert len(got) == 8 and all(v > 0 for v in got.values())
     t = {"a": utils.bench_user(torch.ones, 8), "b": utils.bench_user(torch.zeros, 8)}
     assert ln.table(t, None).splitlines()[1].startswith("a ")
     assert ln.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward").count("\n") == 2
@@ -392,3 +393,23 @@ def test_bytes_moved_and_inputs():
     assert x.dtype == dy.dtype == torch.float16 and x.requires_grad and not dy.requires_grad
     assert all(torch.equal(p, q) for p, q in zip((x, wt, b, dy), again))  # the seed decides them
 
+
+
+def test_python_backward_floor_times_both_nodes_on_both_threads():
+    got = ln.python_backward_floor(3, 40, torch.float32)
+    assert sorted(got) == sorted(f"{n}, {t} thread" for n in (ln.TIMES1_CPP, ln.TIMES1_PY)
+                                 for t in ("worker", "calling"))
+    x = torch.randn(3, 4, requires_grad=True)
+    ln._Times1.apply(x, None, None).backward(torch.full((3, 4), 2.0))
+    assert torch.equal(x.grad, torch.full((3, 4), 2.0))
+
+
+def test_a_forward_without_gradients_saves_no_statistics():
+    x, wt, b, _ = ln.inputs(5, 300, torch.float32)
+    with torch.no_grad():
+        y = ln.layer_norm_op(x, wt, b)
+    ref = torch.nn.functional.layer_norm(x.double(), (300,), wt.double(), b.double())
+    utils.check(y, ref, atol=1e-4, rtol=1e-4)
+    y2, mean, rstd = ln._forward(x.detach(), wt.detach(), b.detach(), 1e-5, None, utils.poisoned, save=False)
+    assert mean is None and rstd is None
+    utils.check(y2, ref, atol=1e-4, rtol=1e-4)

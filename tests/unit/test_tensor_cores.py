@@ -316,3 +316,55 @@ def test_what_runs_on_older_and_newer_gpus(monkeypatch, fake, runs):
     if fake == "9.0":
         assert all("inline PTX" in w for w in why.values())
     assert all("\n" not in w for w in why.values())
+
+
+# ---- the stored Nsight Compute measurement and its readers ----------------------------------------------------------
+
+def _raw_csv(names):
+    """A tiny `ncu --csv --page raw` export: one kernel per name, with the metrics limiters() reads."""
+    cols = ["ID", "Kernel Name", "gpu__time_duration.sum",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "smsp__issue_active.avg.pct_of_peak_sustained_active", "sm__warps_active.avg.pct_of_peak_sustained_active",
+            "launch__registers_per_thread", "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem",
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+            "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+            "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
+            "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"]
+    units = ["", "", "us", "%", "%", "%", "register/thread", "block", "block", "", "", "", "ratio", "ratio"]
+    lines = [",".join(f'"{c}"' for c in cols), ",".join(f'"{u}"' for u in units)]
+    for i, n in enumerate(names):
+        vals = [str(i), f"{n}(const __half *)", "1,234.5", "61.5", "30", "12.5", "240", "2", "1", "47,911", "0",
+                "33,602,343", "2.24", "0.33"]
+        lines.append(",".join(f'"{v}"' for v in vals))
+    return "\n".join(lines) + "\n"
+
+
+def test_limiters_reads_a_raw_row():
+    from gpu_course import profiling
+    row = profiling.ncu_raw_rows(_raw_csv(["mma_async_k"]))[0]
+    lim = profiling.limiters(row)
+    assert lim["time_us"] == 1234.5 and lim["tensor_pct"] == 61.5 and lim["blocks_per_sm"] == 1
+    assert lim["ld_conflicts"] == 47911 and lim["ld_wavefronts"] == 33602343
+    assert lim["stalls"] == [("wait", 2.24), ("barrier", 0.33)]
+
+
+def test_limiter_rows_round_trip_and_refuse_a_wrong_order(tmp_path):
+    names = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "void mma_async_k<128, 256>", 5: "void wgmma_tma_k<256>"}
+    raw = {v: _raw_csv([names[r] for r, _ in order]) for v, order in tc.PROFILED.items()}
+    rows = tc.limiter_rows(raw)
+    assert len(rows) == sum(len(o) for o in tc.PROFILED.values())
+    tc.write_limiters(rows, tmp_path / "x.csv", "made by a test")
+    back, about = tc.read_limiters(tmp_path / "x.csv")
+    assert about == "made by a test" and back[0]["stalls"] == [("wait", 2.24), ("barrier", 0.33)]
+    assert "rung 4 cfg 1" in tc.limiter_table(back)
+    swapped = dict(raw, swizzled=_raw_csv([names[5]] + [names[r] for r, _ in tc.PROFILED["swizzled"][1:]]))
+    with pytest.raises(ValueError, match="expected wmma_shared_k"):
+        tc.limiter_rows(swapped)
+
+
+def test_the_stored_h100_measurement_has_every_profiled_kernel():
+    rows, about = tc.read_limiters(tc.limiters_file())
+    assert "H100" in about
+    assert [(r["variant"], r["rung"], r["cfg"]) for r in rows] == \
+        [(v, r, c) for v, order in tc.PROFILED.items() for r, c in order]

@@ -41,7 +41,12 @@ struct Frags {
 template <int MI, int NJ, int BN>
 __device__ inline void load_frags(Frags<MI, NJ>& f, const __half* ms, const __half* ns, int wm0, int wn0, int kk,
                                   int lane) {
-    const __half* a = ms + (wm0 + lane % 16) * TC_BK + ((kk * 2 + lane / 16) ^ (lane % 8)) * 8;
+#ifdef TC_NO_SWIZZLE
+    const int piece = kk * 2 + lane / 16;                    // every piece in place (tc_common.cuh's swz)
+#else
+    const int piece = (kk * 2 + lane / 16) ^ (lane % 8);     // swz(row, kk * 2 + lane / 16): row % 8 is lane % 8
+#endif
+    const __half* a = ms + (wm0 + lane % 16) * TC_BK + piece * 8;
 #pragma unroll
     for (int i = 0; i < MI; ++i) ldmatrix_x4(f.a[i], a + i * 16 * TC_BK);
     const __half* b = ns + (kk * 16 + lane % 16) * BN;

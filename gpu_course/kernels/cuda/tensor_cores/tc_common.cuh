@@ -43,7 +43,13 @@ static void tc_check_rows16(const torch::Tensor& m, const torch::Tensor& n, cons
 // 16-byte pieces (8 halves). Piece `chunk` of row `row` is kept at piece chunk ^ (row % 8) of that row, so that the
 // 8 rows an ldmatrix reads at once (the same logical piece of 8 consecutive rows) lie in 8 different groups of 4
 // banks: one pass instead of eight. (Hopper's TMA writes the same pattern itself: CU_TENSOR_MAP_SWIZZLE_128B.)
+// Built with -DTC_NO_SWIZZLE, every piece stays in place (the same results, with the bank conflicts back): what
+// notebook 12's profiler comparison measures.
+#ifdef TC_NO_SWIZZLE
+__host__ __device__ inline int swz(int, int chunk) { return chunk; }
+#else
 __host__ __device__ inline int swz(int row, int chunk) { return chunk ^ (row % 8); }
+#endif
 // The element (row, col) of such a tile, rows `rl` halves long: its offset in halves.
 __host__ __device__ inline int swz_at(int row, int col, int rl) { return row * rl + swz(row, col / 8) * 8 + col % 8; }
 

@@ -1,0 +1,43 @@
+"""``gpu_course.triton_launch`` without a GPU: the specialisation kinds, and a Launcher that, in cpu mode,
+is ``kernel[grid]`` (the interpreter has no compiled kernel to call)."""
+import pytest
+import torch
+
+import utils
+from gpu_course import triton_launch
+from gpu_course.kernels import triton_layernorm as ln
+
+
+@pytest.mark.parametrize("v, kind", [(1, "one"), (0, "x16"), (16, "x16"), (-32, "x16"), (17, "int"),
+                                     (2 ** 31 - 1, "int"), (2 ** 31, "i64"), (2 ** 40 + 16, "i64")])
+def test_int_kind(v, kind):
+    assert triton_launch.int_kind(v) == kind
+
+
+def test_aligned():
+    t = torch.zeros(64, dtype=torch.float16)
+    assert triton_launch.aligned(t) and not triton_launch.aligned(t[1:])
+
+
+def test_through_jit_restores_the_direct_path_after_an_error():
+    with pytest.raises(ZeroDivisionError):
+        with triton_launch.through_jit():
+            1 / 0
+    assert triton_launch._DIRECT[0] is True
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode: the interpreter")
+def test_cpu_mode_launches_through_the_interpreter():
+    x, wt, b, _ = ln.inputs(3, 40, torch.float32)
+    before = ln._fwd_launch.direct
+    y, _, _ = ln.layer_norm_forward(x.detach(), wt.detach(), b.detach(), alloc=utils.poisoned)
+    utils.check(y, torch.nn.functional.layer_norm(x.double(), (40,), wt.double(), b.double()), atol=1e-4)
+    assert ln._fwd_launch.direct == before == 0
+
+
+def test_an_empty_hook_chain_is_no_hook():
+    class Chain:
+        def __init__(self, calls):
+            self.calls = calls
+    assert not triton_launch._hook_set(None) and not triton_launch._hook_set(Chain([]))
+    assert triton_launch._hook_set(Chain([print])) and triton_launch._hook_set(print)
