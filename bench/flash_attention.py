@@ -2,6 +2,7 @@
 
     python bench/flash_attention.py                # batch 4, heads 16, N 4096, d 64 and 128, fp16; memory vs N
     python bench/flash_attention.py --n 2048 --dims 64 --no-memory --backends "SDPA flash"
+    python bench/flash_attention.py --no-record    # print only
 
 For each head dimension, causal and not: checks the output and dQ, dK, dV of ours and of SDPA (its flash
 backend, or the memory-efficient one on a GPU without flash) against an fp32 reference (ours may err at
@@ -10,13 +11,18 @@ once, forward and backward, and skips it with a one-line reason where the GPU la
 times forward and backward of ours and of each backend that ran (utils.bench_user: GPU time with the
 launch hidden, time per step in a back-to-back loop, CPU time per call) and prints TFLOP/s (4·B·H·N²·d
 for the forward, halved when causal, 2.5 times that for the backward) with the % of the spec-sheet fp16
-peak, then a table of each library's time over ours (above 1.00x ours is faster), GPU time and loop.
+peak, and a line for ours against each of SDPA flash and SDPA cuDNN that ran; after all shapes, a table of
+each library's time over ours (above 1.00x ours is faster), GPU time and loop. On a GPU these timings are
+appended to results/<device>.csv under notebook "bench/flash_attention", named as notebook 11 names them
+(triton_attention.record_speed: each SDPA backend's row, and ours against SDPA flash and against SDPA
+cuDNN, each with its loop and CPU figures); --no-record leaves the results alone.
 Then the peak memory (torch.cuda.max_memory_allocated above the inputs) of the forward, naive vs ours,
 for N up to 16384: the naive one writes N x N scores and runs out of memory first. Last, the tensor-core
 instructions in the PTX of our kernels (wgmma.mma_async on Hopper). The kernels, launchers, autotuner
 configurations and the comparison itself are notebook 11's own, from
 gpu_course/kernels/triton_attention.py. In cpu mode it runs tiny sizes in the interpreter (SDPA's
-default CPU kernel as the baseline): that checks the script only; the timings mean nothing.
+default CPU kernel as the baseline): that checks the script only; the timings mean nothing, and nothing
+is recorded.
 """
 import argparse
 import math
@@ -26,6 +32,9 @@ import torch
 import triton
 
 from gpu_course.kernels import triton_attention as ta
+from gpu_course.results import bench_recording, record_flag
+
+NB = "bench/flash_attention"   # the results rows' notebook
 
 
 def gib(x):
@@ -49,12 +58,14 @@ def main():
     ap.add_argument("--backends", nargs="*", default=list(ta.SDPA_BACKENDS), choices=list(ta.SDPA_BACKENDS),
                     help="the SDPA backends to time against")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory table")
-    args = ap.parse_args()
+    args = record_flag(ap).parse_args()
     print(utils.banner())
+    print(bench_recording(args.record))
     print(f"triton {triton.__version__}, torch {torch.__version__}")
     if not utils.ON_GPU:
         print("cpu mode: tiny sizes in the interpreter; these timings and ratios mean nothing.")
     B, H, N = utils.by_mode(gpu=(4, 16), cpu=(1, 2)) + (args.n,)
+    size = f"B{B} H{H} N{N} fp16"
     print(f"\nbatch {B}, heads {H}, N {N}, fp16")
     speed, skipped, fwd_cfg = {}, {}, None
     for d in args.dims:
@@ -69,7 +80,9 @@ def main():
             print("max errors vs fp32: " + ", ".join(f"{what} {ours:.1e} (sdpa {theirs:.1e})"
                                                     for what, (ours, theirs) in errors.items()))
             for phase in ("forward", "backward"):
-                print(ta.speed_table(times, phase, ta.attention_flops(B, H, N, d, causal, backward=phase == "backward")))
+                flops = ta.attention_flops(B, H, N, d, causal, backward=phase == "backward")
+                print(ta.speed_table(times, phase, flops))
+                ta.record_speed(NB, ta.shape_tag(d, causal), size, times, phase, flops)  # prints ours vs each
             if d == 64 and not causal and ta.attention_fwd_tuned.best_config is not None:
                 best = ta.attention_fwd_tuned.best_config
                 fwd_cfg = dict(best.kwargs, num_warps=best.num_warps, num_stages=best.num_stages)

@@ -2,6 +2,7 @@
 
     python bench/layernorm.py            # (4096 x 8192) fp16 and bf16 (fp16 alone without bf16)
     python bench/layernorm.py --tune     # also a few backward configurations (GROUPS, warps)
+    python bench/layernorm.py --no-record  # print only
 
 For each dtype, the forward alone (no_grad) and forward + backward (dx, dweight, dbias) of: torch's
 ``F.layer_norm`` (eager), ``torch.compile`` of it, ours as a model calls it in eager mode
@@ -14,9 +15,11 @@ eager torch and ours each replayed from a CUDA graph. The last lines check, on t
 ours forward >= 1.0x eager, ours forward + backward >= 1.0x eager, ours forward + backward under a
 CUDA graph >= 1.4x eager forward + backward (not under a graph).
 
-Every variant is checked against torch (float64) before it is timed. In cpu mode it runs a tiny size
-through the Triton interpreter: that checks the script; its times say nothing about a GPU.
-It reads and writes no files.
+Every variant is checked against torch (float64) before it is timed. On a GPU every row of the tables
+(not the --tune rows) is appended to results/<device>.csv under notebook "bench/layernorm", named as
+notebook 10 names them ("LayerNorm forward: ...", size "4096x8192 float16"), each with its loop and CPU
+figures and eager torch's; --no-record leaves the results alone. In cpu mode it runs a tiny size through
+the Triton interpreter: that checks the script; its times say nothing about a GPU, and nothing is recorded.
 """
 import argparse
 
@@ -25,23 +28,31 @@ import torch
 import triton
 
 from gpu_course.kernels import triton_layernorm as ln
+from gpu_course.results import bench_recording, record_comparison, record_flag
 from gpu_course.timing import user_table
 
 EPS = ln.EPS
 FB = "forward + backward"
+NB = "bench/layernorm"   # the results rows' notebook
 
 
 def bench_dtype(h, w, dtype, tune):
     times = ln.compare_with_torch(h, w, dtype)  # checks every variant against torch first (raises if wrong)
     torch._dynamo.reset()
     print(f"  all {len(ln.variants(w))} variants match torch in float64 (y, dx, dweight, dbias)")
-    for what in ln.bytes_moved(h, w, dtype.itemsize):
+    size, nbytes = f"{h}x{w} {str(dtype).replace('torch.', '')}", ln.bytes_moved(h, w, dtype.itemsize)
+    for what in nbytes:
+        table = {n: t for (w_, n), t in times.items() if w_ == what}
         print(f"  {what}")
-        print("    " + user_table({n: t for (w_, n), t in times.items() if w_ == what},
-                                          ln.EAGER).replace("\n", "\n    "))
+        print("    " + user_table(table, ln.EAGER).replace("\n", "\n    "))
+        record_comparison(NB, size, table, ln.EAGER, nbytes=nbytes[what], baseline_name="eager torch",
+                          prefix=f"LayerNorm {what}: ")
     graphs = ln.under_cuda_graph(h, w, dtype)
     print(f"  {FB}, replayed from a CUDA graph (gradients checked against torch)")
-    print("    " + user_table({ln.EAGER: times[(FB, ln.EAGER)], **graphs}, ln.EAGER).replace("\n", "\n    "))
+    table = {ln.EAGER: times[(FB, ln.EAGER)], **graphs}
+    print("    " + user_table(table, ln.EAGER).replace("\n", "\n    "))
+    record_comparison(NB, size, table, ln.EAGER, nbytes=nbytes[FB], baseline_name="eager torch",
+                      prefix=f"LayerNorm {FB}: ", include_baseline=False)   # eager's row: recorded above
     if tune:
         x, wt, b, dy = ln.inputs(h, w, dtype)
         tune_backward(x, wt, b, dy)
@@ -72,8 +83,9 @@ def tune_backward(x, wt, b, dy):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tune", action="store_true", help="also time a few backward configurations")
-    args = ap.parse_args()
+    args = record_flag(ap).parse_args()
     print(utils.banner())
+    print(bench_recording(args.record))
     print(f"triton {triton.__version__}, torch {torch.__version__}")
     h, w = utils.by_mode(gpu=(4096, 8192), cpu=(6, 300))
     if not utils.ON_GPU:

@@ -7,6 +7,8 @@ Times (wall clock, fresh build directories) the build of the same four small ker
 Run on a GPU machine:  python3 bench/load_cuda_buildtime.py [seeds] [load_cuda]
 In cpu mode load_inline cannot build CUDA (CPU torch), so only load_cuda runs, through the emulation:
 that checks the script; its times are the emulation's, not nvcc's.
+It records nothing in results/: it measures how long the compiler and the loader take, not a kernel's run
+time against a library, which is what the results file holds.
 """
 import os
 import shutil

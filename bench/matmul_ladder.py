@@ -3,14 +3,18 @@
     python bench/matmul_ladder.py             # check every rung at odd sizes, time at 4096³ and 5120×256×5120
     python bench/matmul_ladder.py --sweep     # also time every rung's other tile shapes (matmul_rung_cfg)
     python bench/matmul_ladder.py --sweep 9   # ... only rung 9's: every tile shape the autotuner tries
+    python bench/matmul_ladder.py --no-record # print only
 
 Builds gpu_course/kernels/cuda/matmul/ (one file per rung, and the dispatcher) once, the same source notebook 04
 builds. Each row: GPU time (launch hidden), time per step of a back-to-back loop, CPU time per call
 (utils.bench_user), TFLOP/s, and cuBLAS's time over the rung's for the GPU time and for the loop. Rung 9 is
 timed in the shape that matmul_ladder.autotune_rung9 finds fastest at each size (it times every rung-9 shape
 on the same operands, on GPU time, so its sweep costs nothing more); the --sweep rows are GPU time alone.
+On a GPU cuBLAS's row and each rung's (not the --sweep rows) are appended to results/<device>.csv under
+notebook "bench/matmul_ladder", with their loop and CPU figures and cuBLAS's (--no-record: not).
 On the CPU it runs the checks through the emulation on small sizes, then the table at a tiny size with torch's
-CPU matmul as the baseline: that checks the script; emulation times say nothing about a GPU.
+CPU matmul as the baseline: that checks the script; emulation times say nothing about a GPU, and nothing is
+recorded.
 """
 import argparse
 import time
@@ -18,9 +22,11 @@ import time
 import torch
 import utils
 from gpu_course.kernels import matmul_ladder
+from gpu_course.results import bench_recording, matmul_size, record_comparison, record_flag
 from gpu_course.timing import user_cells, user_header, user_ratios
 
 BASE = utils.by_mode(gpu="cuBLAS fp32", cpu="torch (CPU)")  # the baseline row's name
+NB = "bench/matmul_ladder"   # the results rows' notebook
 
 
 def build():
@@ -51,7 +57,8 @@ def check_all(mod, rungs=matmul_ladder.RUNGS):
     print("all rungs and tile shapes checked at odd sizes")
 
 
-def main(sweep=None):
+def main(sweep=None, record=True):
+    print(bench_recording(record))
     rungs = matmul_ladder.rungs_here()   # says why it leaves a rung out (an older GPU: rung 10)
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -66,7 +73,7 @@ def main(sweep=None):
             m, n = torch.randn(h, k, device=utils.DEVICE), torch.randn(k, w, device=utils.DEVICE)
             o = torch.empty(h, w, device=utils.DEVICE)
             fl = 2 * h * w * k  # a multiply and an add per term of every dot product
-            size = f"{h}x{k}x{w}"
+            size = matmul_size(h, k, w)
 
             def row(name, t):
                 print(f"{size:>14s} {name:44s}{user_cells(t)} {fl / t.median / 1e9:8.1f}  "
@@ -74,14 +81,17 @@ def main(sweep=None):
 
             t_cublas = utils.bench_user(torch.matmul, m, n, out=o)
             row(BASE, t_cublas)
+            compared = {BASE: t_cublas}   # the rows recorded, by the rung's name
             tuned = matmul_ladder.autotune_rung9(m, n, o, mod=mod)   # checks and times every rung-9 shape
             for r, name in rungs.items():
                 if r == 9:  # the shape the autotuner chose, timed as the other rungs
                     t = utils.bench_user(mod.matmul_rung_cfg, m, n, o, 9, tuned.best)
-                    name = f"{name} = cfg {tuned.best}"
+                    row(f"{name} = cfg {tuned.best}", t)
                 else:
                     t = utils.bench_user(mod.matmul_rung, m, n, o, r)
-                row(name, t)
+                    row(name, t)
+                compared[name] = t
+            record_comparison(NB, size, compared, BASE, flops=fl, kind="fp32")
             for r, c, shape in shapes(sweep):  # GPU time alone
                 t = (tuned.table[c][2] if r == 9 else
                      utils.bench(mod.matmul_rung_cfg, m, n, o, r, c, reps=utils.by_mode(gpu=None, cpu=2)))
@@ -94,7 +104,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sweep", nargs="?", type=int, const=0, default=None, metavar="RUNG",
                    help="also time the other tile shapes of every rung, or of RUNG only")
-    args = p.parse_args()
+    args = record_flag(p).parse_args()
     if args.sweep not in (None, 0, *matmul_ladder.RUNGS):
         p.error(f"--sweep: no rung {args.sweep}; the ladder has rungs {sorted(matmul_ladder.RUNGS)}")
-    main(sweep=args.sweep)
+    main(sweep=args.sweep, record=args.record)

@@ -1,21 +1,28 @@
 """The sum ladder of notebook 09 against torch.sum, and its scans and histograms, in one short run.
 
-    python bench/reductions.py            # check every rung, time rungs 1-8 (rung 1: 3 runs) at 10^8 fp32
+    python bench/reductions.py              # check every rung, time rungs 1-8 (rung 1: 3 runs) at 10^8 fp32
+    python bench/reductions.py --no-record  # the same, without recording the rows
 
 Builds gpu_course/kernels/cuda/{reduce,scan,histogram,image}/ once, the source notebook 09 builds, checks
 every rung against a float64 sum at sizes no block divides (poisoned out), then prints torch.sum's and each
 rung's GPU time (launch hidden), time per step of a back-to-back loop and CPU time per call
 (utils.bench_user), torch.sum's time over the rung's for the GPU time and for the loop, the rung's GPU time
 over the rung before's, and the per-block figures notebook 09's text is made from.
+On a GPU each row of the table (torch.sum's and every rung's) is appended to results/<device>.csv under
+notebook "bench/reductions", with its loop and CPU figures and torch.sum's (--no-record: not).
 On the CPU it runs the checks through the emulation on small sizes, then the table at a small size: that
-checks the script; the emulation's times say nothing about a GPU.
+checks the script; the emulation's times say nothing about a GPU, and nothing is recorded.
 """
+import argparse
 import time
 
 import torch
 import utils
 from gpu_course.kernels import reductions
+from gpu_course.results import bench_recording, record_comparison, record_flag
 from gpu_course.timing import cpu_ms_per_call, loop_ms, user_cells, user_header, user_ratios
+
+NB = "bench/reductions"   # the results rows' notebook
 
 
 def time_rung(mod, x, out, rung, blocks):
@@ -29,6 +36,8 @@ def time_rung(mod, x, out, rung, blocks):
 
 
 def main():
+    args = record_flag(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args()
+    print(bench_recording(args.record))
     t0 = time.perf_counter()
     mod = reductions.build()
     print(f"build: {time.perf_counter() - t0:.1f} s")
@@ -54,6 +63,8 @@ def main():
         before = (f"{t.median / times[rung - 1].median:.2f}x rung {rung - 1}'s" if rung > 1
                   else f"{t.median / n * 1e6:.2f} ns an atomic")
         print(f"{name:>38}{user_cells(t)}  {user_ratios(t, t_sum):>22}  {before}")
+    record_comparison(NB, f"{n:.6g} fp32", {"torch.sum": t_sum, **{reductions.RUNGS[r]: t for r, t in times.items()}},
+                      "torch.sum", nbytes=x.nbytes)
     if utils.ON_GPU:
         blocks4 = sum(reductions.tree_grids(n))
         copy = utils.ceilings()["copy"]

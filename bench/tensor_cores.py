@@ -4,13 +4,16 @@
                                               # and 5120×256×5120
     python bench/tensor_cores.py --sweep      # also time every shape of rungs 4 and 5
     python bench/tensor_cores.py --sizes 4096 # one size (h = w = k), or h,w,k
+    python bench/tensor_cores.py --no-record  # print only
 
 Builds gpu_course/kernels/cuda/tensor_cores/ (one file per rung, the same source notebook 12 builds). Each row: GPU
 time (launch hidden), time per step of a back-to-back loop, CPU time per call (utils.bench_user), TFLOP/s, % of the
 spec-sheet fp16 peak, and cuBLAS's time over the rung's for the GPU time and for the loop. Rungs 4 and 5 are timed
-in the shape tensor_cores.autotune finds fastest at each size. On the CPU it checks rungs 1 and 2 through the
-emulation (rungs 3 to 5 are inline PTX, GPU only) and prints the table at a tiny size with torch's CPU matmul as the
-baseline: that checks the script; emulation times say nothing about a GPU.
+in the shape tensor_cores.autotune finds fastest at each size. On a GPU cuBLAS's row and each rung's (not the
+--sweep rows) are appended to results/<device>.csv under notebook "bench/tensor_cores", with their loop and CPU
+figures and cuBLAS's (--no-record: not). On the CPU it checks rungs 1 and 2 through the emulation (rungs 3 to 5
+are inline PTX, GPU only) and prints the table at a tiny size with torch's CPU matmul as the baseline: that checks
+the script; emulation times say nothing about a GPU, and nothing is recorded.
 """
 import argparse
 import time
@@ -18,9 +21,11 @@ import time
 import torch
 import utils
 from gpu_course.kernels import tensor_cores as tc
+from gpu_course.results import bench_recording, matmul_size, record_comparison, record_flag
 from gpu_course.timing import user_cells, user_header, user_ratios
 
 BASE = utils.by_mode(gpu="cuBLAS fp16", cpu="torch (CPU)")
+NB = "bench/tensor_cores"   # the results rows' notebook
 
 
 def check_all(mod, rungs):
@@ -43,7 +48,8 @@ def check_all(mod, rungs):
     print("every rung and shape checked against float64 (rung 1 at multiples of 16)")
 
 
-def main(sizes, sweep=False):
+def main(sizes, sweep=False, record=True):
+    print(bench_recording(record))
     rungs = tc.rungs_here()   # says why it leaves a rung out
     t0 = time.perf_counter()
     mod = tc.build(rungs)
@@ -59,7 +65,7 @@ def main(sizes, sweep=False):
         n = torch.randn(k, w, device=utils.DEVICE).half()
         o = torch.empty(h, w, device=utils.DEVICE, dtype=torch.float16)
         fl = tc.flops(h, w, k)
-        size = f"{h}x{w}x{k}"
+        size = matmul_size(h, k, w)
 
         def row(name, t):
             rate = fl / t.median / 1e9
@@ -68,12 +74,15 @@ def main(sizes, sweep=False):
 
         t_base = utils.bench_user(torch.matmul, m, n, out=o)
         row(BASE, t_base)
+        compared = {BASE: t_base}   # the rows recorded, by the rung's name
         tuned = {r: tc.autotune(mod, r, m, n) for r in rungs if r in tc.CONFIGS}
         for r, name in rungs.items():
             if r == 1 and (h % 16 or w % 16 or k % 16):
                 continue
             cfg = tuned[r].best if r in tuned else 0
-            row(name + (f" (cfg {cfg})" if r in tuned else ""), utils.bench_user(tc.run, mod, r, m, n, o, cfg))
+            compared[name] = t = utils.bench_user(tc.run, mod, r, m, n, o, cfg)
+            row(name + (f" (cfg {cfg})" if r in tuned else ""), t)
+        record_comparison(NB, size, compared, BASE, flops=fl, kind="fp16")
         if sweep:
             for r, t in tuned.items():
                 for cfg, shape, timing in t.table:
@@ -93,6 +102,6 @@ if __name__ == "__main__":
     p.add_argument("--sweep", action="store_true", help="also time every shape of rungs 4 and 5")
     p.add_argument("--sizes", default=None, help="sizes as 'n' or 'h,w,k', space-separated "
                                                  "(default: 4096 8192 5120,5120,256; on the CPU 64)")
-    args = p.parse_args()
+    args = record_flag(p).parse_args()
     default = utils.by_mode(gpu=[(4096,) * 3, (8192,) * 3, (5120, 5120, 256)], cpu=[(64, 64, 64)])
-    main(parse_sizes(args.sizes) if args.sizes else default, sweep=args.sweep)
+    main(parse_sizes(args.sizes) if args.sizes else default, sweep=args.sweep, record=args.record)

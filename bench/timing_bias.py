@@ -8,6 +8,10 @@ utils.bench reports), the same with the L2 flushed, triton.testing.do_bench, tor
 (its blocked_autorange: a synchronize per block of runs), and a CUDA graph of 100 launches (the GPU's
 time per kernel when nothing waits on the CPU). It also prints the CPU's time to launch one call.
 Notebook 01 teaches the same effect with its own measurements.
+
+It records nothing in results/: it compares ways of timing one torch kernel, not a kernel of the course
+with a library, and the results file holds each kernel's figures as utils.bench and utils.bench_user
+measure them (notebook 01 records its own).
 """
 import utils  # first: chooses the mode
 import torch

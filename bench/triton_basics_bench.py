@@ -2,6 +2,7 @@
 
     python bench/triton_basics_bench.py           # the notebook's configurations
     python bench/triton_basics_bench.py --tune    # also sweep tile sizes / rows per program / warps
+    python bench/triton_basics_bench.py --no-record  # print only
 
 Prints two tables: the mean of 1e8 fp32 (one program walking everything, many programs each with a
 scalar loop, the two-pass and atomic versions) and the row softmax (2**26 floats in rows of
@@ -12,10 +13,12 @@ faster). The --tune sweeps pick on GPU time alone (their rows leave the loop and
 best configuration found is then timed as the others.
 Targets on an H100 (GPU time): mean >= 0.95x torch.mean, softmax >= 1.0x torch.softmax at every w.
 
-It reads no files and writes none (nothing is recorded). In cpu mode it runs tiny sizes through the
-Triton interpreter: that checks the script, and its times say nothing about a GPU. The kernels and
-their configurations are the notebook's own, imported from gpu_course/kernels/triton_mean.py and
-triton_softmax.py; a sweep passes other configurations to the same launchers.
+On a GPU every row timed three ways (torch's and ours, in both tables and the "as called" ones; not the
+sweeps' rows) is appended to results/<device>.csv under notebook "bench/triton_basics_bench", with its loop
+and CPU figures and torch's; --no-record leaves the results alone. In cpu mode it runs tiny sizes through
+the Triton interpreter: that checks the script, its times say nothing about a GPU, and nothing is recorded.
+The kernels and their configurations are the notebook's own, imported from gpu_course/kernels/triton_mean.py
+and triton_softmax.py; a sweep passes other configurations to the same launchers.
 """
 import argparse
 import itertools
@@ -27,7 +30,10 @@ import triton
 from gpu_course.kernels.triton_mean import (mean_atomic, mean_config, mean_scalar_loop, mean_serial,
                                             mean_two_pass)
 from gpu_course.kernels.triton_softmax import softmax, softmax_config
+from gpu_course.results import bench_recording, compare_and_record, record_comparison, record_flag
 from gpu_course.timing import user_cells, user_header, user_ratios
+
+NB = "bench/triton_basics_bench"   # the results rows' notebook
 
 
 # ----------------------------------------------------------------------------------- reporting
@@ -63,6 +69,7 @@ def bench_mean(tune):
           f"{'% copy*':>7}  × torch (GPU, loop)   (* of the copy rate measured here)")
     t_torch = time_user(torch.mean, x)
     line("torch.mean", t_torch, x.nbytes, None)
+    compared = {"torch.mean": t_torch}   # the rows timed three ways: recorded
     variants = [("one program (mean_serial)", mean_serial, ()),
                 ("scalar loop, many programs (mean_scalar_loop)", mean_scalar_loop, ()),
                 (f"two-pass {short(cfg0)}", mean_two_pass, (cfg0,)),
@@ -84,6 +91,8 @@ def bench_mean(tune):
             budget = 100 if name.startswith("two-pass") and len(scores) > 1 else None
             t = time_user(fn, x, *extra) if i < fixed else time_it(fn, x, *extra, budget_ms=budget)
             ratio = line(name, t, x.nbytes, t_torch)
+            if i < fixed:
+                compared[name] = t
             if fn not in (mean_serial, mean_scalar_loop):  # the slow versions: not candidates
                 scores.append((ratio, name, fn, extra))
         except Exception as e:  # a config that fails to compile or check: say so, go on
@@ -95,7 +104,9 @@ def bench_mean(tune):
             print(f"    {ratio:.3f}x  {name}")
         if ranked:
             _, name, fn, extra = ranked[0]
-            line(f"the best, {name}", time_user(fn, x, *extra), x.nbytes, t_torch)
+            compared[f"the best, {name}"] = t = time_user(fn, x, *extra)
+            line(f"the best, {name}", t, x.nbytes, t_torch)
+    record_comparison(NB, f"{n:.6g} fp32", compared, "torch.mean", nbytes=x.nbytes, prefix="mean: ")
 
 
 def bench_softmax(tune):
@@ -119,6 +130,7 @@ def bench_softmax(tune):
 
         row("torch", t_torch)
         row("triton", t, short(cfg))
+        compared = {"torch.softmax": t_torch, "softmax (triton)": t}   # recorded below
         ratios = (t_torch.median / t.median, t_torch.loop_ms / t.loop_ms)
         worst = ratios if worst is None else tuple(min(a, b) for a, b in zip(worst, ratios))
         if tune:
@@ -139,9 +151,11 @@ def bench_softmax(tune):
                     continue
                 best = max(best, (r, c), key=lambda b: b[0])
             if best[1] != cfg:  # the sweep's pick (on GPU time), timed as the others
-                row("best", time_user(softmax, x, best[1]), short(best[1]))
+                compared[f"softmax (triton), the best {short(best[1])}"] = tb = time_user(softmax, x, best[1])
+                row("best", tb, short(best[1]))
             else:
                 print(f"  {'':<17}(best found: the notebook's configuration)")
+        record_comparison(NB, f"{x.shape[0]}x{w}", compared, "torch.softmax", nbytes=nbytes)
         del x
     print(f"  slowest ratio to torch.softmax (notebook config): {worst[0]:.2f}x GPU time (target >= 1.0x), "
           f"{worst[1]:.2f}x in a loop")
@@ -154,16 +168,19 @@ def mean_as_called():
     for n in utils.by_mode(gpu=(100_000_000, 65_536), cpu=(10_000,)):
         x = torch.rand(n, device=utils.DEVICE)
         print(f"\nmean of {n:,} fp32, as called (GPU time, loop per step, CPU per call):")
-        utils.compare({"torch.mean": lambda: torch.mean(x), "two-pass": lambda: mean_two_pass(x),
-                       "two-pass, CUDA graph": utils.cuda_graph(mean_two_pass, x)}, baseline="torch.mean")
+        compare_and_record(NB, f"{n:.6g} fp32", {"torch.mean": lambda: torch.mean(x),
+                                                 "two-pass": lambda: mean_two_pass(x),
+                                                 "two-pass, CUDA graph": utils.cuda_graph(mean_two_pass, x)},
+                           baseline="torch.mean", nbytes=x.nbytes, prefix="mean as called: ")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tune", action="store_true", help="also sweep kernel configurations")
     ap.add_argument("--only", choices=["mean", "softmax"], help="run one of the two tables")
-    args = ap.parse_args()
+    args = record_flag(ap).parse_args()
     print(utils.banner())
+    print(bench_recording(args.record))
     print(f"triton {triton.__version__}, torch {torch.__version__}; copy ceiling "
           f"{utils.ceilings()['copy']:,.0f} GB/s (bytes read + written)")
     if args.only in (None, "mean"):

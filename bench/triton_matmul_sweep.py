@@ -11,6 +11,9 @@ cuBLAS and the best configuration as a caller gets them (utils.compare: GPU time
 back-to-back loop, CPU time per call, and cuBLAS's time over each for the GPU time and the loop).
 In cpu mode it sweeps a few small tiles in the interpreter (give a small n, e.g. 64): that checks the
 script only; its times say nothing about a GPU.
+It records nothing in results/: its rows are candidate configurations, chosen on GPU time to edit the
+autotuner's list, not the course's kernel; bench/triton_matmul.py records the autotuned kernel against
+cuBLAS with all three figures.
 """
 import argparse
 import itertools

@@ -8,6 +8,7 @@ memory each kernel would use. For FlashAttention's forward, dK/dV and dQ kernels
 and the matmul (fp16 and fp32) it prints, per tile shape the autotuner tries on such a GPU, the bytes and
 whether they fit; the autotuner skips a shape that does not, so every kernel needs one that does. (On sm_7x
 Triton does not pipeline loads, so num_stages does not change the figure there; from sm_80 on it does.)
+It times nothing, so it records nothing in results/.
 """
 import argparse
 import os

@@ -8,17 +8,19 @@ import re
 from pathlib import Path
 
 from .device_ceilings import Throughput, spec_peak, throughput
+from . import mode
 from .mode import device_name
 from .paths import RESULTS_DIR, now
-from .timing import Timing, UserTiming, fmt_ms, fmt_num
+from .timing import Timing, UserTiming, compare, fmt_ms, fmt_num
 
 SAVE_ENV = "COURSE_SAVE_RESULTS"  # "1": save_result writes (set by `python3 course.py execute`)
 
 
 def saving_results() -> bool:
     """Whether :func:`save_result` writes to ``results/``: only when ``COURSE_SAVE_RESULTS=1``, which
-    ``python3 course.py execute`` sets while it runs notebooks to store their GPU outputs. A learner's
-    own GPU run therefore never changes the course's tracked files.
+    ``python3 course.py execute`` sets while it runs notebooks to store their GPU outputs, and a script
+    of ``bench/`` on a GPU unless given ``--no-record`` (:func:`bench_recording`). A learner's own run
+    of a notebook therefore never changes the course's tracked files.
     """
     return os.environ.get(SAVE_ENV) == "1"
 
@@ -165,3 +167,86 @@ def report(notebook: str, kernel: str, size: str, t: Timing, baseline: Timing | 
     line = ", ".join(parts) + ("" if t.on_gpu else "  (CPU: not a GPU figure)")
     print(line)
     return line
+
+
+# ------------------------------------------------------------ the bench/ scripts' records
+def record_flag(parser):
+    """Give a bench script's ``argparse`` parser the ``--no-record`` flag (``args.record``: True
+    unless given), and return the parser. See :func:`bench_recording`.
+
+    >>> import argparse
+    >>> p = record_flag(argparse.ArgumentParser())
+    >>> p.parse_args([]).record, p.parse_args(["--no-record"]).record
+    (True, False)
+    """
+    parser.add_argument("--no-record", dest="record", action="store_false",
+                        help="do not append this run's rows to results/<device>.csv (on a GPU they are by default)")
+    return parser
+
+
+def bench_recording(record: bool = True) -> str:
+    """Decide, for the rest of this process, whether :func:`save_result` writes: on a GPU with
+    ``record`` (a bench script's default) it does, and without it it does not, whatever the
+    environment said; on the CPU nothing is recorded anyway (simulator times are not results).
+    Returns one line that says which, for the script to print.
+    """
+    if not mode.ON_GPU:
+        return "results: nothing recorded (cpu mode: these times say nothing about a GPU)"
+    if not record:
+        os.environ.pop(SAVE_ENV, None)
+        return "results: not recorded (--no-record)"
+    os.environ[SAVE_ENV] = "1"
+    return f"results: each row compared with the library is appended to {results_file()}"
+
+
+def record_comparison(notebook: str, size: str, times: dict, baseline: str, nbytes: int | None = None,
+                      flops: int | None = None, kind: str | None = None, baseline_name: str | None = None,
+                      prefix: str = "", include_baseline: bool = True) -> list:
+    """Record one comparison table through :func:`save_result`: ``times`` is ``{name: UserTiming}``
+    (as from :func:`~gpu_course.timing.compare`), ``baseline`` the library's name among them. Each
+    row's kernel is ``prefix + name``; the baseline's row is recorded alone (``include_baseline``),
+    every other row against it under ``baseline_name`` (default: ``baseline``), each with its time per
+    step in a loop and CPU time per call, and its rate from ``nbytes`` or ``flops`` (with ``kind``, as
+    for :func:`~gpu_course.device_ceilings.throughput`). Returns the rows (none on the CPU; written
+    only while :func:`saving_results`).
+
+    >>> cpu = UserTiming(Timing([1.0], "wall clock", "CPU", False), 1.0, 0.1)
+    >>> record_comparison("bench/x", "n", {"torch": cpu, "ours": cpu}, "torch")
+    []
+    """
+    if baseline not in times:
+        raise ValueError(f"record_comparison: baseline {baseline!r} is not one of {list(times)}")
+    plain = [name for name, t in times.items() if not isinstance(t, UserTiming)]
+    if plain:
+        raise TypeError(f"record_comparison: {plain} timed on the GPU alone: a row compared with a library "
+                        "carries the loop and CPU figures too (time it with bench_user)")
+    base, rows = times[baseline], []
+    for name, t in times.items():
+        if name == baseline and not include_baseline:
+            continue
+        achieved = throughput(t, nbytes=nbytes, flops=flops, kind=kind) if (nbytes or flops) and t.on_gpu else None
+        row = save_result(notebook, prefix + name, size, t, achieved, None if name == baseline else base,
+                          baseline_name or baseline)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def compare_and_record(notebook: str, size: str, fns: dict, *args, baseline: str | None = None,
+                       nbytes: int | None = None, flops: int | None = None, kind: str | None = None,
+                       baseline_name: str | None = None, prefix: str = "", **kwargs) -> dict:
+    """:func:`~gpu_course.timing.compare` (time each of ``fns`` three ways, print the table), then
+    :func:`record_comparison` of its rows. Returns ``{name: UserTiming}``."""
+    times = compare(fns, *args, baseline=baseline, **kwargs)
+    record_comparison(notebook, size, times, baseline if baseline is not None else next(iter(fns)),
+                      nbytes=nbytes, flops=flops, kind=kind, baseline_name=baseline_name, prefix=prefix)
+    return times
+
+
+def matmul_size(h: int, k: int, w: int) -> str:
+    """How results name the size of an ``(h, k) @ (k, w)`` product.
+
+    >>> matmul_size(4096, 4096, 4096), matmul_size(5120, 256, 5120)
+    ('4096³', '5120×256×5120')
+    """
+    return f"{h}³" if h == k == w else f"{h}×{k}×{w}"

@@ -3,7 +3,9 @@ CUDA C emulation and the Triton interpreter): each runs to its end, says that it
 GPU, and prints its table with the three figures a caller gets (GPU time, time per step of a loop, CPU time
 per call) for ours and for the library, and the library's time over ours for the GPU time and the loop.
 (bench/layernorm.py and bench/flash_attention.py print theirs through tables tested in test_layernorm.py and
-test_attention.py.)"""
+test_attention.py; here they only run.) On a GPU each script records its rows in the results (notebook
+"bench/<script>"); in cpu mode none writes anything there. Each script either records or says why not."""
+import ast
 import importlib.util
 import os
 import re
@@ -28,20 +30,34 @@ TIME = r"\d[\d.,]* (?:µs|ms|s)"
 ROW = re.compile(rf"{TIME} +{TIME} +{TIME}\b.* \d+\.\d\d×, +\d+\.\d\d×")
 
 
-def run_script(name, args):
+# the scripts that record their rows (the others say in their docstring why they record nothing)
+RECORDING = ["elementwise.py", "flash_attention.py", "layernorm.py", "matmul_ladder.py", "reductions.py",
+             "tensor_cores.py", "triton_basics_bench.py", "triton_matmul.py"]
+
+
+def run_script(name, args, results_dir):
+    """``bench/name args`` in cpu mode, with its results directory moved to ``results_dir``."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET", "COURSE_SAVE_RESULTS")}
-    env.update(COURSE_MODE="cpu", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    env.update(COURSE_MODE="cpu", COURSE_RESULTS_DIR=str(results_dir),
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
 
 
+def assert_recorded_nothing(name, out, results_dir):
+    assert not list(results_dir.iterdir()), f"{name} wrote in cpu mode: {list(results_dir.iterdir())}"
+    if name in RECORDING:
+        assert "results: nothing recorded (cpu mode" in out, f"{name}: no line saying nothing is recorded"
+
+
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name):
-    res = run_script(name, SCRIPTS[name])
+def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name, tmp_path):
+    res = run_script(name, SCRIPTS[name], tmp_path)
     out = res.stdout
     assert res.returncode == 0, f"{name} failed:\n{out[-3000:]}\n{res.stderr[-3000:]}"
     assert "nothing about a GPU" in out, f"{name}: no note that cpu-mode times mean nothing"
+    assert_recorded_nothing(name, out, tmp_path)
     headers = [line for line in out.splitlines()
                if "GPU time" in line and "loop/step" in line and "CPU/call" in line]
     assert headers, f"{name}: no table header with GPU time, loop/step and CPU/call:\n{out}"
@@ -49,6 +65,26 @@ def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name):
     assert len(rows) >= 2, f"{name}: fewer than two rows with the three figures and the two ratios:\n{out}"
     # the library's own row: its time over its own, 1.00x on the GPU time and on the loop
     assert any(re.search(r" 1\.00×, +1\.00×", line) for line in rows), f"{name}: no baseline row:\n{out}"
+
+
+@pytest.mark.parametrize("name", ["flash_attention.py", "layernorm.py"])
+def test_bench_script_runs_and_records_nothing_in_cpu_mode(name, tmp_path):
+    res = run_script(name, [], tmp_path)
+    assert res.returncode == 0, f"{name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    assert_recorded_nothing(name, res.stdout, tmp_path)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
+def test_each_bench_script_records_or_says_why_not(path):
+    code = path.read_text()
+    doc = ast.get_docstring(ast.parse(code))
+    if path.name not in RECORDING:
+        assert "records nothing" in doc, f"{path.name}: its docstring does not say why it records nothing"
+        return
+    assert f'NB = "bench/{path.stem}"' in code, f"{path.name}: rows not recorded under bench/{path.stem}"
+    assert "record_flag(" in code and "bench_recording(" in code, f"{path.name}: no --no-record flag"
+    assert "results/<device>.csv" in doc and "--no-record" in doc, f"{path.name}: docstring says not what it writes"
+    assert "writes no files" not in doc and "writes none" not in doc
 
 
 def _load(name):
@@ -70,12 +106,13 @@ def test_triton_matmul_records_the_loop_and_cpu_figures(tmp_path, monkeypatch, c
     monkeypatch.setattr(device_ceilings, "ceilings", lambda: {"fp16": 700.0})
     tm = _load("triton_matmul.py")
     ours, cublas = _fake_user_timing(2.0, 2.5, 0.03), _fake_user_timing(1.8, 2.0, 0.01)
-    tm.rows(4096, "fp16", ours, cublas, True, "triton matmul fp16 (autotuned)", "fp16", "cuBLAS")
+    tm.rows(4096, "fp16", ours, cublas, "triton matmul fp16 (autotuned)", "fp16", "cuBLAS")
     printed = capsys.readouterr().out.splitlines()
     assert [line.split()[2] for line in printed] == ["cuBLAS", "Triton"]
     assert printed[1].split()[3:9] == ["2.000", "ms", "2.500", "ms", "30.0", "µs"]
     assert "0.90×,  0.80×" in printed[1] and "1.00×,  1.00×" in printed[0]
-    row = utils.stored_results("Test GPU 9000")[0]
+    base, row = utils.stored_results("Test GPU 9000", notebook="bench/triton_matmul")
+    assert (base["kernel"], base["baseline"], base["loop_ms"], base["cpu_ms"]) == ("cuBLAS fp16", "", "2", "0.01")
     assert (row["kernel"], row["baseline"], row["vs_baseline"]) == ("triton matmul fp16 (autotuned)", "cuBLAS", "0.900")
     assert (row["loop_ms"], row["cpu_ms"], row["baseline_loop_ms"], row["vs_baseline_loop"]) == \
         ("2.5", "0.03", "2", "0.800")

@@ -7,6 +7,7 @@ import pytest
 import utils
 from gpu_course import device_ceilings as ceilings_mod, results as results_mod
 from gpu_course.results import _slug
+from gpu_course.timing import user_table
 
 
 def test_throughput_against_measured_ceiling():
@@ -155,3 +156,81 @@ def test_old_results_file_gets_the_new_columns(tmp_path, monkeypatch):
     rows = list(csv.DictReader(path.open()))
     assert list(rows[0]) == results_mod.RESULT_FIELDS
     assert rows[0]["kernel"] == "old" and rows[0]["loop_ms"] == "" and rows[1]["loop_ms"] == "2"
+
+
+# ------------------------------------------------------------ what the bench/ scripts record
+def _gpu_user(ms, loop, cpu):
+    return utils.UserTiming(_fake_gpu_timing(ms), loop, cpu)
+
+
+def _saving_to(tmp_path, monkeypatch):
+    monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    monkeypatch.setattr(ceilings_mod, "ceilings", lambda: {"copy": 3000.0, "fp32": 50.0, "fp16": 700.0})
+
+
+def test_record_comparison_records_each_row_with_its_loop_and_cpu_figures(tmp_path, monkeypatch):
+    _saving_to(tmp_path, monkeypatch)
+    times = {"torch.sum": _gpu_user(1.0, 1.2, 0.02), "rung 7": _gpu_user(0.8, 1.5, 0.05)}
+    rows = results_mod.record_comparison("bench/reductions", "1e+08 fp32", times, "torch.sum",
+                                         nbytes=2_400_000_000, prefix="sum: ")
+    stored = list(csv.DictReader((tmp_path / "test-gpu-9000.csv").open()))
+    assert stored == rows and [r["notebook"] for r in rows] == ["bench/reductions"] * 2
+    base, ours = rows
+    assert (base["kernel"], base["baseline"], base["vs_baseline"], base["loop_ms"], base["cpu_ms"]) == \
+        ("sum: torch.sum", "", "", "1.2", "0.02")
+    assert (ours["kernel"], ours["baseline"], ours["vs_baseline"], ours["loop_ms"], ours["cpu_ms"],
+            ours["baseline_loop_ms"], ours["vs_baseline_loop"]) == \
+        ("sum: rung 7", "torch.sum", "1.250", "1.5", "0.05", "1.2", "0.800")
+    assert (ours["rate"], ours["unit"], ours["pct_of_ceiling"]) == ("3000", "GB/s", "100.0")
+    # the baseline's row left out (it was recorded with another table), another name for it in the rows
+    again = results_mod.record_comparison("bench/x", "4096³", times, "torch.sum", flops=2 * 4096**3,
+                                          kind="fp16", baseline_name="cuBLAS fp16", include_baseline=False)
+    assert [(r["kernel"], r["baseline"], r["unit"]) for r in again] == [("rung 7", "cuBLAS fp16", "TFLOP/s")]
+
+
+def test_record_comparison_refuses_rows_without_the_loop_and_cpu_figures(tmp_path, monkeypatch):
+    _saving_to(tmp_path, monkeypatch)
+    with pytest.raises(TypeError, match="bench_user"):
+        results_mod.record_comparison("bench/x", "n", {"torch": _gpu_user(1.0, 1.0, 0.1),
+                                                       "sweep cfg 3": _fake_gpu_timing(0.5)}, "torch")
+    with pytest.raises(ValueError, match="baseline 'cuBLAS' is not one of"):
+        results_mod.record_comparison("bench/x", "n", {"torch": _gpu_user(1.0, 1.0, 0.1)}, "cuBLAS")
+    assert not list(tmp_path.iterdir())
+
+
+def test_record_comparison_writes_nothing_in_cpu_mode(tmp_path, monkeypatch):
+    _saving_to(tmp_path, monkeypatch)  # even when asked to save
+    cpu = utils.UserTiming(utils.Timing([3.0], "wall clock", "CPU (x)", False), 3.1, 3.2)
+    assert results_mod.record_comparison("bench/x", "n", {"torch": cpu, "ours": cpu}, "torch", nbytes=8) == []
+    assert not list(tmp_path.iterdir())
+
+
+def test_compare_and_record_times_prints_and_records(tmp_path, monkeypatch, capsys):
+    _saving_to(tmp_path, monkeypatch)
+    fake = {"eager torch": _gpu_user(2.0, 2.5, 0.03), "Triton fused": _gpu_user(1.0, 2.0, 0.04)}
+
+    def fake_compare(fns, *args, baseline=None, **kwargs):
+        assert list(fns) == list(fake) and baseline is None and kwargs == {"l2_flush": True}
+        print(user_table(fake, "eager torch"))
+        return fake
+    monkeypatch.setattr(results_mod, "compare", fake_compare)
+    got = results_mod.compare_and_record("bench/triton_matmul", "8x4 @ 4x2", {n: None for n in fake},
+                                         flops=64, kind="fp16", prefix="matmul + bias + GeLU: ", l2_flush=True)
+    assert got is fake and "Triton fused" in capsys.readouterr().out
+    rows = utils.stored_results("Test GPU 9000", notebook="bench/triton_matmul")
+    assert [(r["kernel"], r["baseline"], r["vs_baseline"], r["vs_baseline_loop"]) for r in rows] == [
+        ("matmul + bias + GeLU: eager torch", "", "", ""),
+        ("matmul + bias + GeLU: Triton fused", "eager torch", "2.000", "1.250")]
+
+
+def test_bench_recording_turns_saving_on_only_on_a_gpu(monkeypatch):
+    from gpu_course import mode
+    monkeypatch.delenv("COURSE_SAVE_RESULTS", raising=False)  # (put back as it was after the test)
+    monkeypatch.setattr(mode, "ON_GPU", False)
+    assert "nothing recorded" in results_mod.bench_recording(True) and not utils.saving_results()
+    monkeypatch.setattr(mode, "ON_GPU", True)
+    monkeypatch.setattr(results_mod, "device_name", lambda: "Test GPU 9000")
+    line = results_mod.bench_recording(True)
+    assert line.endswith("test-gpu-9000.csv") and utils.saving_results()
+    assert "--no-record" in results_mod.bench_recording(False) and not utils.saving_results()
