@@ -79,8 +79,9 @@ class Launcher:
     calls the compiled kernel's launcher directly (see the module docstring).
 
     ``args`` are the kernel's runtime arguments in order, ``constexprs`` its trailing ``tl.constexpr``
-    parameters by name, plus launch options (``num_warps``, ``num_stages``). ``direct`` counts the
-    launches that took the direct path (tests and notebooks read it)."""
+    parameters by name, plus launch options (``num_warps``, ``num_stages``); a trailing parameter left to
+    its default keeps every launch on ``kernel[grid]``. ``direct`` counts the launches that took the direct
+    path (tests and notebooks read it)."""
 
     def __init__(self, kernel):
         self.kernel = kernel
