@@ -15,6 +15,7 @@ Both read C++ through :mod:`.cxx` (so does :func:`get_sig`), check ``funcs`` wit
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 from ..kernels import COMMON, cuda_source
 from ..mode import ON_GPU
@@ -34,6 +35,19 @@ _last_log = {"log": ""}  # the one store of the last build's log (see last_build
 _BUILT: dict = {}  # the modules load_cuda returned in this session, by _build_key
 # what else decides a build: the emulation's switches (CUDA_EMU_*), the compilers found and the GPU targets
 _BUILD_ENV = ("PATH", "CXX", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
+_APPENDED: list = []  # (source, code, declaration, function) that load_cuda adds to that exact source
+
+
+@contextmanager
+def appending(source: str, code: str, decl: str, fn: str):
+    """Inside the block, a ``load_cuda`` of exactly ``source`` also compiles ``code`` (after it) and
+    exports its host function ``fn`` (declared by ``decl``): an exercise check adds its own launcher
+    of the learner's kernel to the learner's build, one build instead of two."""
+    _APPENDED.append((source, code, decl, fn))
+    try:
+        yield
+    finally:
+        _APPENDED.pop()
 
 
 def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: bool = False,
@@ -57,6 +71,9 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
     The module has ``build_log`` (also :func:`last_build_log`) and the names of its kernels in
     ``_course_kernels``; ``utils.launches(modules=[mod])`` records which of them a call launched.
     """
+    for source, code, decl, fn in _APPENDED:
+        if cuda_src == source and isinstance(cpp_src, str) and not isinstance(funcs, str) and fn not in funcs:
+            cuda_src, cpp_src, funcs = cuda_src + "\n" + code, cpp_src + "\n" + decl, [*funcs, fn]
     key = _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck)
     mod = None if verbose or key is None else _BUILT.get(key)
     if mod is not None:  # built in this session: nothing to read, parse or compile

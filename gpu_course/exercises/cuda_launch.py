@@ -34,7 +34,7 @@ import torch
 from .. import mode
 from ..launches import tensor_extent
 
-__all__ = ["CudaLaunchError", "Param", "kernel_params", "launcher_source", "launcher", "own_launch",
+__all__ = ["CudaLaunchError", "Param", "kernel_params", "launcher_source", "launcher", "build_with_launcher", "own_launch",
            "CudaExecution", "CountedLaunch"]
 
 
@@ -179,6 +179,30 @@ def launcher(source: str, name: str):
         _LAUNCHERS.clear()  # one at a time: an exercise's check and its retries
         _LAUNCHERS[key] = (mod, fn)
     return _LAUNCHERS[key]
+
+
+def build_with_launcher(build, source: str, name: str):
+    """``build(source)``, the learner's build, in cpu mode with :func:`launcher_source`'s function for
+    kernel ``name`` compiled into the same module, which :func:`launcher` then uses: one emulated
+    build where there were two. Where the launcher cannot be written, or the module with it does not
+    build, the learner's build alone (and :func:`launcher` builds its own, and says why it cannot).
+    On a GPU the learner's build alone: its launcher is built apart."""
+    if mode.ON_GPU:
+        return build(source)
+    try:
+        code, decl, fn = launcher_source(source, name)
+    except CudaLaunchError:
+        return build(source)
+    from ..cuda import appending
+    try:
+        with appending(source, code, decl, fn):
+            mod = build(source)
+    except Exception:  # noqa: BLE001  the learner's build alone, and its own error if it has one
+        return build(source)
+    if hasattr(mod, fn):
+        _LAUNCHERS.clear()
+        _LAUNCHERS[(source, name)] = (mod, fn)
+    return mod
 
 
 # ------------------------------------------------------------------------------------------------

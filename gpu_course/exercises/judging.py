@@ -195,8 +195,9 @@ def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, 
             where = _course_cuda_kernel(source, kname)
             if where:
                 return no(f"{kname} is the course's own kernel from {where}: write your own")
+        from .cuda_launch import build_with_launcher  # cpu mode: the check's launcher in the same build
         try:
-            mod = build(source)
+            mod = build(source) if kname is None else build_with_launcher(build, source, kname)
         except Exception as e:  # noqa: BLE001  a build error is the learner's to fix
             lines = str(e).strip().splitlines() or [type(e).__name__]
             return Verdict(False, [f"❌ {title}: not yet: your source does not build:"]

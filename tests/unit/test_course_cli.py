@@ -206,6 +206,7 @@ def test_slide_types_from_headings_with_the_cells_own_metadata_winning():
     assert "slideshow" not in nb["cells"][2]["metadata"]  # the input is not changed
 
 
+@pytest.mark.slow  # runs nbconvert on a notebook
 def test_slides_of_notebook_00_build_with_reveal_sections_and_stored_outputs(tmp_path):
     src = ROOT / "notebooks" / "00_setup.ipynb"
     before = src.read_bytes()
@@ -518,6 +519,7 @@ def test_execute_started_by_another_python_runs_again_in_the_course_python(tmp_p
     assert capsys.readouterr().out == f"[course] execute: the notebooks run in {other} (the course's .venv/)\n"
 
 
+@pytest.mark.slow  # starts a Jupyter kernel
 def test_execute_runs_a_notebook_in_place_and_records_device_and_versions(tmp_path, monkeypatch):
     import nbformat
     nb = nbformat.v4.new_notebook()
@@ -537,6 +539,7 @@ def test_execute_runs_a_notebook_in_place_and_records_device_and_versions(tmp_pa
         {"python", "torch", "triton", "numba", "numba-cuda", "numpy"}
 
 
+@pytest.mark.slow  # builds and installs a wheel, then the emulation's headers from it (~25 s)
 def test_a_wheel_holds_every_file_the_package_reads_and_runs_cuda_c_from_it(tmp_path):
     """`pip install .` (not editable) copies only what pyproject.toml packages: build the wheel from
     a copy of the package, install it, and build a kernel of gpu_course/kernels/cuda/ with the

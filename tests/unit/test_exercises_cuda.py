@@ -63,6 +63,23 @@ RELU = elementwise("    if (i < n) out[i] = fmaxf(x[i], 0.0f);")
 OK = "✅ t: correct (your CUDA C kernel k wrote the result)"
 
 
+def test_the_learners_build_holds_the_checks_launcher_one_build_not_two(capsys, monkeypatch):
+    import gpu_course.cuda as cuda
+    built, real = [], cuda._build
+    monkeypatch.setattr(cuda, "_build", lambda sources, *a: built.append(list(sources.funcs)) or real(sources, *a))
+    src = RELU.replace("int n) {", "int n) {  // one build", 1)
+    assert verdict(capsys, src, "k") == OK
+    assert built == [["f", "course_launch_k"]]
+    # a source the launcher cannot join (it defines the launcher's helper): the learner's build alone,
+    # then the check's own build of it, which fails, and says so
+    built.clear()
+    clash = src.replace("__global__", "static inline void* course_exercise_ptr(torch::Tensor& t, int64_t off) "
+                                      "{ return nullptr; }\n__global__", 1)
+    why = verdict(capsys, clash, "k")
+    assert built == [["f", "course_launch_k"], ["f"], ["course_launch_k"]], built
+    assert why.startswith("❌ t: not yet: the check launched k itself"), why
+
+
 # ----------------------------------------------------------------------------------------------
 # 1. the kernel writes nothing, or part, and something else fills the output
 

@@ -448,6 +448,7 @@ def test_load_inline_idioms_compile_in_the_device_unit(src, cpp, funcs, tmp_path
     assert code == 0, log[-3000:]
 
 
+@pytest.mark.slow  # g++ reads torch's ATen headers: ~14 s each
 @pytest.mark.skipif(not GXX, reason="needs the CUDA headers and g++")
 @pytest.mark.parametrize("src,cpp,funcs", [(IDIOMS, IDIOMS_CPP, IDIOMS_FUNCS), (HALF, HALF_CPP, ["scale_half"])],
                          ids=["torch-dtypes", "half"])
