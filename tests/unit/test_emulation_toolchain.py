@@ -33,3 +33,9 @@ def test_the_linker_is_one_that_links_a_shared_object_here(monkeypatch):
         assert flags, "a faster linker is installed but not used"
     monkeypatch.setenv("CUDA_EMU_LINKER", "default")
     assert toolchain.fast_linker(cxx) == []
+    assert not any(f.startswith("-fuse-ld") for f in toolchain.get_toolchain()["libs"])  # a cache hit does not probe
+
+
+def test_torchs_paths_are_cpp_extensions():
+    from torch.utils import cpp_extension
+    assert toolchain.torch_paths() == (cpp_extension.include_paths(), cpp_extension.library_paths())

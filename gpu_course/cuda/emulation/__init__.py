@@ -227,7 +227,7 @@ from ..errors import CudaEmulationError, format_compile_errors
 from ..parsed import Sources, prepare
 from .nvcc_check import finish_nvcc, start_nvcc
 from .source import binding, check_supported, transform
-from .toolchain import (FRONTEND_ONLY, HEADER_DIR, VERSION, cache_dir, first_tier, generator_digest,
+from .toolchain import (FRONTEND_ONLY, HEADER_DIR, VERSION, cache_dir, fast_linker, first_tier, generator_digest,
                         mark_used, needs_more_torch, needs_unchecked, opt_flags, prebuilt, prune_modules,
                         run, tier_flags, get_toolchain)
 from .toolchain import cached_module, discard_blamed, seal_module  # the cache's integrity
@@ -422,7 +422,7 @@ def _build(tc, moddir, modname, so, sources: Sources, opt, checked, tier, flags,
         out = tmpdir / f"{modname}.so"
         cmd = (tc["cxx"] + tc["flags"] + opt_flags(opt) + tier_flags(tier) + tc["includes"] + pre + flags +
                ["-fdiagnostics-color=never", "-fmax-errors=30", str(src), str(runtime), "-shared",
-                "-o", str(out)] + tc["libs"])
+                "-o", str(out)] + fast_linker(tc["cxx"]) + tc["libs"])
         t0 = time.time()
         nvcc = start_nvcc(sources.cuda, tmpdir) if nvcc_check else None
         code, log = run(cmd, cwd=tmpdir)

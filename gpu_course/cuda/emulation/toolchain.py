@@ -37,23 +37,40 @@ def run(cmd: list[str], cwd: Path | None = None) -> tuple[int, str]:
 _TOOLCHAIN_CACHE: dict | None = None
 
 
+def torch_paths() -> tuple[list[str], list[str]]:
+    """torch's include directories and library directory for a CPU extension, as
+    ``torch.utils.cpp_extension.include_paths()`` and ``library_paths()`` give them, without importing
+    cpp_extension (it imports setuptools: ~0.1 s of every process's first ``load_cuda``)."""
+    import torch
+    root = os.path.dirname(os.path.abspath(torch.__file__))
+    include = os.path.join(root, "include")
+    return [include, os.path.join(include, "torch", "csrc", "api", "include")], [os.path.join(root, "lib")]
+
+
+_LINKER: dict = {}
+
+
 def fast_linker(cxx: list[str]) -> list[str]:
     """``-fuse-ld=lld`` or ``-fuse-ld=gold`` where that linker makes a shared object here, else
-    nothing. A module links against torch's libraries: ld.bfd takes ~0.4 s of a trivial kernel's
-    ~1.2 s build, gold ~0.1 s."""
+    nothing (found once per process, at the first build: a cache hit does not look). A module links
+    against torch's libraries: ld.bfd takes ~0.4 s of a trivial kernel's ~1.2 s build, gold ~0.1 s."""
     if sys.platform != "linux" or os.environ.get("CUDA_EMU_LINKER") == "default":
         return []
-    import tempfile
-    for name in ("lld", "gold"):
-        if not shutil.which(f"ld.{name}"):
-            continue
-        with tempfile.TemporaryDirectory() as d:
-            src = Path(d) / "empty.cpp"
-            src.write_text("int cuda_emu_link_probe() { return 0; }\n")
-            code, _ = run(cxx + [f"-fuse-ld={name}", "-shared", "-fPIC", str(src), "-o", str(Path(d) / "probe.so")])
-        if code == 0:
-            return [f"-fuse-ld={name}"]
-    return []
+    key = tuple(cxx)
+    if key not in _LINKER:
+        _LINKER[key] = []
+        import tempfile
+        for name in ("lld", "gold"):
+            if not shutil.which(f"ld.{name}"):
+                continue
+            with tempfile.TemporaryDirectory() as d:
+                src = Path(d) / "empty.cpp"
+                src.write_text("int cuda_emu_link_probe() { return 0; }\n")
+                code, _ = run(cxx + [f"-fuse-ld={name}", "-shared", "-fPIC", str(src), "-o", str(Path(d) / "probe.so")])
+            if code == 0:
+                _LINKER[key] = [f"-fuse-ld={name}"]
+                break
+    return list(_LINKER[key])
 
 
 def get_toolchain() -> dict:
@@ -62,7 +79,6 @@ def get_toolchain() -> dict:
     if _TOOLCHAIN_CACHE is not None:
         return _TOOLCHAIN_CACHE
     import torch
-    from torch.utils import cpp_extension
 
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if not cxx:
@@ -74,7 +90,8 @@ def get_toolchain() -> dict:
                                                                or "free software foundation" in version.lower())
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
     includes = [f"-I{HEADER_DIR / 'shim'}"]
-    for d in cpp_extension.include_paths():
+    torch_include, libdirs = torch_paths()
+    for d in torch_include:
         includes += ["-isystem", d]
     includes += ["-isystem", sysconfig.get_paths()["include"]]
     # -fstack-clash-protection: a big local array probes page by page, so it hits the guard page
@@ -83,13 +100,12 @@ def get_toolchain() -> dict:
              "-fvisibility-inlines-hidden", "-fstack-clash-protection", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     if os.environ.get("CUDA_EMU_FIBERS", "") == "ucontext":  # the portable fiber switch (tests)
         flags.append("-DCUDA_EMU_UCONTEXT")
-    libdirs = cpp_extension.library_paths()
     libs = [f"-L{d}" for d in libdirs] + [f"-Wl,-rpath,{d}" for d in libdirs] + \
         ["-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
     if sys.platform == "darwin":
         libs += ["-undefined", "dynamic_lookup"]
     _TOOLCHAIN_CACHE = dict(cxx=cxx, version=version.splitlines()[0] if version else "?", is_gcc=is_gcc,
-                      flags=flags, includes=includes, libs=fast_linker(cxx) + libs, torch=torch.__version__,
+                      flags=flags, includes=includes, libs=libs, torch=torch.__version__,
                       torch_dir=os.path.dirname(torch.__file__))
     return _TOOLCHAIN_CACHE
 
