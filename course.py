@@ -327,10 +327,12 @@ def pytest_args(args: list, cpus: int | None, gpu: bool) -> list:
     over workers by :func:`xdist_args`; the user's options last, so that they win.
 
     >>> pytest_args([], 2, False)[:2], pytest_args(["--quick", "-x"], 2, False)
-    (['tests', 'notebooks'], ['tests', '-m', 'not slow', '-n', '2', '--dist', 'loadgroup', '-x'])
+    (['tests', 'notebooks'], ['tests', '-m', 'not slow', '-p', 'no:nbval', '-n', '2', '--dist', 'loadgroup', '-x'])
     """
     rest = [a for a in args if a != QUICK]
-    what = ["tests", "-m", "not slow"] if QUICK in args else ["tests", "notebooks", *NBVAL_ARGS]
+    # --quick runs no notebook: without nbval's plugin each worker starts ~2 s sooner (nbformat's
+    # JSON-schema checks compile a grammar at import)
+    what = ["tests", "-m", "not slow", "-p", "no:nbval"] if QUICK in args else ["tests", "notebooks", *NBVAL_ARGS]
     return [*what, *xdist_args(cpus, gpu), *rest]
 
 

@@ -265,12 +265,12 @@ def test_course_test_runs_everything_and_quick_runs_the_quick_tests_only(monkeyp
     assert full[:2] == ["tests", "notebooks"] and "--nbval" in full and "-m" not in full
     assert full[-4:] == ["-n", "2", "--dist", "loadgroup"]
     quick = course.pytest_args(["--quick"], 2, False)
-    assert quick == ["tests", "-m", "not slow", "-n", "2", "--dist", "loadgroup"]
+    assert quick == ["tests", "-m", "not slow", "-p", "no:nbval", "-n", "2", "--dist", "loadgroup"]
     assert not any(a.startswith("--nbval") or a == "notebooks" for a in quick)
     # the user's options come last (pytest takes the last -n) and --quick may stand anywhere
     assert course.pytest_args(["-x", "--quick", "-n", "0"], 4, False) == \
-        ["tests", "-m", "not slow", "-n", "4", "--dist", "loadgroup", "-x", "-n", "0"]
-    assert course.pytest_args(["--quick"], 16, True) == ["tests", "-m", "not slow"]  # a GPU: serially
+        ["tests", "-m", "not slow", "-p", "no:nbval", "-n", "4", "--dist", "loadgroup", "-x", "-n", "0"]
+    assert course.pytest_args(["--quick"], 16, True) == ["tests", "-m", "not slow", "-p", "no:nbval"]  # a GPU: serially
     # cmd_test hands them to pytest in the course's Python, from the repository's root
     calls = []
     monkeypatch.setattr(course, "setup", lambda: Path("/venv/bin/python"))
@@ -278,7 +278,7 @@ def test_course_test_runs_everything_and_quick_runs_the_quick_tests_only(monkeyp
     monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
     monkeypatch.setattr(course.subprocess, "call", lambda cmd, cwd: calls.append((cmd, cwd)) or 5)
     assert course.main(["test", "--quick", "-k", "mode"]) == 5
-    assert calls == [(["/venv/bin/python", "-m", "pytest", "tests", "-m", "not slow", "-n", "2", "--dist",
+    assert calls == [(["/venv/bin/python", "-m", "pytest", "tests", "-m", "not slow", "-p", "no:nbval", "-n", "2", "--dist",
                        "loadgroup", "-k", "mode"], course.ROOT)]
 
 
