@@ -89,7 +89,10 @@ class Launcher:
         self.direct = 0
 
     def __call__(self, grid, key, *args, **constexprs):
-        if not ON_GPU or not _DIRECT[0] or _recording() or _hooks_set():
+        # While torch.compile traces (an autograd.Function's forward, say), kernel[grid] is what Dynamo
+        # knows as a Triton launch; tracing the direct path would guard on the cache's keys, which
+        # hold triton dtypes it cannot name (an InternalTorchDynamoError on a GPU).
+        if torch.compiler.is_compiling() or not ON_GPU or not _DIRECT[0] or _recording() or _hooks_set():
             return self.kernel[grid](*args, **constexprs)
         dev = torch._C._cuda_getDevice()   # the device kernel[grid] launches on (torch.cuda.current_device, less Python)
         full = (dev, key, *constexprs.values())

@@ -41,3 +41,21 @@ def test_an_empty_hook_chain_is_no_hook():
             self.calls = calls
     assert not triton_launch._hook_set(None) and not triton_launch._hook_set(Chain([]))
     assert triton_launch._hook_set(Chain([print])) and triton_launch._hook_set(print)
+
+
+def test_while_torch_compile_traces_every_launch_is_kernel_grid(monkeypatch):
+    """Dynamo knows kernel[grid](...) as a Triton launch; the direct path is not traced."""
+    launched = []
+
+    class Kernel:
+        arg_names = ["x", "BLOCK"]
+
+        def __getitem__(self, grid):
+            return lambda *a, **k: launched.append((grid, a, k)) or "compiled"
+
+    launch = triton_launch.Launcher(Kernel())
+    monkeypatch.setattr(triton_launch, "ON_GPU", True)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    for _ in range(3):
+        assert launch((4,), "key", "x", BLOCK=16) == "compiled"
+    assert launched == [((4,), ("x",), {"BLOCK": 16})] * 3 and launch.direct == 0 and not launch._compiled
