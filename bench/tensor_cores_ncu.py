@@ -11,7 +11,8 @@ registers, blocks per SM, shared-memory bank conflicts and load passes, the larg
 one row per kernel, with a first line naming the GPU, the ncu version and the date. Notebook 12 prints that file.
 
 Needs a GPU, ncu, and permission to read the GPU's performance counters (ncu says so when it is missing). ncu locks
-the clocks at base and replays each kernel ~40 times: the times it reports are longer than a normal run's.
+the clocks at base and replays each kernel ~40 times: the times it reports are longer than a normal run's, which is
+why it records nothing in results/<device>.csv (bench/tensor_cores.py times the ladder there).
 """
 import argparse
 import datetime
