@@ -2,6 +2,7 @@
 
     python bench/layernorm.py            # (4096 x 8192) fp16 and bf16 (fp16 alone without bf16)
     python bench/layernorm.py --tune     # also a few backward configurations (GROUPS, warps)
+    python bench/layernorm.py --dtypes float16   # one dtype only
     python bench/layernorm.py --no-record  # print only
 
 For each dtype, the forward alone (no_grad) and forward + backward (dx, dweight, dbias) of: torch's
@@ -83,6 +84,8 @@ def tune_backward(x, wt, b, dy):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tune", action="store_true", help="also time a few backward configurations")
+    ap.add_argument("--dtypes", nargs="*", choices=["float16", "bfloat16"],
+                    help="only these dtypes (default: fp16, and bf16 where the GPU has it)")
     args = record_flag(ap).parse_args()
     print(utils.banner())
     print(bench_recording(args.record))
@@ -92,6 +95,8 @@ def main():
         print("cpu mode: a tiny size through the Triton interpreter; the times below say nothing "
               "about a GPU")
     dtypes, skipped = ln.dtypes_here()
+    if args.dtypes:
+        dtypes = [d for d in dtypes if str(d).replace("torch.", "") in args.dtypes]
     for why in skipped:
         print(why)
     verdicts = []
