@@ -180,3 +180,15 @@ def test_each_file_compiles_alone(name, tmp_path):
     """The file with what it includes compiles for an H100 (every templated kernel its host code launches
     instantiated: rung 9's and 10's shapes pass their static_asserts), and nothing is defined twice."""
     assert _ptx(tmp_path, name) == ""
+
+
+def test_a_file_is_read_again_when_it_changes(tmp_path, monkeypatch):
+    import os
+    import gpu_course.kernels as kernels
+    monkeypatch.setattr(kernels, "CUDA_DIR", tmp_path)
+    f = tmp_path / "k.cu"
+    f.write_text("#ifndef K\n#define K\n__global__ void one() {}\n#endif\n")
+    assert "one" in kernels.cuda_source("k.cu") and "one" in kernels.cuda_source("k.cu")
+    f.write_text("#ifndef K\n#define K\n__global__ void other() {}\n#endif\n")
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10 ** 9))  # a later time, as an editor's save
+    assert "other" in kernels.cuda_source("k.cu")
