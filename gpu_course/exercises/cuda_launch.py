@@ -34,8 +34,8 @@ import torch
 from .. import mode
 from ..launches import tensor_extent
 
-__all__ = ["CudaLaunchError", "Param", "kernel_params", "launcher_source", "launcher", "build_with_launcher", "own_launch",
-           "CudaExecution", "CountedLaunch"]
+__all__ = ["CudaLaunchError", "Param", "kernel_params", "launcher_source", "launcher", "build_with_launcher",
+           "own_launch", "CudaExecution", "CountedLaunch"]
 
 
 class CudaLaunchError(Exception):

@@ -278,8 +278,8 @@ def test_course_test_runs_everything_and_quick_runs_the_quick_tests_only(monkeyp
     monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
     monkeypatch.setattr(course.subprocess, "call", lambda cmd, cwd: calls.append((cmd, cwd)) or 5)
     assert course.main(["test", "--quick", "-k", "mode"]) == 5
-    assert calls == [(["/venv/bin/python", "-m", "pytest", "tests", "-m", "not slow", "-p", "no:nbval", "-n", "2", "--dist",
-                       "loadgroup", "-k", "mode"], course.ROOT)]
+    assert calls == [(["/venv/bin/python", "-m", "pytest", "tests", "-m", "not slow", "-p", "no:nbval", "-n", "2",
+                       "--dist", "loadgroup", "-k", "mode"], course.ROOT)]
 
 
 def test_the_slow_mark_is_registered_and_used():
