@@ -143,7 +143,7 @@ STATE_JS = """() => {
     if (cell.type !== 'code') continue;
     cells.push({count: cell.executionCount, outputs: cell.outputs.toJSON()});
   }
-  return {kernel: kernel ? kernel.status : null, cells: cells};
+  return {path: panel.context ? panel.context.path : null, kernel: kernel ? kernel.status : null, cells: cells};
 }"""
 
 
@@ -181,16 +181,19 @@ def test_run_all_in_jupyterlab(lab, browser, name):
     start = time.time()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        page.goto(f"{lab['base']}/lab/tree/{name}?token={lab['token']}")
-        wait_for(page, lambda s: s["kernel"] == "idle" and s["cells"], 180, "the kernel")
+        # ?reset: not the layout the previous page left in the server's workspace (its notebook open
+        # too, and for a moment the current tab, so that the commands below would go to it)
+        page.goto(f"{lab['base']}/lab/tree/{name}?reset&token={lab['token']}")
+        wait_for(page, lambda s: s["path"] == name and s["kernel"] == "idle" and s["cells"], 180, "the kernel")
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
-        wait_for(page, lambda s: all(c["count"] is None for c in s["cells"]), 30, "cleared cells")
+        wait_for(page, lambda s: s["path"] == name and all(c["count"] is None for c in s["cells"]), 30,
+                 "cleared cells")
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
         def finished(s):
             failed = any(o["output_type"] == "error" for c in s["cells"] for o in c["outputs"])
             done = all(c["count"] is not None for c in s["cells"])
-            return (failed or done) and s["kernel"] == "idle"
+            return s["path"] == name and (failed or done) and s["kernel"] == "idle"
         state = wait_for(page, finished, RUN_TIMEOUT_S, "Run All to finish")
         errors = [text_of(o) or "\n".join(o.get("traceback", []))[-1500:]
                   for c in state["cells"] for o in c["outputs"] if o["output_type"] == "error"]
