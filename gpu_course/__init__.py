@@ -54,7 +54,7 @@ from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
-from .timing import (Timing, UserTiming, bench, bench_user, compare, cpu_ms_per_call, cuda_graph, flush_l2,
+from .timing import (Timing, UserTiming, bench, bench_user, bench_users, compare, cpu_ms_per_call, cuda_graph, flush_l2,
                      fmt_ms, fmt_num, loop_ms, spin_gpu)
 
 __all__ = [
@@ -75,7 +75,7 @@ __all__ = [
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "missing_ceilings", "throughput",
-    "bench_user", "UserTiming", "compare", "loop_ms", "cpu_ms_per_call", "cuda_graph", "spec_peak", "SPEC_PEAKS",
+    "bench_user", "bench_users", "UserTiming", "compare", "loop_ms", "cpu_ms_per_call", "cuda_graph", "spec_peak", "SPEC_PEAKS",
     "reference_ceilings", "plot_roofline",
     "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",
     "stored_results", "results_markdown", "results_file", "ROOT", "RESULTS_DIR",

@@ -230,23 +230,44 @@ def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, **kw
     >>> loop_ms(torch.ones, 10, steps=3, rounds=2) > 0
     True
     """
+    return loop_ms_each({"fn": fn}, *args, steps=steps, rounds=rounds, **kwargs)["fn"]
+
+
+def _loop_steps(fn, args, kwargs, steps=None) -> int:
+    """After a warm-up call of ``fn``: ``steps`` if given, else how many back-to-back calls make about
+    20 ms of ``fn`` (10 to 500) on a GPU; 2 on the CPU."""
     fn(*args, **kwargs)
     synchronize()
-    if steps is None:
-        t0 = time.perf_counter()
-        fn(*args, **kwargs)
-        synchronize()
-        one = max(time.perf_counter() - t0, 1e-6)
-        steps = int(min(500, max(10, 0.02 / one))) if ON_GPU else 2
+    if steps is not None:
+        return steps
+    t0 = time.perf_counter()
+    fn(*args, **kwargs)
+    synchronize()
+    one = max(time.perf_counter() - t0, 1e-6)
+    return int(min(500, max(10, 0.02 / one))) if ON_GPU else 2
+
+
+def loop_ms_each(fns: dict, *args, steps: int | None = None, rounds: int | None = None, **kwargs) -> dict:
+    """:func:`loop_ms` of each of ``fns`` (name -> function), their rounds interleaved: round r of every
+    function runs before round r + 1 of any. A slow phase of the host (a background compile, another
+    process) then costs every function the same round or two, which the median of the rounds drops,
+    instead of all the rounds of whichever function it fell on. ``{name: ms per step}``.
+
+    >>> sorted(loop_ms_each({"ones": torch.ones, "zeros": torch.zeros}, 10, rounds=2))
+    ['ones', 'zeros']
+    """
     rounds = rounds if rounds is not None else (5 if ON_GPU else 1)
-    per = []
+    n = {name: _loop_steps(f, args, kwargs, steps) for name, f in fns.items()}
+    per = {name: [] for name in fns}
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn(*args, **kwargs)
-        synchronize()
-        per.append((time.perf_counter() - t0) * 1e3 / steps)
-    return statistics.median(per)
+        for name, f in fns.items():
+            synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n[name]):
+                f(*args, **kwargs)
+            synchronize()
+            per[name].append((time.perf_counter() - t0) * 1e3 / n[name])
+    return {name: statistics.median(v) for name, v in per.items()}
 
 
 def cpu_ms_per_call(fn, *args, n: int | None = None, **kwargs) -> float:
@@ -258,15 +279,26 @@ def cpu_ms_per_call(fn, *args, n: int | None = None, **kwargs) -> float:
     >>> cpu_ms_per_call(torch.ones, 10, n=3) > 0
     True
     """
+    return cpu_ms_each({"fn": fn}, *args, n=n, **kwargs)["fn"]
+
+
+def cpu_ms_each(fns: dict, *args, n: int | None = None, **kwargs) -> dict:
+    """:func:`cpu_ms_per_call` of each of ``fns``, their calls interleaved as :func:`loop_ms_each`'s
+    rounds are. ``{name: ms per call}``.
+
+    >>> sorted(cpu_ms_each({"ones": torch.ones, "zeros": torch.zeros}, 10, n=2))
+    ['ones', 'zeros']
+    """
     n = n if n is not None else (20 if ON_GPU else 2)
-    times = []
+    times = {name: [] for name in fns}
     for _ in range(n):
-        synchronize()
-        t0 = time.perf_counter()
-        fn(*args, **kwargs)
-        times.append((time.perf_counter() - t0) * 1e3)
+        for name, f in fns.items():
+            synchronize()
+            t0 = time.perf_counter()
+            f(*args, **kwargs)
+            times[name].append((time.perf_counter() - t0) * 1e3)
     synchronize()
-    return statistics.median(times)
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
 @dataclass(frozen=True)
@@ -316,9 +348,23 @@ def bench_user(fn, *args, l2_flush: bool = False, budget_ms: float | None = None
     >>> t.loop_ms > 0 and t.cpu_ms > 0 and t.median == t.gpu.median
     True
     """
-    gpu = bench(fn, *args, l2_flush=l2_flush, budget_ms=budget_ms,
-                reps=None if ON_GPU else 2, **kwargs)
-    return UserTiming(gpu, loop_ms(fn, *args, **kwargs), cpu_ms_per_call(fn, *args, **kwargs))
+    return bench_users({"fn": fn}, *args, l2_flush=l2_flush, budget_ms=budget_ms, **kwargs)["fn"]
+
+
+def bench_users(fns: dict, *args, l2_flush: bool = False, budget_ms: float | None = None, **kwargs) -> dict:
+    """:func:`bench_user` of each of ``fns`` (name -> function): the GPU time of each in turn, then the
+    loop and CPU figures with the functions interleaved (:func:`loop_ms_each`, :func:`cpu_ms_each`), so
+    that a slow phase of the host does not land on one function alone. ``{name: UserTiming}``.
+
+    >>> t = bench_users({"ones": torch.ones, "zeros": torch.zeros}, 64)
+    >>> sorted(t), t["zeros"].cpu_ms > 0
+    (['ones', 'zeros'], True)
+    """
+    gpu = {name: bench(f, *args, l2_flush=l2_flush, budget_ms=budget_ms, reps=None if ON_GPU else 2, **kwargs)
+           for name, f in fns.items()}
+    loops = loop_ms_each(fns, *args, **kwargs)
+    cpus = cpu_ms_each(fns, *args, **kwargs)
+    return {name: UserTiming(gpu[name], loops[name], cpus[name]) for name in fns}
 
 
 def compare(fns: dict, *args, baseline: str | None = None, l2_flush: bool = False,
@@ -337,7 +383,7 @@ def compare(fns: dict, *args, baseline: str | None = None, l2_flush: bool = Fals
     baseline = baseline if baseline is not None else next(iter(fns))
     if baseline not in fns:
         raise ValueError(f"compare: baseline {baseline!r} is not one of {list(fns)}")
-    times = {name: bench_user(f, *args, l2_flush=l2_flush, **kwargs) for name, f in fns.items()}
+    times = bench_users(fns, *args, l2_flush=l2_flush, **kwargs)
     if show:
         print(user_table(times, baseline))
     return times

@@ -49,7 +49,7 @@ from . import num_warps_for
 from ..checking import check
 from ..launch import cdiv
 from ..mode import DEVICE, ON_GPU, by_mode
-from ..timing import bench, bench_user
+from ..timing import bench, bench_user, bench_users
 from ..triton_launch import Launcher, aligned, int_kind
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 
@@ -597,6 +597,12 @@ def time_user(fn, *args):
     return bench_user(fn, *args, l2_flush=True, budget_ms=by_mode(gpu=200, cpu=None))
 
 
+def time_users(fns, *args):
+    """:func:`time_user` of each of ``fns`` (name -> function), the loop and CPU figures interleaved
+    (``utils.bench_users``): ``{name: UserTiming}``."""
+    return bench_users(fns, *args, l2_flush=True, budget_ms=by_mode(gpu=200, cpu=None))
+
+
 def compare_with_torch(h, w, dtype, backend="inductor", seed=0):
     """Check every variant (:func:`variants`) against torch in float64 on an (h, w) input of ``dtype``,
     then time each with :func:`time_user`, forward alone (under ``no_grad``) and forward + backward:
@@ -605,12 +611,10 @@ def compare_with_torch(h, w, dtype, backend="inductor", seed=0):
     x, wt, b, dy = inputs(h, w, dtype, seed)
     fns = variants(w, backend=backend)
     check_variants(fns, x, wt, b, dy)
-    times = {}
-    for name, f in fns.items():
-        with torch.no_grad():
-            times[("forward", name)] = time_user(f, x, wt, b)
-        times[("forward + backward", name)] = time_user(fwd_bwd(f), x, wt, b, dy)
-    return times
+    with torch.no_grad():
+        fwd = time_users(fns, x, wt, b)
+    both = time_users({name: fwd_bwd(f) for name, f in fns.items()}, x, wt, b, dy)
+    return {**{("forward", n): t for n, t in fwd.items()}, **{("forward + backward", n): t for n, t in both.items()}}
 
 
 def under_cuda_graph(h, w, dtype, seed=0):
@@ -636,16 +640,27 @@ def on_the_calling_thread(h, w, dtype, seed=0):
     autograd's engine running the backward on its worker thread for the GPU (the default) and on the
     thread that calls ``.backward()`` (``torch.autograd.set_multithreading_enabled(False)``), the two
     settings timed one after the other: ``{name: UserTiming}``, names ``"<variant>, <thread>"`` with
-    thread ``"worker thread"`` or ``"calling thread"``. The gradients are checked against torch first,
-    under the calling-thread setting."""
+    thread ``"worker thread"`` or ``"calling thread"``; under each setting the two variants' loops and
+    calls are interleaved. The gradients are checked against torch first, under the calling-thread
+    setting."""
     x, wt, b, dy = inputs(h, w, dtype, seed)
     fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
+    with torch.autograd.set_multithreading_enabled(False):
+        check_variants(fns, x, wt, b, dy)
+    return _on_each_thread(fns, x, wt, b, dy)
+
+
+def _on_each_thread(fns, x, wt, b, dy):
+    """Forward + backward of each of ``fns`` timed (:func:`time_users`, the functions interleaved) with
+    the backward on autograd's worker thread, then on the calling thread: ``{"<name>, <thread>":
+    UserTiming}``, each name's two rows together."""
+    steps = {name: fwd_bwd(f) for name, f in fns.items()}
+    worker = time_users(steps, x, wt, b, dy)
+    with torch.autograd.set_multithreading_enabled(False):
+        calling = time_users(steps, x, wt, b, dy)
     out = {}
-    for name, f in fns.items():
-        out[f"{name}, worker thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
-        with torch.autograd.set_multithreading_enabled(False):
-            check_variants({name: f}, x, wt, b, dy)
-            out[f"{name}, calling thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
+    for name in fns:
+        out[f"{name}, worker thread"], out[f"{name}, calling thread"] = worker[name], calling[name]
     return out
 
 
@@ -674,12 +689,7 @@ def python_backward_floor(h, w, dtype, seed=0):
     each way, so the loop and CPU figures are the autograd layers' cost."""
     x, wt, b, dy = inputs(h, w, dtype, seed)
     fns = {TIMES1_CPP: lambda x, wt, b: x * 1, TIMES1_PY: _Times1.apply}
-    out = {}
-    for name, f in fns.items():
-        out[f"{name}, worker thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
-        with torch.autograd.set_multithreading_enabled(False):
-            out[f"{name}, calling thread"] = time_user(fwd_bwd(f), x, wt, b, dy)
-    return out
+    return _on_each_thread(fns, x, wt, b, dy)
 
 
 def table(times, what):

@@ -59,3 +59,15 @@ def test_while_torch_compile_traces_every_launch_is_kernel_grid(monkeypatch):
     for _ in range(3):
         assert launch((4,), "key", "x", BLOCK=16) == "compiled"
     assert launched == [((4,), ("x",), {"BLOCK": 16})] * 3 and launch.direct == 0 and not launch._compiled
+
+
+def test_a_launch_key_traces_under_torch_compile_fullgraph():
+    """The key is made before the launch, so Dynamo traces it too: data_ptr() broke the LayerNorm
+    autograd.Function's graph on a GPU ("Failed to trace builtin operator `mod`")."""
+    def f(t):
+        key = (t.dtype, triton_launch.aligned(t), triton_launch.int_kind(t.stride(0)))
+        return t * 2 if key[1] else t * 3
+
+    t = torch.randn(4, 5)
+    assert torch.equal(torch.compile(f, fullgraph=True, backend="eager")(t), t * 2)
+    assert triton_launch.aligned(t) and not triton_launch.aligned(torch.randn(9)[1:])
