@@ -12,6 +12,9 @@ shape (batch, heads, N, d).
   block, looping over query blocks) and dQ (one program per query block, looping over key blocks).
   The forward saves one number per query row, the log-sum-exp (LSE) of its scores, from which the
   backward rebuilds the probabilities instead of storing them.
+* :func:`attention_forward_desc`: the same forward reading q, k and v through tensor descriptors (on
+  Hopper, TMA bulk copies), optionally warp-specialised; :func:`forward_ladder` measures it a step at a
+  time against the pointer kernel and SDPA's cuDNN backend (:func:`ladder_table`, :func:`registers`).
 
 Measured against PyTorch's own attentions (``scaled_dot_product_attention`` restricted to one backend:
 cuDNN, flash, memory-efficient, :data:`SDPA_BACKENDS`, those that run here from :func:`sdpa_baselines`)
@@ -166,6 +169,34 @@ def _fwd_inner(acc, m_i, l_i, q, k_base, v_base, rows, lo, hi, N, qk_scale,
 
 
 @triton.jit
+def _key_bounds(pid_m, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """``(full_end, hi)`` for query block ``pid_m``: the key blocks in [0, full_end) are wholly inside N
+    (and, causal, wholly left of this query block), so they need no mask; [full_end, hi) are the diagonal
+    block(s) and the ragged end."""
+    if CAUSAL:
+        full_end = (tl.minimum(pid_m * BLOCK_M, N) // BLOCK_N) * BLOCK_N
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, N)
+    else:
+        full_end = (N // BLOCK_N) * BLOCK_N
+        hi = N
+    return full_end, hi
+
+
+@triton.jit
+def _store_rows(acc, m_i, l_i, o_ptr, lse_ptr, bh, rows, N, HEAD_DIM: tl.constexpr):
+    """The forward's epilogue for query ``rows`` of (batch x head) ``bh``: the output ``acc / l`` and the
+    natural-log LSE of the scores (``m + log2(l)`` is in log2 units), stored for the rows inside N."""
+    out = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    dims = tl.arange(0, HEAD_DIM)
+    row_ok = rows < N
+    base = bh.to(tl.int64) * N * HEAD_DIM
+    tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + dims[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=row_ok[:, None])
+    tl.store(lse_ptr + bh.to(tl.int64) * N + rows, lse, mask=row_ok)
+
+
+@triton.jit
 def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, scale, N,
                          HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -183,22 +214,13 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, scale, N,
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     qk_scale = scale * 1.4426950408889634                                       # exp2 instead of exp
     # blocks wholly in range (and, causal, wholly left of this query block) first, without masks ...
-    if CAUSAL:
-        full_end = (tl.minimum(pid_m * BLOCK_M, N) // BLOCK_N) * BLOCK_N
-        hi = tl.minimum((pid_m + 1) * BLOCK_M, N)
-    else:
-        full_end = (N // BLOCK_N) * BLOCK_N
-        hi = N
+    full_end, hi = _key_bounds(pid_m, N, BLOCK_M, BLOCK_N, CAUSAL)
     acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, k_ptr + base, v_ptr + base, rows, 0, full_end, N, qk_scale,
                                HEAD_DIM, BLOCK_N, CAUSAL, False, DOT_PRECISION)
     # ... then the diagonal block(s) and the ragged end, masked
     acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, k_ptr + base, v_ptr + base, rows, full_end, hi, N, qk_scale,
                                HEAD_DIM, BLOCK_N, CAUSAL, True, DOT_PRECISION)
-    out = acc / l_i[:, None]
-    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453                       # natural-log LSE of the scores
-    tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + dims[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=row_ok[:, None])
-    tl.store(lse_ptr + tl.program_id(1).to(tl.int64) * N + rows, lse, mask=row_ok)
+    _store_rows(acc, m_i, l_i, o_ptr, lse_ptr, tl.program_id(1), rows, N, HEAD_DIM)
 
 
 def fwd_config(BM, BN, stages, warps):
@@ -269,12 +291,207 @@ def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.e
     args = (q, k, v, out, lse, default_scale(D, scale), N)
     switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
     if cfg is None:
-        attention_fwd_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](*args, **switches)
+        ck = attention_fwd_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](*args, **switches)
     else:
         if cfg["BLOCK_M"] % cfg["BLOCK_N"]:
             raise ValueError(f"flash_attention: BLOCK_M must be a multiple of BLOCK_N, got {cfg}")
-        attention_fwd_kernel[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
+        ck = attention_fwd_kernel[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
+    _LAST_FORWARD[0] = ck
     return out, lse
+
+
+_LAST_FORWARD = [None]   # the compiled kernel of the last forward launch (for :func:`registers`)
+
+
+def registers(ck=None):
+    """``(registers per thread, spilled registers)`` of a compiled Triton kernel (default: the last
+    forward's), as its cubin records them; ``(None, None)`` in the interpreter, which compiles nothing."""
+    ck = _LAST_FORWARD[0] if ck is None else ck
+    return getattr(ck, "n_regs", None), getattr(ck, "n_spills", None)
+
+
+# ----------------------------------------------------- the forward with tensor descriptors (Hopper's TMA)
+@triton.jit
+def _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, lo, hi, N, qk_scale,
+                    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                    WS: tl.constexpr):
+    """:func:`_fwd_inner` with k and v blocks loaded through tensor descriptors (row ``row0 + start`` of
+    the (B·H·N, HEAD_DIM) matrix), the scale folded into the exponent's argument, and the loop
+    optionally warp-specialised (``WS``). A block that runs past N holds the next head's keys (or
+    zeros past the tensor's end, which the copy engine fills in): MASK sets their scores to -inf."""
+    for start in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+        k = desc_k.load([row0 + start, 0])                                    # (BLOCK_N, HEAD_DIM)
+        s = tl.dot(q, k.T)                                                     # raw scores, fp32
+        if MASK:
+            cols = start + tl.arange(0, BLOCK_N)
+            ok = cols[None, :] < N
+            if CAUSAL:
+                ok = ok & (cols[None, :] <= rows[:, None])
+            s = tl.where(ok, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)                      # log2 units
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])                        # one FMA per score, then exp2
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = desc_v.load([row0 + start, 0])                                     # (BLOCK_N, HEAD_DIM)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def attention_fwd_desc_kernel(desc_q, desc_k, desc_v, o_ptr, lse_ptr, scale, N,
+                              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, WS: tl.constexpr):
+    """:func:`attention_fwd_kernel` with q, k and v read through tensor descriptors of the (B·H·N,
+    HEAD_DIM) matrices: on Hopper each block is one TMA bulk copy into shared memory, issued by one
+    thread, instead of every thread computing addresses and loading its part. The output is stored
+    through pointers with a row mask (a block of the last query rows would run into the next head)."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    bh = tl.program_id(1)
+    row0 = bh * N                                                              # this head's first row
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    q = desc_q.load([row0 + pid_m * BLOCK_M, 0])
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    full_end, hi = _key_bounds(pid_m, N, BLOCK_M, BLOCK_N, CAUSAL)
+    acc, m_i, l_i = _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, 0, full_end, N, qk_scale,
+                                    HEAD_DIM, BLOCK_N, CAUSAL, False, WS)
+    acc, m_i, l_i = _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, full_end, hi, N, qk_scale,
+                                    HEAD_DIM, BLOCK_N, CAUSAL, True, WS)
+    _store_rows(acc, m_i, l_i, o_ptr, lse_ptr, bh, rows, N, HEAD_DIM)
+
+
+def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_specialize=False,
+                           alloc=torch.empty):
+    """:func:`attention_forward` through :func:`attention_fwd_desc_kernel`: ``(out, lse)``. ``cfg``: BLOCK_M,
+    BLOCK_N, num_warps, num_stages (default :func:`desc_config`); ``warp_specialize`` asks Triton to split
+    the key loop's warps into producers (the copies) and consumers (the math). fp16 and bf16 only (the
+    interpreter takes fp32 too); tensor descriptors need rows of at least 16 bytes, 16-byte aligned."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    check_flash_inputs(q, k, v, "attention_forward_desc")
+    if q.dtype == torch.float32 and ON_GPU:
+        raise TypeError("attention_forward_desc: fp16 or bf16 on a GPU (its dots have no fp32 variant here)")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    B, H, N, D = q.shape
+    cfg = dict(cfg or desc_config(D))
+    bm, bn = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N")
+    if bm % bn:
+        raise ValueError(f"attention_forward_desc: BLOCK_M must be a multiple of BLOCK_N, got {bm}, {bn}")
+    out = alloc(q.shape, dtype=q.dtype, device=q.device)
+    lse = alloc((B, H, N), dtype=torch.float32, device=q.device)
+    q2, k2, v2 = (t.view(B * H * N, D) for t in (q, k, v))
+    desc_q = TensorDescriptor.from_tensor(q2, [bm, D])
+    desc_k, desc_v = TensorDescriptor.from_tensor(k2, [bn, D]), TensorDescriptor.from_tensor(v2, [bn, D])
+    _LAST_FORWARD[0] = attention_fwd_desc_kernel[(cdiv(N, bm), B * H)](
+        desc_q, desc_k, desc_v, out, lse, default_scale(D, scale), N, HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=bm,
+        BLOCK_N=bn, WS=bool(warp_specialize), **cfg)
+    return out, lse
+
+
+def desc_config(d):
+    """The tile of :func:`attention_forward_desc` by head dimension: on the H100 (fp16, B4 H16 N4096, not
+    causal) 128 x 128 with 3 stages was fastest, with 4 warps at d = 64 and 8 at d = 128 (4 stages of
+    128 x 128 need more shared memory than a block gets at d = 128); blocks of 16 on the CPU."""
+    if not ON_GPU:
+        return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    return dict(BLOCK_M=128, BLOCK_N=128, num_warps=4 if d <= 64 else 8, num_stages=3)
+
+
+@contextlib.contextmanager
+def _compiler_dumps_muted():
+    """Within: what C++ code writes to the process's standard error (file descriptor 2) is dropped. A
+    Triton compile that fails writes a page of MLIR there (a reproducer for Triton's developers), which
+    a notebook would show; :func:`forward_ladder` reports the failure in one line instead."""
+    import os
+    import sys
+    import tempfile
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def forward_ladder(shape, d, dtype=torch.float16, seed=0):
+    """The forward (not causal) a step at a time toward Hopper's way of feeding the tensor cores
+    (:data:`LADDER`), on inputs of ``shape`` (B, H, N) and head dimension ``d``, timed beside SDPA's cuDNN
+    and flash backends (``utils.bench_users``, the functions interleaved). Each step is first checked
+    against float64 on a ragged length (N = 1000 on a GPU) into a poisoned output. Returns
+    ``({name: UserTiming}, {name: one-line reason})``, the second for steps that did not compile, did not
+    run or gave a wrong result here. Step 1 is section 5's kernel (pointer loads, autotuned); step 2 the
+    descriptors with step 1's tile; step 3 with :func:`desc_config`'s; step 4 adds ``warp_specialize``."""
+    from ..checking import poisoned
+    from ..timing import bench_users
+    REGISTERS.clear()
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    q, k, v = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
+    attention_forward(q, k, v)                                  # tunes step 1 at this size
+    tuned = getattr(attention_fwd_tuned, "best_config", None)
+    same = dict(tuned.kwargs, num_warps=tuned.num_warps, num_stages=tuned.num_stages)
+    steps = {LADDER[0]: (attention_forward, dict(cfg=same)),
+             LADDER[1]: (attention_forward_desc, dict(cfg=same)),
+             LADDER[2]: (attention_forward_desc, dict(cfg=desc_config(d))),
+             LADDER[3]: (attention_forward_desc, dict(cfg=desc_config(d), warp_specialize=True))}
+    small = (1, 2, by_mode(gpu=1000, cpu=40))
+    cq, ck, cv = (torch.randn(*small, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
+    ref = naive_attention(cq.double(), ck.double(), cv.double())
+    ran, failed = {}, {}
+    for name, (fwd, opts) in steps.items():
+        try:
+            with _compiler_dumps_muted():
+                err = (fwd(cq, ck, cv, alloc=poisoned, **opts)[0].double() - ref).abs().max().item()
+        except Exception as e:  # noqa: BLE001  a compiler that refuses a step: say why, go on
+            failed[name] = f"{name}: did not compile or run here ({_one_line(e)})"
+            continue
+        if not err <= 2e-3:   # NaN (an unwritten or wrong element) fails too
+            failed[name] = f"{name}: wrong result here (largest error {err:.1e} against float64)"
+            continue
+        ran[name] = (lambda fwd=fwd, opts=opts: fwd(q, k, v, **opts)[0]) if name != LADDER[0] else \
+            (lambda: attention_forward(q, k, v)[0])
+    libs = {n: (lambda f=sdpa_with(n): f(q, k, v)) for n in ("SDPA cuDNN", "SDPA flash")
+            if ON_GPU and gpu_supports(SDPA_BACKENDS[n][1])[0]}
+    times = bench_users({**ran, **libs})
+    for name, fn in ran.items():   # the compiled kernel each step ran at this size: its registers
+        fn()
+        REGISTERS[name] = registers()
+    return times, failed
+
+
+REGISTERS = {}   # forward_ladder's step -> (registers per thread, spills) of its last run
+
+
+def ladder_table(times, flops, baseline="SDPA cuDNN"):
+    """:func:`forward_ladder`'s timings as a table: GPU time, time per step in a loop, CPU time per call,
+    TFLOP/s, its % of :func:`rate_label`'s peak (on a GPU), ``baseline``'s time over each, for the GPU
+    time and for the loop (where ``baseline`` ran), and on a GPU each step's registers per thread and
+    spills (:data:`REGISTERS`)."""
+    from ..timing import user_cells, user_header, user_ratios
+    label, b = rate_label(), times.get(baseline)
+    width = max(len(n) for n in times) + 2
+    regs = ON_GPU and any(REGISTERS.get(n, (None,))[0] for n in times)
+    lines = [f"{'forward':<{width}}{user_header()}{'TFLOP/s':>9}" + (f"{'% peak':>8}" if label else "")
+             + (f"{'× ' + baseline + ' (GPU, loop)':>28}" if b else "") + (f"{'regs, spills':>14}" if regs else "")]
+    for name, t in times.items():
+        rate = flops / t.median / 1e9
+        r = REGISTERS.get(name, (None, None)) if name in LADDER else (None, None)
+        lines.append(f"{name:<{width}}{user_cells(t)}{rate:>9.0f}" + (f"{100 * rate / label[1]:>7.0f}%" if label else "")
+                     + (f"{user_ratios(t, b):>28}" if b else "")
+                     + (f"{f'{r[0]}, {r[1]}' if r[0] is not None else '':>14}" if regs else ""))
+    lines.append(f"(% peak: {label[2]})" if label else
+                 "(CPU wall clock of the interpreter: these figures say nothing about a GPU)")
+    return "\n".join(lines)
+
+
+LADDER = ("1. pointer loads, autotuned (section 5)", "2. tensor descriptors, step 1's tile",
+          "3. tensor descriptors, desc_config's tile", "4. step 3 + warp specialisation")
 
 
 # ------------------------------------------------------------------------------------ Triton backward
@@ -406,12 +623,7 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
     delta = tl.load(delta_ptr + bh * N + rows, mask=row_ok, other=0.0)
     dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     qk_scale = scale * 1.4426950408889634
-    if CAUSAL:
-        full_end = (tl.minimum(pid_m * BLOCK_M, N) // BLOCK_N) * BLOCK_N
-        hi = tl.minimum((pid_m + 1) * BLOCK_M, N)
-    else:
-        full_end = (N // BLOCK_N) * BLOCK_N
-        hi = N
+    full_end, hi = _key_bounds(pid_m, N, BLOCK_M, BLOCK_N, CAUSAL)
     dq = _dq_inner(dq, q, do, lse, delta, k_ptr + base, v_ptr + base, rows, 0, full_end, N, qk_scale,
                    HEAD_DIM, BLOCK_N, CAUSAL, False, DOT_PRECISION)
     dq = _dq_inner(dq, q, do, lse, delta, k_ptr + base, v_ptr + base, rows, full_end, hi, N, qk_scale,

@@ -125,6 +125,66 @@ def test_bad_inputs_get_clear_errors(args, error, match):
         ta.flash_attention(*args)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("warp_specialize", [False, True])
+def test_the_tensor_descriptor_forward_matches_float64_across_heads(causal, warp_specialize):
+    """The descriptors view q, k, v as one (B*H*N, d) matrix: a block past N reads the next head's rows,
+    which the mask must drop, and the output's last block must not spill into the next head (N = 37 with
+    blocks of 16: ragged, and two heads and two batches after one another)."""
+    shape = (2, 2, 37, 16)
+    half = utils.ON_GPU   # on a GPU the descriptor kernel takes fp16 and bf16 only
+    q, k, v = qkv(shape, torch.float16 if half else torch.float32, seed=5)
+    do = qkv(shape, seed=6)[0]
+    ref_out, ref_lse, _ = reference(q, k, v, do, causal, scale=0.4)
+    try:
+        out, lse = ta.attention_forward_desc(q, k, v, causal, scale=0.4, alloc=utils.poisoned,
+                                             cfg=dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1),
+                                             warp_specialize=warp_specialize)
+    except RuntimeError as e:   # Triton 3.6's warp-specialisation pass refuses some Hopper kernels
+        if utils.ON_GPU and warp_specialize and "PassManager" in str(e):
+            pytest.skip(f"this Triton could not warp-specialise the kernel here: {str(e).splitlines()[0]}")
+        raise
+    tol = 2e-3 if half else 1e-5
+    utils.check(out, ref_out, atol=tol, rtol=1e-3 if half else 1e-4, name="out")
+    utils.check(lse, ref_lse, atol=tol, rtol=1e-5, name="lse")
+    with pytest.raises(ValueError, match="BLOCK_M must be a multiple of BLOCK_N"):
+        ta.attention_forward_desc(q, k, v, cfg=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1))
+
+
+def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypatch):
+    dtype = torch.float16 if utils.ON_GPU else torch.float32
+    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
+    ok = [n for n in ta.LADDER if n not in failed]   # on a GPU step 4 may fail to compile (said in `failed`)
+    assert [n for n in times if n in ta.LADDER] == ok and set(ta.REGISTERS) == set(ok)
+    assert set(failed) <= ({ta.LADDER[3]} if utils.ON_GPU else set())
+    assert "TFLOP/s" in ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16))
+    real = ta.attention_forward_desc
+
+    def broken(q, k, v, *a, warp_specialize=False, **kw):   # step 4 "fails to compile", step 3 is wrong
+        if warp_specialize:
+            raise RuntimeError("PassManager::run failed\nand a long dump")
+        out, lse = real(q, k, v, *a, **kw)
+        return (out + 1 if kw.get("cfg", {}).get("BLOCK_M") == ta.desc_config(16)["BLOCK_M"]
+                and q.shape[2] != 20 else out), lse
+
+    monkeypatch.setattr(ta, "attention_forward_desc", broken)
+    monkeypatch.setattr(ta, "desc_config", lambda d: dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1))
+    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
+    assert [n for n in times if n in ta.LADDER] == list(ta.LADDER[:2])
+    assert failed[ta.LADDER[3]].endswith("(RuntimeError: PassManager::run failed)")
+    assert "wrong result here" in failed[ta.LADDER[2]]
+
+
+def test_a_failed_compile_s_dump_on_standard_error_is_muted(capfd):
+    import os
+    with ta._compiler_dumps_muted():
+        os.write(2, b"a page of MLIR\n")
+    with pytest.raises(RuntimeError), ta._compiler_dumps_muted():
+        raise RuntimeError("PassManager::run failed")
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "after\n"
+
+
 def test_bad_configurations_and_blocks_are_refused():
     q = torch.zeros(1, 1, 8, 16)
     with pytest.raises(ValueError, match="BLOCK_M must be a multiple of BLOCK_N"):
