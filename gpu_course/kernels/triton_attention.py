@@ -434,7 +434,7 @@ def forward_ladder(shape, d, dtype=torch.float16, seed=0):
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
     attention_forward(q, k, v)                                  # tunes step 1 at this size
-    tuned = getattr(attention_fwd_tuned, "best_config", None)
+    tuned = attention_fwd_tuned.best_config
     same = dict(tuned.kwargs, num_warps=tuned.num_warps, num_stages=tuned.num_stages)
     steps = {LADDER[0]: (attention_forward, dict(cfg=same)),
              LADDER[1]: (attention_forward_desc, dict(cfg=same)),

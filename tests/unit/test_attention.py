@@ -160,7 +160,9 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
     assert "TFLOP/s" in ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16))
     real = ta.attention_forward_desc
 
-    def broken(q, k, v, *a, warp_specialize=False, **kw):   # step 4 "fails to compile", step 3 is wrong
+    def broken(q, k, v, *a, warp_specialize=False, **kw):
+        """Step 4 "fails to compile"; step 3 (desc_config's 32-row blocks below) is wrong on the ladder's
+        check length (not the timed length, 20)."""
         if warp_specialize:
             raise RuntimeError("PassManager::run failed\nand a long dump")
         out, lse = real(q, k, v, *a, **kw)
