@@ -63,6 +63,7 @@ RELU = elementwise("    if (i < n) out[i] = fmaxf(x[i], 0.0f);")
 OK = "✅ t: correct (your CUDA C kernel k wrote the result)"
 
 
+@pytest.mark.slow   # two emulated builds of one source, with and without the launcher: ~18 s cold
 def test_the_learners_build_holds_the_checks_launcher_one_build_not_two(capsys, monkeypatch):
     import gpu_course.cuda as cuda
     built, real = [], cuda._build
@@ -150,6 +151,7 @@ TILED = r"""
 STAGED = [utils.uses_shared_memory(), utils.calls("__syncthreads")]
 
 
+@pytest.mark.slow   # several emulated builds of the staged kernels: ~15 s cold
 def test_2_shared_memory_and_barriers_count_only_when_they_run(capsys):
     assert verdict(capsys, elementwise(TILED), "k", evidence=STAGED) == OK
     plain = "    if (i < n) out[i] = fmaxf(x[i], 0.0f);"

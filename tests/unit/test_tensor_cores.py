@@ -47,6 +47,7 @@ torch::Tensor half_ops(torch::Tensor x, torch::Tensor y) {
 """
 
 
+@pytest.mark.slow   # every __half conversion over thousands of values in the emulation: ~15 s cold
 def test_half_conversions_and_arithmetic_round_like_torch():
     mod = load(HALF, ["half_ops"])
     special = torch.tensor([0.0, -0.0, 1.0, 65504.0, 65520.0, 1e6, -1e6, 6e-8, 3e-8, 2.98e-8, 1e-9, 6.1e-5,
@@ -284,6 +285,7 @@ torch::Tensor async_two(torch::Tensor m, torch::Tensor n, torch::Tensor out, int
 """
 
 
+@pytest.mark.slow   # emulates rung 4's PTX (cp.async, ldmatrix, mma.sync): ~20 s cold
 def test_rung4_pipeline_with_its_ptx_emulated_matches_float64():
     src = ptx_emulated(tc.source([4]))
     src = src[:src.index("// The launch order tc_async uses")] + RUNG4_TWO_SHAPES
