@@ -63,7 +63,7 @@ RELU = elementwise("    if (i < n) out[i] = fmaxf(x[i], 0.0f);")
 OK = "✅ t: correct (your CUDA C kernel k wrote the result)"
 
 
-@pytest.mark.slow   # two emulated builds of one source, with and without the launcher: ~18 s cold
+@pytest.mark.slow   # four emulated builds (the learner's with the launcher, then a clashing source's three): ~18 s cold
 def test_the_learners_build_holds_the_checks_launcher_one_build_not_two(capsys, monkeypatch):
     import gpu_course.cuda as cuda
     built, real = [], cuda._build
