@@ -283,11 +283,8 @@ def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.e
     natural-log log-sum-exp of each row's scaled scores. Autotuned, or with ``cfg`` (BLOCK_M,
     BLOCK_N, num_warps, num_stages; BLOCK_M a multiple of BLOCK_N) fixed. Non-contiguous inputs are
     copied to contiguous ones first."""
-    check_flash_inputs(q, k, v, "flash_attention")
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    q, k, v, out, lse = _forward_buffers(q, k, v, "flash_attention", alloc)
     B, H, N, D = q.shape
-    out = alloc(q.shape, dtype=q.dtype, device=q.device)
-    lse = alloc((B, H, N), dtype=torch.float32, device=q.device)
     args = (q, k, v, out, lse, default_scale(D, scale), N)
     switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
     if cfg is None:
@@ -298,6 +295,16 @@ def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.e
         ck = attention_fwd_kernel[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
     _LAST_FORWARD[0] = ck
     return out, lse
+
+
+def _forward_buffers(q, k, v, name, alloc):
+    """What both forwards do before their launch: check the inputs (``name`` in the errors), make them
+    contiguous, and allocate the output (as q) and the fp32 LSE (B, H, N) with ``alloc``."""
+    check_flash_inputs(q, k, v, name)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    out = alloc(q.shape, dtype=q.dtype, device=q.device)
+    lse = alloc(q.shape[:3], dtype=torch.float32, device=q.device)
+    return q, k, v, out, lse
 
 
 _LAST_FORWARD = [None]   # the compiled kernel of the last forward launch (for :func:`registers`)
@@ -372,17 +379,14 @@ def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_spe
     the key loop's warps into producers (the copies) and consumers (the math). fp16 and bf16 only (the
     interpreter takes fp32 too); tensor descriptors need rows of at least 16 bytes, 16-byte aligned."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    check_flash_inputs(q, k, v, "attention_forward_desc")
+    q, k, v, out, lse = _forward_buffers(q, k, v, "attention_forward_desc", alloc)
     if q.dtype == torch.float32 and ON_GPU:
         raise TypeError("attention_forward_desc: fp16 or bf16 on a GPU (its dots have no fp32 variant here)")
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     B, H, N, D = q.shape
     cfg = dict(cfg or desc_config(D))
     bm, bn = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N")
     if bm % bn:
         raise ValueError(f"attention_forward_desc: BLOCK_M must be a multiple of BLOCK_N, got {bm}, {bn}")
-    out = alloc(q.shape, dtype=q.dtype, device=q.device)
-    lse = alloc((B, H, N), dtype=torch.float32, device=q.device)
     q2, k2, v2 = (t.view(B * H * N, D) for t in (q, k, v))
     desc_q = TensorDescriptor.from_tensor(q2, [bm, D])
     desc_k, desc_v = TensorDescriptor.from_tensor(k2, [bn, D]), TensorDescriptor.from_tensor(v2, [bn, D])
