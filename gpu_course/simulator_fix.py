@@ -41,10 +41,18 @@ def _shared_array(self, shape, dtype, alignment=None):
         count = self._dynshared_size // dtype.itemsize
         return np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
     caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # (file, line) of the kernel's call
+    return block_array(self, caller, shape, dtype)
+
+
+def block_array(shared, caller, shape, dtype):
+    """The block's shared array declared at ``caller`` (file, line), allocated by the first thread
+    that asks: look-up and allocation under one lock, so every thread of the block gets the same
+    array. Whatever else replaces ``FakeCUDAShared.array`` (the exercise checks count who reads
+    and writes shared memory) allocates through this function too."""
     with _LOCK:
-        res = self._allocations.get(caller)
+        res = shared._allocations.get(caller)
         if res is None:
-            res = self._allocations[caller] = np.empty(shape, dtype)
+            res = shared._allocations[caller] = np.empty(shape, dtype)
     return res
 
 

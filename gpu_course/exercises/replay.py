@@ -246,6 +246,8 @@ def _count_numba(ex: Execution):
         return
     import numpy as np
 
+    from ..simulator_fix import block_array
+
     def numpy_dtype(dtype):
         from numba.core import types
         from numba.np import numpy_support
@@ -280,10 +282,8 @@ def _count_numba(ex: Execution):
         caller = (f.f_code.co_filename, f.f_lineno)
         if shape == 0:
             res = array(self, shape, dtype)
-        else:
-            res = self._allocations.get(caller)
-            if res is None:
-                res = self._allocations[caller] = np.empty(shape, numpy_dtype(dtype))
+        else:   # under the simulator fix's lock: one array per block, whatever thread comes first
+            res = block_array(self, caller, shape, numpy_dtype(dtype))
         use = ex.shared.setdefault(caller, SharedUse(tuple(res.shape)))
         view = res.view(Counted)
         view._use = use

@@ -73,6 +73,34 @@ def test_a_tiled_numba_kernel_is_right_under_thread_switches(slow_empty):
     assert out[0] == x.sum()
 
 
+def test_the_checks_counting_shares_one_array_per_block(slow_empty):
+    """The exercise checks replace the method with one that records who reads and writes shared
+    memory; it allocates under the same lock (without it, the check's own launch of a correct
+    tiled kernel returned a few wrong elements now and then)."""
+    from gpu_course.exercises.replay import Execution, _count_numba
+
+    @cuda.jit
+    def tile_sum(x, out):
+        s = cuda.shared.array(8, np.float32)
+        t = cuda.threadIdx.x
+        s[t] = x[t]
+        cuda.syncthreads()
+        if t == 0:
+            acc = 0.0
+            for i in range(8):
+                acc += s[i]
+            out[0] = acc
+
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    ex = Execution()
+    with _count_numba(ex):
+        tile_sum[1, 8](x, out)
+    assert out[0] == x.sum()
+    (use,) = ex.shared.values()
+    assert len(use.writers) == 8 and ex.barriers and all(n == 1 for n in ex.barriers.values())
+
+
 def test_install_is_idempotent():
     simulator_fix.install()
     simulator_fix.install()
