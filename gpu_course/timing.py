@@ -104,7 +104,7 @@ def flush_l2() -> None:
     _l2_flush_buffer.zero_()
 
 
-def bench(fn, *args, warmup: int = 3, reps: int | None = None, budget_ms: float | None = None,
+def bench(fn, *args, warmup: int | None = None, reps: int | None = None, budget_ms: float | None = None,
           l2_flush: bool = False, hide_launch: bool = True, max_reps: int = 1000,
           **kwargs) -> Timing:
     """Time ``fn(*args, **kwargs)``: warm up, repeat, and return all run times (use ``.median``).
@@ -122,7 +122,9 @@ def bench(fn, *args, warmup: int = 3, reps: int | None = None, budget_ms: float 
     ``reps=None`` repeats until about ``budget_ms`` of run time (300 ms on a GPU, 1 s on the
     CPU) is spent, at least 5 times on a GPU and 3 on the CPU, at most ``max_reps``. ``fn`` is
     called ``warmup`` times first (on a GPU each warm-up call is synchronized, to measure
-    ``launch_ms``; with ``warmup=0`` one such call is still made there).
+    ``launch_ms``; with ``warmup=0`` one such call is still made there). The default is 3 warm-up calls
+    on a GPU and 1 on the CPU, where only the first call differs (a simulator's or an interpreter's
+    first call compiles or caches; the later ones take as long as each other).
 
     >>> t = bench(torch.ones, 1000, reps=5)
     >>> t.n, t.median > 0
@@ -134,6 +136,8 @@ def bench(fn, *args, warmup: int = 3, reps: int | None = None, budget_ms: float 
         raise ValueError(f"bench: reps must be a whole number >= 1 (or None: fill budget_ms), got {reps!r}")
     if budget_ms is None:
         budget_ms = 300.0 if ON_GPU else 1000.0
+    if warmup is None:
+        warmup = 3 if ON_GPU else 1
     launch = []  # on a GPU: the CPU's time to enqueue one run, each warm-up run on an empty queue
     for _ in range(warmup if warmup > 0 or not ON_GPU else 1):
         t0 = time.perf_counter()
@@ -225,7 +229,7 @@ def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, **kw
     synchronize at the end: what a training loop sees. When the CPU takes longer to make a call than
     the GPU takes to run it, this is the CPU's time, not the GPU's. The median of ``rounds`` loops of
     ``steps`` calls (default: about 20 ms a round on a GPU, at least 10 and at most 500 steps, 5
-    rounds; 2 steps and 1 round on the CPU), after one warm-up call.
+    rounds; 1 step and 1 round on the CPU), after one warm-up call.
 
     >>> loop_ms(torch.ones, 10, steps=3, rounds=2) > 0
     True
@@ -235,16 +239,19 @@ def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, **kw
 
 def _loop_steps(fn, args, kwargs, steps=None) -> int:
     """After a warm-up call of ``fn``: ``steps`` if given, else how many back-to-back calls make about
-    20 ms of ``fn`` (10 to 500) on a GPU; 2 on the CPU."""
+    20 ms of ``fn`` (10 to 500) on a GPU; 1 on the CPU (a simulator's wall clock: one step says as
+    little about a GPU as many)."""
     fn(*args, **kwargs)
     synchronize()
     if steps is not None:
         return steps
+    if not ON_GPU:
+        return 1
     t0 = time.perf_counter()
     fn(*args, **kwargs)
     synchronize()
     one = max(time.perf_counter() - t0, 1e-6)
-    return int(min(500, max(10, 0.02 / one))) if ON_GPU else 2
+    return int(min(500, max(10, 0.02 / one)))
 
 
 def loop_ms_each(fns: dict, *args, steps: int | None = None, rounds: int | None = None, **kwargs) -> dict:
@@ -272,7 +279,7 @@ def loop_ms_each(fns: dict, *args, steps: int | None = None, rounds: int | None 
 
 def cpu_ms_per_call(fn, *args, n: int | None = None, **kwargs) -> float:
     """The CPU's time to make one call of ``fn(*args, **kwargs)``: the median of ``n`` calls (20 on a
-    GPU, 2 on the CPU), each made with the GPU idle (synchronized before, not timed), so no call
+    GPU, 1 on the CPU), each made with the GPU idle (synchronized before, not timed), so no call
     waits for a full launch queue. Python, torch's dispatch, the wrapper's checks and allocations and
     the kernel launches all count; the GPU's run does not (unless ``fn`` synchronizes itself).
 
@@ -289,7 +296,7 @@ def cpu_ms_each(fns: dict, *args, n: int | None = None, **kwargs) -> dict:
     >>> sorted(cpu_ms_each({"ones": torch.ones, "zeros": torch.zeros}, 10, n=2))
     ['ones', 'zeros']
     """
-    n = n if n is not None else (20 if ON_GPU else 2)
+    n = n if n is not None else (20 if ON_GPU else 1)
     times = {name: [] for name in fns}
     for _ in range(n):
         for name, f in fns.items():
@@ -342,7 +349,7 @@ class UserTiming:
 def bench_user(fn, *args, l2_flush: bool = False, budget_ms: float | None = None, **kwargs) -> UserTiming:
     """:class:`UserTiming` of ``fn(*args, **kwargs)``: :func:`bench` (GPU time, launch hidden; with
     ``l2_flush`` and ``budget_ms`` as there), :func:`loop_ms` and :func:`cpu_ms_per_call`. On the CPU
-    each is a couple of wall-clock runs (simulators: the figures say nothing about a GPU).
+    each is one or two wall-clock runs (simulators: the figures say nothing about a GPU).
 
     >>> t = bench_user(torch.ones, 100)
     >>> t.loop_ms > 0 and t.cpu_ms > 0 and t.median == t.gpu.median
@@ -360,7 +367,7 @@ def bench_users(fns: dict, *args, l2_flush: bool = False, budget_ms: float | Non
     >>> sorted(t), t["zeros"].cpu_ms > 0
     (['ones', 'zeros'], True)
     """
-    gpu = {name: bench(f, *args, l2_flush=l2_flush, budget_ms=budget_ms, reps=None if ON_GPU else 2, **kwargs)
+    gpu = {name: bench(f, *args, l2_flush=l2_flush, budget_ms=budget_ms, reps=None if ON_GPU else 1, **kwargs)
            for name, f in fns.items()}
     loops = loop_ms_each(fns, *args, **kwargs)
     cpus = cpu_ms_each(fns, *args, **kwargs)
