@@ -41,9 +41,10 @@ def xdist_group(nodeid: str) -> str:
 # cache). On two workers the run ends soonest when they start first; the others follow in the order
 # of collection. A group missing here only starts later; tests/unit/test_course_cli.py checks that
 # each name is a group of this repository.
-LONGEST_FIRST = ["nb09", "nb04", "tests/unit/test_exercises_cuda.py", "nb05", "tests/unit/test_bench_scripts.py",
-                 "nb03", "tests/unit/test_cuda_files.py", "nb12", "tests/unit/test_tensor_cores.py", "nb08", "nb10", "tests/notebooks/test_course.py", "tests/unit/test_gpu_build.py", "nb01",
-                 "nb06", "tests/unit/test_emulation.py", "nb11", "tests/unit/test_exercises.py",
+LONGEST_FIRST = ["nb09", "nb04", "tests/unit/test_exercises_cuda.py", "nb05", "nb03", "nb13",
+                 "tests/unit/test_cuda_files.py", "tests/unit/test_bench_scripts.py", "nb12", "tests/unit/test_tensor_cores.py",
+                 "nb08", "nb10", "tests/notebooks/test_course.py", "tests/unit/test_gpu_build.py", "nb01",
+                 "nb06", "tests/unit/test_distributed.py", "tests/unit/test_emulation.py", "nb11", "tests/unit/test_exercises.py",
                  "tests/unit/test_emulation_mistakes.py", "tests/unit/test_cache_files.py",
                  "tests/unit/test_layernorm.py", "tests/unit/test_mode.py", "tests/unit/test_exercises_executed.py",
                  "tests/unit/test_emulation_races.py", "nb07"]

@@ -22,6 +22,9 @@
   limits, and the persistent grid they allow
 * ``triton_check``, ``triton_debug``, ``triton_plots`` (imported by name): bounds checks of the Triton
   interpreter, a kernel run by the interpreter on any machine and what a launch printed, sweep plots
+* ``distributed``, ``parallel_training`` (imported by name): ranks of a process group kept alive for a
+  notebook (NCCL between GPUs, gloo on the CPU), collectives measured as nccl-tests does, a ring
+  all-reduce by hand; DDP and FSDP on those ranks
 * ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
 * ``kernels``: the kernels a notebook teaches and a benchmark times, defined once
 * ``paths``: where results are kept

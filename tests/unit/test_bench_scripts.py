@@ -3,10 +3,12 @@ CUDA C emulation and the Triton interpreter): each runs to its end, says that it
 GPU, and prints its table with the three figures a caller gets (GPU time, time per step of a loop, CPU time
 per call) for ours and for the library, and the library's time over ours for the GPU time and the loop.
 (bench/layernorm.py and bench/flash_attention.py print theirs through tables tested in test_layernorm.py and
-test_attention.py; here they only run.) On a GPU each script records its rows in the results (notebook
+test_attention.py; bench/collectives.py times collectives across ranks, which have no GPU time of their own,
+with the helpers tested in test_distributed.py; here these three only run.) On a GPU each script records its rows in the results (notebook
 "bench/<script>"); in cpu mode none writes anything there. Each script either records or says why not."""
 import ast
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -18,7 +20,7 @@ import pytest
 import utils
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow   # each runs a whole script in a fresh interpreter
+pytestmark = pytest.mark.slow   # the scripts run whole, in a fresh interpreter
 
 # script -> its arguments for a short cpu-mode run
 SCRIPTS = {"elementwise.py": [], "matmul_ladder.py": [], "reductions.py": [], "tensor_cores.py": [],
@@ -35,29 +37,65 @@ RECORDING = ["elementwise.py", "flash_attention.py", "layernorm.py", "matmul_lad
              "tensor_cores.py", "triton_basics_bench.py", "triton_matmul.py"]
 
 
-def run_script(name, args, results_dir):
-    """``bench/name args`` in cpu mode, with its results directory moved to ``results_dir``."""
+# scripts that only run here (their tables are tested elsewhere: see the module's docstring)
+RUN_ONLY = {"flash_attention.py": [], "layernorm.py": ["--dtypes", "float16"],
+            "collectives.py": ["--max-bytes", "64K", "--ops", "all_reduce", "all_gather"]}
+
+# Runs the scripts one after another in ONE fresh interpreter (each as __main__, with its own argv),
+# so that torch, triton and the course are imported once, not once per script; for each script:
+# its exit code, what it printed, and what was in the results directory after it.
+DRIVER = r"""
+import contextlib, io, json, os, runpy, sys, time, traceback
+jobs, results_dir = json.loads(sys.argv[1]), sys.argv[2]
+report = {}
+for name, path, args in jobs:
+    out, code, t0 = io.StringIO(), 0, time.perf_counter()
+    sys.argv = [path, *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    report[name] = {"code": code, "out": out.getvalue(), "written": sorted(os.listdir(results_dir)),
+                    "seconds": round(time.perf_counter() - t0, 1)}
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every script of SCRIPTS and RUN_ONLY, run whole in cpu mode: {name: (exit code, output, files
+    in the results directory after it)}."""
+    results_dir = tmp_path_factory.mktemp("results")
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET", "COURSE_SAVE_RESULTS")}
     env.update(COURSE_MODE="cpu", COURSE_RESULTS_DIR=str(results_dir),
                PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    jobs = [(name, str(ROOT / "bench" / name), args) for name, args in {**SCRIPTS, **RUN_ONLY}.items()]
+    r = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(jobs), str(results_dir)], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, f"the scripts' driver failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    print("seconds per script:", {name: v["seconds"] for name, v in report.items()})   # shown with -s
+    return {name: (v["code"], v["out"], v["written"]) for name, v in report.items()}
 
 
-def assert_recorded_nothing(name, out, results_dir):
-    assert not list(results_dir.iterdir()), f"{name} wrote in cpu mode: {list(results_dir.iterdir())}"
+def assert_ran_and_recorded_nothing(name, runs):
+    code, out, written = runs[name]
+    assert code == 0, f"{name} failed:\n{out[-3000:]}"
+    assert not written, f"{name} wrote in cpu mode: {written}"
     if name in RECORDING:
         assert "results: nothing recorded (cpu mode" in out, f"{name}: no line saying nothing is recorded"
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name, tmp_path):
-    res = run_script(name, SCRIPTS[name], tmp_path)
-    out = res.stdout
-    assert res.returncode == 0, f"{name} failed:\n{out[-3000:]}\n{res.stderr[-3000:]}"
+def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name, runs):
+    out = assert_ran_and_recorded_nothing(name, runs)
     assert "nothing about a GPU" in out, f"{name}: no note that cpu-mode times mean nothing"
-    assert_recorded_nothing(name, out, tmp_path)
     headers = [line for line in out.splitlines()
                if "GPU time" in line and "loop/step" in line and "CPU/call" in line]
     assert headers, f"{name}: no table header with GPU time, loop/step and CPU/call:\n{out}"
@@ -67,11 +105,9 @@ def test_bench_script_prints_gpu_loop_and_cpu_figures_against_the_library(name, 
     assert any(re.search(r" 1\.00×, +1\.00×", line) for line in rows), f"{name}: no baseline row:\n{out}"
 
 
-@pytest.mark.parametrize("name, args", [("flash_attention.py", []), ("layernorm.py", ["--dtypes", "float16"])])
-def test_bench_script_runs_and_records_nothing_in_cpu_mode(name, args, tmp_path):
-    res = run_script(name, args, tmp_path)
-    assert res.returncode == 0, f"{name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-    assert_recorded_nothing(name, res.stdout, tmp_path)
+@pytest.mark.parametrize("name", sorted(RUN_ONLY))
+def test_bench_script_runs_and_records_nothing_in_cpu_mode(name, runs):
+    assert_ran_and_recorded_nothing(name, runs)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)

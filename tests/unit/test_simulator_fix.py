@@ -54,19 +54,21 @@ def test_the_unpatched_simulator_has_the_race(slow_empty, monkeypatch):
     assert len({id(a) for a in got}) > 1
 
 
-def test_a_tiled_numba_kernel_is_right_under_thread_switches(slow_empty):
-    @cuda.jit
-    def tile_sum(x, out):
-        s = cuda.shared.array(8, np.float32)
-        t = cuda.threadIdx.x
-        s[t] = x[t]
-        cuda.syncthreads()
-        if t == 0:
-            acc = 0.0
-            for i in range(8):
-                acc += s[i]
-            out[0] = acc
+@cuda.jit
+def tile_sum(x, out):
+    """One block of 8 threads: each stores its element in shared memory; thread 0 sums them."""
+    s = cuda.shared.array(8, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    cuda.syncthreads()
+    if t == 0:
+        acc = 0.0
+        for i in range(8):
+            acc += s[i]
+        out[0] = acc
 
+
+def test_a_tiled_numba_kernel_is_right_under_thread_switches(slow_empty):
     x = np.arange(8, dtype=np.float32)
     out = np.zeros(1, np.float32)
     tile_sum[1, 8](x, out)
@@ -78,19 +80,6 @@ def test_the_checks_counting_shares_one_array_per_block(slow_empty):
     memory; it allocates under the same lock (without it, the check's own launch of a correct
     tiled kernel returned a few wrong elements now and then)."""
     from gpu_course.exercises.replay import Execution, _count_numba
-
-    @cuda.jit
-    def tile_sum(x, out):
-        s = cuda.shared.array(8, np.float32)
-        t = cuda.threadIdx.x
-        s[t] = x[t]
-        cuda.syncthreads()
-        if t == 0:
-            acc = 0.0
-            for i in range(8):
-                acc += s[i]
-            out[0] = acc
-
     x = np.arange(8, dtype=np.float32)
     out = np.zeros(1, np.float32)
     ex = Execution()

@@ -1,0 +1,181 @@
+"""gpu_course.distributed on the CPU: two gloo ranks, kept alive between runs; functions of a notebook
+shipped by their source; a rank's error and a hang give a clear Python error and new ranks next time;
+the hand-written ring all-reduce agrees with gloo's; the sweep's bandwidths follow nccl-tests."""
+import linecache
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import utils  # noqa: F401  the mode first
+from gpu_course import distributed as gd
+from gpu_course import parallel_training as pt
+
+pytestmark = pytest.mark.slow   # each start of the ranks is two fresh interpreters importing torch
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    with gd.Ranks(plan_=gd.plan(gpus=0), timeout_s=120) as r:
+        yield r
+
+
+def where_am_i():
+    return dist.get_rank(), dist.get_world_size(), dist.get_backend()
+
+
+def ring_against_gloo(n, seed):
+    g = torch.Generator().manual_seed(seed + dist.get_rank())
+    x = torch.randn(n, generator=g, dtype=torch.float64)
+    ref = x.clone()
+    dist.all_reduce(ref)
+    return gd.ring_all_reduce(x.clone()), ref
+
+
+def fails_on_rank_1():
+    if dist.get_rank() == 1:
+        raise ValueError("rank 1 cannot")
+    dist.barrier()          # rank 0 waits for rank 1 forever: the ranks must be stopped
+    return "unreachable"
+
+
+def recv_without_send():
+    if dist.get_rank() == 0:
+        dist.recv(torch.empty(4), src=1)   # rank 1 never sends
+    return dist.get_rank()
+
+
+def notebook_function(src: str, name: str, **globals_):
+    """A function as a notebook cell defines it: module __main__, its source in linecache."""
+    filename = f"<ipython-input-{name}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"__name__": "__main__", **globals_}
+    exec(compile(src, filename, "exec"), ns)
+    return ns[name]
+
+
+def test_results_come_back_in_rank_order(ranks):
+    assert ranks.run(where_am_i) == [(0, 2, "gloo"), (1, 2, "gloo")]
+
+
+@pytest.mark.parametrize("n", [1, 2, 1001, 4096])
+def test_the_hand_written_ring_sums_as_gloo_does(ranks, n):
+    for mine, ref in ranks.run(ring_against_gloo, n, seed=n):
+        torch.testing.assert_close(mine, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_a_notebooks_function_is_shipped_with_what_it_reads(ranks):
+    helper = notebook_function("def scaled(x):\n    return x * SCALE\n", "scaled", SCALE=10)
+    fn = notebook_function(
+        "def total(n):\n"
+        "    t = torch.full((n,), float(dist.get_rank() + 1))\n"
+        "    dist.all_reduce(t)\n"
+        "    return scaled(t)\n", "total", torch=torch, dist=dist, scaled=helper)
+    assert fn.__module__ == "__main__"
+    out = ranks.run(fn, 3)
+    assert [t.tolist() for t in out] == [[30.0] * 3, [30.0] * 3]   # (1 + 2) * SCALE on each rank
+
+
+def says_hello_and_warns():
+    import warnings
+    warnings.warn("a warning goes to the rank's log")
+    print(f"hello from rank {dist.get_rank()}")
+    return dist.get_rank()
+
+
+def test_prints_come_back_rank_by_rank_and_the_rest_goes_to_the_log(ranks, capsys):
+    assert ranks.run(says_hello_and_warns) == [0, 1]
+    assert capsys.readouterr().out == "[rank 0] hello from rank 0\n[rank 1] hello from rank 1\n"
+    assert "a warning goes to the rank's log" in ranks.log(1)
+
+
+def test_a_closure_is_refused_with_a_reason(ranks):
+    k = 3
+
+    def inner():
+        return k
+    with pytest.raises(TypeError, match="enclosing function"):
+        ranks.run(inner)
+
+
+def test_a_rank_that_raises_gives_its_error_and_new_ranks_next_time(ranks):
+    with pytest.raises(gd.RankError, match=r"rank 1 of 2 raised in fails_on_rank_1: ValueError: rank 1 cannot"):
+        ranks.run(fails_on_rank_1)
+    assert ranks.run(where_am_i)[1] == (1, 2, "gloo")
+
+
+def test_a_hang_gives_a_timeout_and_new_ranks_next_time(ranks):
+    with pytest.raises(gd.RanksTimeout, match=r"rank 0 of 2 did not finish recv_without_send in 3 s"):
+        ranks.run(recv_without_send, timeout_s=3)
+    assert ranks.run(where_am_i)[0] == (0, 2, "gloo")
+
+
+def test_sweep_reports_bandwidths_as_nccl_tests_define_them(ranks):
+    for op in gd.COLLECTIVES:
+        rows = gd.sweep(ranks, op, [4096, 65536], iters=2, warmup=1)
+        assert [r.nbytes for r in rows] == [4096, 65536] and all(r.seconds > 0 for r in rows)
+        for r in rows:
+            assert r.busbw == pytest.approx(r.algbw * gd.bus_factor(op, 2))
+            assert r.algbw == pytest.approx(r.nbytes / r.seconds / 1e9)
+
+
+def test_bus_factor_and_plan_refuse_nonsense():
+    with pytest.raises(ValueError, match="one of"):
+        gd.bus_factor("all_to_all", 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        gd.plan(world=0)
+    assert gd.ring_bytes_per_rank(1e9, 2) == 1e9 and gd.ring_bytes_per_rank(1e9, 8) == 1.75e9
+    assert gd.plan(gpus=1).backend == "gloo" and "one GPU" in gd.plan(gpus=1).note
+
+
+def test_ddp_gives_every_rank_the_gradient_of_the_whole_batch(ranks):
+    ref = pt.full_batch_gradients(16, 2, 8)
+    for grads in ranks.run(pt.ddp_gradients, 16, 2, 8):
+        assert grads.keys() == ref.keys()
+        for k in ref:
+            torch.testing.assert_close(grads[k], ref[k], rtol=1e-5, atol=1e-6)
+
+
+def test_fsdp_holds_half_of_what_ddp_holds_and_trains_the_same(ranks):
+    ddp, fsdp = (ranks.run(pt.state_bytes, 16, 2, 8, sharded=s) for s in (False, True))
+    assert ddp[0]["parameters"] == 3 * (16 * 16 + 16) * 4 and ddp[0]["peak"] is None
+    for what in ("parameters", "gradients", "optimizer"):
+        assert [f[what] for f in fsdp] == [ddp[0][what] // 2] * 2
+    a, b = (ranks.run(pt.losses, 16, 2, 8, sharded=s)[0] for s in (False, True))
+    assert a[2] < a[0] and max(abs(x - y) for x, y in zip(a, b)) < 1e-6
+
+
+def test_step_time_alone_runs_on_rank_0_only_and_overlap_needs_nccl(ranks):
+    alone = ranks.run(pt.step_time, 16, 1, 4, 2, ddp=False, warmup=1)
+    assert alone[0] > 0 and alone[1] is None
+    assert ranks.run(pt.overlap, 16, 1, 4) == [None, None]
+    assert ranks.run(tf32_is_on) == [False, False]   # TF32 only while the steps are timed
+
+
+def tf32_is_on():
+    return torch.backends.cuda.matmul.allow_tf32
+
+
+def answer(src: str, name: str = "my_all_reduce"):
+    """A function of notebook 13's solutions file, as the notebook's cell would define it."""
+    return notebook_function(src, name, torch=torch, dist=dist, gd=gd)
+
+
+def gathers_everything(t):
+    n = dist.get_world_size()
+    every = torch.empty(n * t.numel(), dtype=t.dtype, device=t.device)
+    gd.reduce_scatter_into(torch.empty(t.numel() // n, dtype=t.dtype), t)
+    gd.all_gather_into(every, t)
+    return every.view(n, -1).sum(0)
+
+
+def test_the_composed_all_reduce_check_accepts_the_method_and_names_each_shortcut(ranks):
+    from solutions import nb13
+    gd.check_composed_all_reduce(ranks, answer(nb13.SOLUTIONS["ex13-2-answer"]))
+    with pytest.raises(AssertionError, match="all-gathers the whole tensor"):
+        gd.check_composed_all_reduce(ranks, gathers_everything)
+    with pytest.raises(AssertionError, match="calls dist.all_reduce"):
+        gd.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
+    with pytest.raises(AssertionError, match="also calls broadcast"):
+        gd.check_composed_all_reduce(ranks, answer(
+            nb13.CHEATS["ex13-2-answer"]["the two collectives, then a broadcast of rank 0's result"]))
