@@ -117,6 +117,8 @@ def _shipped(fn) -> tuple:
         return ("ref", fn)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"Ranks.run needs a function, got {type(fn).__name__}")
+    if fn.__name__ == "<lambda>":
+        raise TypeError("Ranks.run: define the function with def (a lambda cannot be shipped by its source)")
     if fn.__closure__:
         raise TypeError(f"Ranks.run: {fn.__name__} reads variables of an enclosing function; define it at the "
                         f"top level of a cell, and pass what it needs as arguments")

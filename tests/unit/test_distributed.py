@@ -96,6 +96,8 @@ def test_a_closure_is_refused_with_a_reason(ranks):
         return k
     with pytest.raises(TypeError, match="enclosing function"):
         ranks.run(inner)
+    with pytest.raises(TypeError, match="with def"):
+        ranks.run(notebook_function("f = lambda: 1\n", "f"))
 
 
 def test_a_rank_that_raises_gives_its_error_and_new_ranks_next_time(ranks):
