@@ -29,6 +29,7 @@ import inspect
 import io
 import multiprocessing as mp
 import os
+import pickle
 import shutil
 import socket
 import tempfile
@@ -110,11 +111,38 @@ def _free_port() -> int:
 
 def _shipped(fn) -> tuple:
     """What a rank needs to call ``fn``: the function itself when a fresh process can import it by
-    name, else its source and the globals it reads (modules by name, importable functions and
-    picklable values as they are, functions of the notebook by their own source)."""
-    mod = getattr(fn, "__module__", None)
-    if mod and mod != "__main__" and not mod.startswith("__") and "<locals>" not in fn.__qualname__:
+    name, else the sources of ``fn`` and of the notebook's functions it calls (directly or through
+    each other), and the other globals they read: modules by name, importable functions and picklable
+    values as they are. The rank runs all the sources in one namespace, so functions that call each
+    other (or themselves) find each other there."""
+    if _importable(fn):
         return ("ref", fn)
+    sources, names, todo = {}, {}, [fn]
+    while todo:
+        f = todo.pop()
+        if f.__name__ in sources:
+            continue
+        sources[f.__name__] = _source(f)
+        for name in _global_names(f.__code__):
+            if name not in f.__globals__ or name in names or name in sources:
+                continue
+            v = f.__globals__[name]
+            if isinstance(v, types.ModuleType):
+                names[name] = ("module", v.__name__)
+            elif isinstance(v, types.FunctionType) and not _importable(v):
+                todo.append(v)
+            else:
+                names[name] = ("value", v)
+    return ("src", fn.__name__, sources, names)
+
+
+def _importable(fn) -> bool:
+    mod = getattr(fn, "__module__", None)
+    return bool(mod) and mod != "__main__" and not mod.startswith("__") and "<locals>" not in \
+        getattr(fn, "__qualname__", "<locals>")
+
+
+def _source(fn) -> str:
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"Ranks.run needs a function, got {type(fn).__name__}")
     if fn.__name__ == "<lambda>":
@@ -123,22 +151,10 @@ def _shipped(fn) -> tuple:
         raise TypeError(f"Ranks.run: {fn.__name__} reads variables of an enclosing function; define it at the "
                         f"top level of a cell, and pass what it needs as arguments")
     try:
-        src = textwrap.dedent(inspect.getsource(fn))
+        return textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError) as e:
         raise TypeError(f"Ranks.run: the source of {fn.__name__} cannot be read ({e}); define it with def in a "
                         f"cell or a file") from None
-    names = {}
-    for name in _global_names(fn.__code__):
-        if name not in fn.__globals__:
-            continue
-        v = fn.__globals__[name]
-        if isinstance(v, types.ModuleType):
-            names[name] = ("module", v.__name__)
-        elif isinstance(v, types.FunctionType):
-            names[name] = ("fn", _shipped(v))
-        else:
-            names[name] = ("value", v)
-    return ("src", fn.__name__, src, names)
 
 
 def _global_names(code) -> set:
@@ -152,11 +168,12 @@ def _global_names(code) -> set:
 def _rebuilt(shipped):
     if shipped[0] == "ref":
         return shipped[1]
-    _, name, src, names = shipped
+    _, name, sources, names = shipped
     ns = {"__name__": "__rank__"}
     for k, (kind, v) in names.items():
-        ns[k] = __import__(v, fromlist=["_"]) if kind == "module" else _rebuilt(v) if kind == "fn" else v
-    exec(compile(src, f"<{name}>", "exec"), ns)
+        ns[k] = __import__(v, fromlist=["_"]) if kind == "module" else v
+    for fname, src in sources.items():
+        exec(compile(src, f"<{fname}>", "exec"), ns)
     return ns[name]
 
 
@@ -185,6 +202,10 @@ def _to_cpu(x):
     return x
 
 
+_UNPICKLABLE = ("A rank could not unpack what was sent: a class defined in the notebook cannot travel to the "
+                "ranks (they import modules, not cells); define it inside the function, or pass tensors and numbers\n")
+
+
 def _serve(rank: int, world: int, backend: str, port: int, conn, env: dict, log_path: str) -> None:
     """A rank's process: set up the process group, then run what arrives until ``None`` does. What
     the function prints goes back with its result; everything else the process writes (warnings,
@@ -204,7 +225,15 @@ def _serve(rank: int, world: int, backend: str, port: int, conn, env: dict, log_
         conn.send(("error", traceback.format_exc(), ""))
         return
     while True:
-        msg = conn.recv()
+        try:
+            raw = conn.recv_bytes()
+        except (EOFError, OSError):   # the parent is gone
+            break
+        try:
+            msg = pickle.loads(raw)
+        except Exception:  # noqa: BLE001  what arrived cannot be unpickled here
+            conn.send(("error", traceback.format_exc() + _UNPICKLABLE, ""))
+            continue
         if msg is None:
             break
         shipped, args, kwargs = msg
@@ -254,7 +283,7 @@ class Ranks:
         """Stop the ranks (a later :meth:`run` starts new ones) and remove their logs."""
         for c in self._conns:
             try:
-                c.send(None)
+                c.send_bytes(pickle.dumps(None))
             except (OSError, EOFError, BrokenPipeError):
                 pass
         for p in self._procs:
@@ -307,8 +336,13 @@ class Ranks:
         Inside ``fn``, ``dist.get_rank()`` and ``dist.get_world_size()`` say which rank it is."""
         shipped, args = _shipped(fn), _ship_args(args)   # functions among the arguments travel too
         self.start()
+        try:
+            message = pickle.dumps((shipped, args, kwargs))
+        except Exception as e:  # noqa: BLE001  a value that cannot travel: say which, before any rank waits
+            raise TypeError(f"Ranks.run: {getattr(fn, '__name__', 'the function')} or its arguments cannot be sent "
+                            f"to the ranks ({type(e).__name__}: {e}); pass tensors, numbers and functions") from None
         for c in self._conns:
-            c.send((shipped, args, kwargs))
+            c.send_bytes(message)
         return self._gather(getattr(fn, "__name__", "the function"), timeout_s or self.timeout_s)
 
     def _gather(self, what: str, timeout_s: float) -> list:

@@ -2,6 +2,7 @@
 shipped by their source; a rank's error and a hang give a clear Python error and new ranks next time;
 the hand-written ring all-reduce agrees with gloo's; the sweep's bandwidths follow nccl-tests."""
 import linecache
+import sys
 
 import pytest
 import torch
@@ -46,8 +47,9 @@ def recv_without_send():
 
 
 def notebook_function(src: str, name: str, **globals_):
-    """A function as a notebook cell defines it: module __main__, its source in linecache."""
-    filename = f"<ipython-input-{name}>"
+    """A function as a notebook cell defines it: module __main__, its source in linecache (the
+    cell's other functions, if ``src`` has several, share its globals)."""
+    filename = f"<ipython-input-{name}-{abs(hash(src))}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns = {"__name__": "__main__", **globals_}
     exec(compile(src, filename, "exec"), ns)
@@ -89,6 +91,25 @@ def test_prints_come_back_rank_by_rank_and_the_rest_goes_to_the_log(ranks, capsy
     assert "a warning goes to the rank's log" in ranks.log(1)
 
 
+def test_notebook_functions_that_call_each_other_and_themselves_are_shipped(ranks):
+    src = ("def even(n):\n    return True if n == 0 else odd(n - 1)\n\n\n"
+           "def odd(n):\n    return False if n == 0 else even(n - 1)\n\n\n"
+           "def factorial(n):\n    return 1 if n <= 1 else n * factorial(n - 1)\n\n\n"
+           "def both(n):\n    return even(n), factorial(n) + dist.get_rank()\n")
+    fn = notebook_function(src, "both", dist=dist)
+    assert ranks.run(fn, 5) == [(False, 120), (False, 121)]
+
+
+def test_a_class_of_the_notebook_gives_a_reason_and_the_ranks_live_on(ranks, monkeypatch):
+    ns = {"__name__": "__main__"}
+    exec("class Point:\n    pass\n", ns)
+    monkeypatch.setattr(sys.modules["__main__"], "Point", ns["Point"], raising=False)   # as a cell defines it
+    fn = notebook_function("def make():\n    return Point()\n", "make", Point=ns["Point"])
+    with pytest.raises(gd.RankError, match="a class defined in the notebook cannot travel"):
+        ranks.run(fn)
+    assert ranks.run(where_am_i)[0] == (0, 2, "gloo")
+
+
 def test_a_closure_is_refused_with_a_reason(ranks):
     k = 3
 
@@ -98,6 +119,9 @@ def test_a_closure_is_refused_with_a_reason(ranks):
         ranks.run(inner)
     with pytest.raises(TypeError, match="with def"):
         ranks.run(notebook_function("f = lambda: 1\n", "f"))
+    with pytest.raises(TypeError, match="cannot be sent to the ranks"):
+        ranks.run(where_am_i, (i for i in range(3)))   # a generator cannot be pickled
+    assert ranks.run(where_am_i)[1] == (1, 2, "gloo")   # and no rank was left waiting
 
 
 def test_a_rank_that_raises_gives_its_error_and_new_ranks_next_time(ranks):
