@@ -395,7 +395,7 @@ def _ended(rank: int, proc, what: str) -> str:
     why = f"rank {rank}'s process ended (exit code {proc.exitcode})"
     if what.startswith("setting up"):   # a script's ranks import the script (spawn) and start ranks again
         why += ("; in a script, start the ranks under `if __name__ == \"__main__\":` (each rank imports the "
-                "script), and see the rank's own error above")
+                f"script); the rank's own error is above, or in Ranks.log({rank})")
     return why + "\n"
 
 
