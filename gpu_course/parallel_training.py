@@ -129,7 +129,8 @@ def _sync(device) -> None:
 
 def overlap(d: int, layers: int, rows_per_rank: int, bucket_cap_mb: float = 25.0, steps: int = 3):
     """On a GPU: ``(share, comm_ms)``: the share of the all-reduce kernels' time (NCCL's kernels, per
-    step) during which some other kernel (forward, backward or the optimizer's) ran, from a
+    step) during which some other kernel ran (backward's: DDP waits for its all-reduces before backward
+    returns, so the optimizer's kernels come after them), from a
     torch.profiler trace of rank 0, and the NCCL kernels' milliseconds per step. None on the CPU,
     where gloo's all-reduce runs in threads, not as kernels."""
     device = rank_device()
