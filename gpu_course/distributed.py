@@ -458,15 +458,22 @@ def time_collective(op: str, nbytes: int, iters: int = 20, warmup: int = 5) -> t
     on this rank."""
     device = rank_device()
     call, size = _operation(op, nbytes, device)
+    return loop_seconds(call, iters, warmup, device), size
+
+
+def loop_seconds(call, iters: int, warmup: int, device) -> float:
+    """On every rank: seconds per call of ``call()`` made ``iters`` times back to back (queued without
+    waiting, as a training step queues them), after ``warmup`` calls and a barrier; the time ends when
+    the last call has finished on this rank."""
     for _ in range(warmup):
         call()
-    _sync(device)
+    sync_device(device)
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
         call()
-    _sync(device)
-    return (time.perf_counter() - t0) / iters, size
+    sync_device(device)
+    return (time.perf_counter() - t0) / iters
 
 
 def rank_device() -> torch.device:
@@ -476,9 +483,10 @@ def rank_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _sync(device) -> None:
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
+def sync_device(device) -> None:
+    """Wait for the GPU's queued work where ``device`` is a GPU (nothing to wait for on the CPU)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @dataclass(frozen=True)
@@ -645,23 +653,15 @@ def time_all_reduce(which: str, nbytes: int, iters: int) -> tuple:
     g = torch.Generator(device).manual_seed(dist.get_rank())
     work = torch.randn(max(dist.get_world_size(), nbytes // 4), device=device, generator=g)
     call = ring_all_reduce if which == "ring" else dist.all_reduce
-    for _ in range(3):
-        call(work)
-    _sync(device)
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        call(work)
-    _sync(device)
-    loop = (time.perf_counter() - t0) / iters
+    loop = loop_seconds(lambda: call(work), iters, 3, device)
     cpu = []
     for _ in range(iters):
-        _sync(device)
+        sync_device(device)
         dist.barrier()
         t0 = time.perf_counter()
         call(work)
         cpu.append(time.perf_counter() - t0)
-    _sync(device)
+    sync_device(device)
     return loop, sorted(cpu)[len(cpu) // 2]
 
 

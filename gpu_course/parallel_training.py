@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .distributed import rank_device
+from .distributed import rank_device, sync_device
 
 
 def mlp(d: int, layers: int, seed: int = 0) -> torch.nn.Sequential:
@@ -102,12 +102,12 @@ def _step_time(d, layers, rows_per_rank, steps, ddp, bucket_cap_mb, warmup):
     x = torch.randn(rows_per_rank, d, generator=g).to(device)
     y = torch.sin(x)
     _train_steps(model, opt, x, y, warmup)
-    _sync(device)
+    sync_device(device)
     if ddp:
         dist.barrier()
     t0 = time.perf_counter()
     _train_steps(model, opt, x, y, steps)
-    _sync(device)
+    sync_device(device)
     return (time.perf_counter() - t0) / steps
 
 
@@ -120,11 +120,6 @@ def _tf32():
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
-
-
-def _sync(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def overlap(d: int, layers: int, rows_per_rank: int, bucket_cap_mb: float = 25.0, steps: int = 3):
@@ -147,11 +142,11 @@ def _overlap(d, layers, rows_per_rank, bucket_cap_mb, steps, device):
     x = torch.randn(rows_per_rank, d, device=device)
     y = torch.sin(x)
     _train_steps(model, opt, x, y, 3)
-    _sync(device)
+    sync_device(device)
     dist.barrier()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         _train_steps(model, opt, x, y, steps)
-        _sync(device)
+        sync_device(device)
     kernels = [(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
                if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
     comm = [(a, b) for a, b, n in kernels if "nccl" in n.lower()]

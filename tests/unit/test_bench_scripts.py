@@ -43,13 +43,13 @@ RUN_ONLY = {"flash_attention.py": [], "layernorm.py": ["--dtypes", "float16"],
 
 # Runs the scripts one after another in ONE fresh interpreter (each as __main__, with its own argv),
 # so that torch, triton and the course are imported once, not once per script; for each script:
-# its exit code, what it printed, and what was in the results directory after it.
+# its exit code, what it printed, and the files it added to the results directory.
 DRIVER = r"""
 import contextlib, io, json, os, runpy, sys, time, traceback
 jobs, results_dir = json.loads(sys.argv[1]), sys.argv[2]
 report = {}
 for name, path, args in jobs:
-    out, code, t0 = io.StringIO(), 0, time.perf_counter()
+    out, code, t0, before = io.StringIO(), 0, time.perf_counter(), set(os.listdir(results_dir))
     sys.argv = [path, *args]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
@@ -59,7 +59,7 @@ for name, path, args in jobs:
         except BaseException:
             traceback.print_exc()
             code = 1
-    report[name] = {"code": code, "out": out.getvalue(), "written": sorted(os.listdir(results_dir)),
+    report[name] = {"code": code, "out": out.getvalue(), "written": sorted(set(os.listdir(results_dir)) - before),
                     "seconds": round(time.perf_counter() - t0, 1)}
 print(json.dumps(report))
 """
@@ -68,7 +68,7 @@ print(json.dumps(report))
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every script of SCRIPTS and RUN_ONLY, run whole in cpu mode: {name: (exit code, output, files
-    in the results directory after it)}."""
+    it added to the results directory)}."""
     results_dir = tmp_path_factory.mktemp("results")
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET", "COURSE_SAVE_RESULTS")}
