@@ -18,20 +18,21 @@ REFERENCE_GPU = "H100"
 STRICT_ENV = "COURSE_STRICT_CLAIMS"
 
 
-def strict() -> bool:
-    """Whether a false GPU claim raises here: on the reference GPU, unless COURSE_STRICT_CLAIMS
-    says otherwise."""
+def strict(reference: str = REFERENCE_GPU) -> bool:
+    """Whether a false GPU claim raises here: on the ``reference`` GPU (the one the prose was written
+    against), unless COURSE_STRICT_CLAIMS says otherwise."""
     env = os.environ.get(STRICT_ENV, "")
     if env in ("0", "1"):
         return env == "1"
-    return ON_GPU and REFERENCE_GPU in device_name()
+    return ON_GPU and reference in device_name()
 
 
 class ClaimFailed(AssertionError):
     """A claim the notebook's prose makes about a measurement is false on this run."""
 
 
-def claim(statement: str, holds, *, gpu_only: bool = True, evidence: str = "") -> None:
+def claim(statement: str, holds, *, gpu_only: bool = True, evidence: str = "",
+          reference: str = REFERENCE_GPU) -> None:
     """Check ``statement`` (a sentence the prose relies on) with ``holds`` and print one line.
 
     On a GPU, or anywhere when ``gpu_only=False``: prints ``✓ statement`` when ``holds`` is true.
@@ -39,8 +40,9 @@ def claim(statement: str, holds, *, gpu_only: bool = True, evidence: str = "") -
     written against; see :func:`strict`), so that the cell fails and a GPU re-run with nbval or
     ``course.py execute`` shows which claim drifted; on another GPU it prints ``✗`` and goes on.
     ``evidence`` (e.g. the two numbers compared) is shown with the line. In cpu mode a GPU claim is
-    printed as such and not checked. Returns nothing, so that a claim ending a cell prints only its
-    line.
+    printed as such and not checked. ``reference`` names the GPU of a notebook whose stored outputs
+    come from another (notebook 13: two H200s). Returns nothing, so that a claim ending a cell prints
+    only its line.
 
     >>> claim("flushed runs are slower", True, evidence="28.2 µs vs 12.7 µs")  # doctest: +SKIP
     ✓ flushed runs are slower (28.2 µs vs 12.7 µs)
@@ -57,9 +59,9 @@ def claim(statement: str, holds, *, gpu_only: bool = True, evidence: str = "") -
         print(f"(on a GPU: {statement}. Not checked in cpu mode: it is about the GPU's run.)")
         return
     if not ok:
-        if not gpu_only or strict():
+        if not gpu_only or strict(reference):
             raise ClaimFailed(f"claim does not hold on this run: {statement}{detail}")
         print(f"✗ not on this GPU ({device_name()}): {statement}{detail}. The text was written "
-              f"for the {REFERENCE_GPU} run stored in this notebook.")
+              f"for the {reference} run stored in this notebook.")
         return
     print(f"✓ {statement}{detail}")

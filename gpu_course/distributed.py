@@ -49,6 +49,10 @@ from .timing import fmt_ms
 # NVLink SHARP (multicast) off in every rank: the lent machines do not allow it.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
+# The GPUs notebook 13's prose was written against (its stored outputs come from two of them, NV18):
+# there a false claim fails the cell, as the H100's claims do in the other notebooks.
+REFERENCE_GPUS = "H200"
+
 # Spec sheet: NVLink 4 of an H100/H200 SXM, 18 links x 25 GB/s in each direction.
 LINK_SPEC_GBPS = {"H100": 450.0, "H200": 450.0}
 
@@ -570,10 +574,11 @@ def sweep_table(sweeps: dict, spec_gbps: float | None = None) -> str:
 
 def claim_on_nccl(ranks: "Ranks", statement: str, holds, evidence: str = "") -> None:
     """:func:`utils.claim` for a sentence about NCCL between GPUs: checked where the ranks are GPUs
-    with NCCL; elsewhere printed as such, unchecked."""
+    with NCCL (a false one fails the cell on the :data:`REFERENCE_GPUS` the prose was written
+    against); elsewhere printed as such, unchecked."""
     if ranks.backend == "nccl":
         from .claims import claim
-        claim(statement, holds, evidence=evidence)
+        claim(statement, holds, evidence=evidence, reference=REFERENCE_GPUS)
     else:
         print(f"(with NCCL between GPUs: {statement}. Not checked here: the ranks are CPU processes.)")
 
@@ -663,6 +668,61 @@ def time_all_reduce(which: str, nbytes: int, iters: int) -> tuple:
         cpu.append(time.perf_counter() - t0)
     sync_device(device)
     return loop, sorted(cpu)[len(cpu) // 2]
+
+
+def graph_seconds(call, iters: int, device, replays: int = 5) -> float | None:
+    """On every rank: seconds per call of ``call()`` with the CPU's cost hidden: ``iters`` calls
+    captured once in a CUDA graph (NCCL's collectives can be: the graph holds their kernels) and the
+    graph replayed ``replays`` times back to back, after a barrier. What is left is the GPUs' own time:
+    NCCL's kernel, the handshake over the link and the data. None where the rank has no GPU."""
+    if torch.device(device).type != "cuda":
+        return None
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):          # a capture is made after warm-up calls on a side stream
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: NCCL's watchdog thread may query events while this thread captures
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for _ in range(iters):
+            call()
+    graph.replay()
+    sync_device(device)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(replays):
+        graph.replay()
+    sync_device(device)
+    return (time.perf_counter() - t0) / (replays * iters)
+
+
+def all_reduce_three_ways(nbytes: int, iters: int = 20) -> tuple:
+    """On every rank: ``(loop, gpu, cpu)`` seconds per ``dist.all_reduce`` of about ``nbytes`` of
+    float32: the loop of back-to-back calls and the CPU's time for one call to return
+    (:func:`time_all_reduce`), and the GPU's own time with the launches hidden (:func:`graph_seconds`;
+    None on CPU ranks)."""
+    loop, cpu = time_all_reduce("library", nbytes, iters)
+    device = rank_device()
+    work = torch.ones(max(dist.get_world_size(), nbytes // 4), device=device)
+    return loop, graph_seconds(lambda: dist.all_reduce(work), iters, device), cpu
+
+
+def three_ways_table(ranks: "Ranks", sizes_: list, iters: int = 20) -> dict:
+    """:func:`all_reduce_three_ways` at each size on ``ranks`` (the slowest rank's figures), printed as
+    a table; returns ``{nbytes: (loop, gpu, cpu)}`` in seconds (gpu None on CPU ranks)."""
+    out = {}
+    for nbytes in sizes_:
+        per_rank = ranks.run(all_reduce_three_ways, int(nbytes), iters)
+        gpus = [r[1] for r in per_rank]
+        out[int(nbytes)] = (max(r[0] for r in per_rank), None if None in gpus else max(gpus),
+                            max(r[2] for r in per_rank))
+    print(f"{'size':>8} {'loop/call':>11} {'GPU (graph)':>12} {'CPU/call':>11}")
+    for nbytes, (loop, gpu, cpu) in out.items():
+        g = fmt_ms(gpu * 1e3) if gpu is not None else "-"
+        print(f"{fmt_bytes(nbytes):>8} {fmt_ms(loop * 1e3):>11} {g:>12} {fmt_ms(cpu * 1e3):>11}")
+    return out
 
 
 def ring_error(n: int) -> float:

@@ -40,6 +40,11 @@ def test_a_sweep_on_gpus(ranks):
     assert rows[1].busbw < 2 * gd.link_spec_gbps(utils.device_name())   # and no faster than the link
 
 
+def test_a_captured_all_reduce_hides_the_launch(ranks):
+    loop, gpu, cpu = gd.three_ways_table(ranks, [4096], iters=10)[4096]
+    assert gpu is not None and 0 < gpu < loop   # the graph's replay leaves the GPUs' own time
+
+
 def test_ddp_gradients_are_the_whole_batchs(ranks):
     ref = pt.full_batch_gradients(256, 2, 64)
     for grads in ranks.run(pt.ddp_gradients, 256, 2, 64):

@@ -145,6 +145,13 @@ def test_sweep_reports_bandwidths_as_nccl_tests_define_them(ranks):
             assert r.algbw == pytest.approx(r.nbytes / r.seconds / 1e9)
 
 
+def test_three_ways_has_no_graph_time_on_cpu_ranks(ranks, capsys):
+    out = gd.three_ways_table(ranks, [4096], iters=2)
+    loop, gpu, cpu = out[4096]
+    assert loop > 0 and cpu > 0 and gpu is None       # no CUDA graphs on CPU ranks: said with a dash
+    assert "-" in capsys.readouterr().out.splitlines()[1].split()
+
+
 def test_bus_factor_and_plan_refuse_nonsense():
     with pytest.raises(ValueError, match="one of"):
         gd.bus_factor("all_to_all", 2)
