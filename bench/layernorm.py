@@ -8,13 +8,16 @@
 For each dtype, the forward alone (no_grad) and forward + backward (dx, dweight, dbias) of: torch's
 ``F.layer_norm`` (eager), ``torch.compile`` of it, ours as a model calls it in eager mode
 (``layer_norm_op``: the autograd.Function), the custom op called directly
-(``torch.ops.gpu_course.layer_norm``) and ``torch.compile`` of a function calling ``layer_norm_op``.
+(``torch.ops.gpu_course.layer_norm``) and ``torch.compile`` of a function calling ``layer_norm_op``;
+on a GPU also ``layer_norm_node``, the same kernels launched from a C++ autograd node (built first with
+``ln.build_node()``, about a minute the first time).
 Each row gives three figures (``utils.bench_user``): the GPU time (launch hidden, L2 flushed), the
 time per step of a back-to-back Python loop, and the CPU time per call; then eager torch's time over
 this one's, for the GPU time and for the loop (>= 1 is as fast or faster). Then forward + backward of
 eager torch and ours each replayed from a CUDA graph. The last lines check, on the loop figures:
-ours forward >= 1.0x eager, ours forward + backward >= 1.0x eager, ours forward + backward under a
-CUDA graph >= 1.4x eager forward + backward (not under a graph).
+ours forward >= 1.0x eager, ours forward + backward >= 1.0x eager (the autograd.Function, and the C++
+node where it is built), ours forward + backward under a CUDA graph >= 1.4x eager forward + backward (not
+under a graph).
 
 Every variant is checked against torch (float64) before it is timed. On a GPU every row of the tables
 (not the --tune rows) is appended to results/<device>.csv under notebook "bench/layernorm", named as
@@ -58,9 +61,12 @@ def bench_dtype(h, w, dtype, tune):
         x, wt, b, dy = ln.inputs(h, w, dtype)
         tune_backward(x, wt, b, dy)
     loop = lambda t: times[(t, ln.EAGER)].loop_ms  # noqa: E731
-    return [("forward, loop", loop("forward") / times[("forward", ln.OURS)].loop_ms, 1.0),
-            (f"{FB}, loop", loop(FB) / times[(FB, ln.OURS)].loop_ms, 1.0),
-            (f"{FB}, CUDA graph", loop(FB) / graphs[f"{ln.OURS}, CUDA graph"].loop_ms, 1.4)]
+    verdicts = [("forward, loop", loop("forward") / times[("forward", ln.OURS)].loop_ms, 1.0),
+                (f"{FB}, loop", loop(FB) / times[(FB, ln.OURS)].loop_ms, 1.0),
+                (f"{FB}, CUDA graph", loop(FB) / graphs[f"{ln.OURS}, CUDA graph"].loop_ms, 1.4)]
+    if (FB, ln.NODE) in times:
+        verdicts.append((f"{FB}, loop, C++ node", loop(FB) / times[(FB, ln.NODE)].loop_ms, 1.0))
+    return verdicts
 
 
 def tune_backward(x, wt, b, dy):
@@ -90,6 +96,7 @@ def main():
     print(utils.banner())
     print(bench_recording(args.record))
     print(f"triton {triton.__version__}, torch {torch.__version__}")
+    print("C++ autograd node (layer_norm_node):", "built" if ln.build_node() else ln.node_status())
     h, w = utils.by_mode(gpu=(4096, 8192), cpu=(6, 300))
     if not utils.ON_GPU:
         print("cpu mode: a tiny size through the Triton interpreter; the times below say nothing "

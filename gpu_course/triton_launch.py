@@ -35,7 +35,7 @@ try:
 except ImportError:  # a Triton without knobs (before 3.4): no launch hooks to honour
     _knobs = None
 
-__all__ = ["Launcher", "int_kind", "aligned", "through_jit"]
+__all__ = ["Launcher", "int_kind", "aligned", "through_jit", "direct_allowed"]
 
 _DIRECT = [True]   # False inside through_jit(): every Launcher takes kernel[grid]
 
@@ -92,11 +92,17 @@ class Launcher:
         self._compiled = {}   # (device, key, constexpr values) -> (CompiledKernel, constexpr values in order)
         self.direct = 0
 
+    def compiled(self, key, **constexprs):
+        """The ``CompiledKernel`` an earlier call with ``key`` and these constexprs (same names, same order,
+        on the current device) registered for the direct path, or None."""
+        hit = self._compiled.get((torch._C._cuda_getDevice(), key, *constexprs.values())) if ON_GPU else None
+        return hit[0] if hit else None
+
     def __call__(self, grid, key, *args, **constexprs):
         # While torch.compile traces (an autograd.Function's forward, say), kernel[grid] is what Dynamo
         # knows as a Triton launch; tracing the direct path would guard on the cache's keys, which
         # hold triton dtypes it cannot name (an InternalTorchDynamoError on a GPU).
-        if torch.compiler.is_compiling() or not ON_GPU or not _DIRECT[0] or _recording() or _hooks_set():
+        if not direct_allowed():
             return self.kernel[grid](*args, **constexprs)
         dev = torch._C._cuda_getDevice()   # the device kernel[grid] launches on (torch.cuda.current_device, less Python)
         full = (dev, key, *constexprs.values())
@@ -113,6 +119,13 @@ class Launcher:
         ck.run(g[0], g[1], g[2], stream, ck.function, ck.packed_metadata, None, None, None, *args, *tail)
         self.direct += 1
         return ck
+
+
+def direct_allowed() -> bool:
+    """Whether a launch may bypass ``kernel[grid]`` here and now (the module docstring's conditions):
+    on a GPU, not while ``torch.compile`` traces, outside :class:`through_jit`, a ``utils.launches``
+    block and launch hooks."""
+    return not torch.compiler.is_compiling() and ON_GPU and _DIRECT[0] and not _recording() and not _hooks_set()
 
 
 class through_jit:

@@ -41,6 +41,8 @@ True
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import triton
 import triton.language as tl
@@ -50,7 +52,7 @@ from ..checking import check
 from ..launch import cdiv
 from ..mode import DEVICE, ON_GPU, by_mode
 from ..timing import bench, bench_user, bench_users
-from ..triton_launch import Launcher, aligned, int_kind
+from ..triton_launch import Launcher, aligned, direct_allowed, int_kind
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 
 MAX_W = 16384          # features per row: a row (and, backward, its partial sums) lives in registers
@@ -254,13 +256,39 @@ def _forward(x2, weight, bias, eps, cfg, alloc, save=True):
     else:
         mean = rstd = None
     weight, bias = weight.contiguous(), bias.contiguous()
-    # what Triton specialises on, beyond the constexprs (y, mean and rstd are fresh: aligned, rows of w)
-    key = (x2.dtype, weight.dtype, bias.dtype, aligned(x2), aligned(weight), aligned(bias),
-           int_kind(x2.stride(0)), int_kind(w))
-    _fwd_launch((h,), key, x2, weight, bias, y, y if mean is None else mean, y if rstd is None else rstd,
-                x2.stride(0), y.stride(0), w, eps, BLOCK_W=cfg["BLOCK_W"], ACC=_acc(x2.dtype), SAVE_STATS=save,
-                num_warps=cfg["num_warps"])
+    _fwd_launch((h,), _fwd_key(x2, weight, bias), x2, weight, bias, y, y if mean is None else mean,
+                y if rstd is None else rstd, x2.stride(0), y.stride(0), w, eps, **_fwd_consts(cfg, x2.dtype, save))
     return y, mean, rstd
+
+
+# What Triton specialises each kernel on beyond its constexprs (the launchers' keys), and the constexprs
+# in the order the launchers pass them: the C++ node (below) finds the kernels a launch compiled by them.
+def _fwd_key(x2, weight, bias):
+    # y, mean and rstd are fresh: aligned, rows of w
+    return (x2.dtype, weight.dtype, bias.dtype, aligned(x2), aligned(weight), aligned(bias),
+            int_kind(x2.stride(0)), int_kind(x2.shape[1]))
+
+
+def _fwd_consts(cfg, dtype, save):
+    return dict(BLOCK_W=cfg["BLOCK_W"], ACC=_acc(dtype), SAVE_STATS=save, num_warps=cfg["num_warps"])
+
+
+def _dx_key(dy_dtype, dy_aligned, dy_stride, x2, weight, mean_aligned, rstd_aligned, groups):
+    h, w = x2.shape
+    return (dy_dtype, x2.dtype, weight.dtype, dy_aligned, aligned(x2), aligned(weight), mean_aligned,
+            rstd_aligned, int_kind(dy_stride), int_kind(x2.stride(0)), int_kind(h), int_kind(w), int_kind(groups))
+
+
+def _dx_consts(cfg, dtype):
+    return dict(BLOCK_W=cfg["BLOCK_W"], ACC=_acc(dtype), num_warps=cfg["num_warps"])
+
+
+def _dwdb_key(dtype, wdtype, groups, w):
+    return (dtype, wdtype, int_kind(groups), int_kind(w))
+
+
+def _dwdb_consts(dtype):
+    return dict(BLOCK_G=32, BLOCK_N=_BLOCK_N, ACC=_acc(dtype), num_warps=4)
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd, cfg=None, alloc=torch.empty):
@@ -284,19 +312,17 @@ def _backward(dy2, x2, weight, mean, rstd, cfg, alloc):
     h, w = x2.shape
     cfg = cfg or _config(w, h, x2.device)
     groups = cfg["GROUPS"]
-    acc, sd = _acc(x2.dtype), _stats_dtype(x2.dtype)
+    sd = _stats_dtype(x2.dtype)
     dx = alloc(h, w, dtype=x2.dtype, device=x2.device)
     part = alloc(2, groups, w, dtype=sd, device=x2.device)  # every row written by its program
     weight = weight.contiguous()
-    key = (dy2.dtype, x2.dtype, weight.dtype, aligned(dy2), aligned(x2), aligned(weight), aligned(mean),
-           aligned(rstd), int_kind(dy2.stride(0)), int_kind(x2.stride(0)), int_kind(h), int_kind(w),
-           int_kind(groups))
+    key = _dx_key(dy2.dtype, aligned(dy2), dy2.stride(0), x2, weight, aligned(mean), aligned(rstd), groups)
     _dx_launch((groups,), key, dy2, x2, weight, mean, rstd, dx, part, dy2.stride(0), x2.stride(0),
-               dx.stride(0), h, w, groups, BLOCK_W=cfg["BLOCK_W"], ACC=acc, num_warps=cfg["num_warps"])
+               dx.stride(0), h, w, groups, **_dx_consts(cfg, x2.dtype))
     dw = alloc(w, dtype=weight.dtype, device=x2.device)
     db = alloc(w, dtype=weight.dtype, device=x2.device)
-    _dwdb_launch((cdiv(w, _BLOCK_N),), (x2.dtype, weight.dtype, int_kind(groups), int_kind(w)), part, dw, db,
-                 groups, w, BLOCK_G=32, BLOCK_N=_BLOCK_N, ACC=acc, num_warps=4)
+    _dwdb_launch((cdiv(w, _BLOCK_N),), _dwdb_key(x2.dtype, weight.dtype, groups, w), part, dw, db, groups, w,
+                 **_dwdb_consts(x2.dtype))
     return dx, dw, db
 
 
@@ -492,6 +518,117 @@ def gelu_op(x):
     return gelu_forward(x)
 
 
+# ------------------------------------------- wrapper 3: a C++ autograd node launching the same kernels
+# Autograd runs a CUDA backward on a worker thread of its own. A Python backward there costs that thread
+# the interpreter and Triton's Python launcher on every step: ~116 µs for ours' backward on an H100 host,
+# against ~57 µs for the same Python on the calling thread. The node (cuda/layer_norm/node.cpp) is a
+# C++ autograd Function whose forward and backward launch the kernels the Python path compiled, with
+# cuLaunchKernel: no Python runs on the worker thread at all.
+NODE_SOURCE = Path(__file__).parent / "cuda" / "layer_norm" / "node.cpp"
+_NODE = {"mod": None, "why": "not built yet: ln.build_node() builds it"}
+_NODE_IDS = {}   # (device, the three keys, config) -> the node's kernel ids, or None where it cannot launch them
+_NODE_SIGS = {}  # a matrix call's argument kinds (layer_norm_node) -> the node's kernel ids, once checked
+
+
+def build_node(verbose=False):
+    """Build the C++ node's extension from :data:`NODE_SOURCE` with torch's ``cpp_extension`` (about a
+    minute the first time; later sessions load it from the course's build cache) and turn
+    :func:`layer_norm_node` on. Returns True when it is ready; otherwise False, and
+    :func:`node_status` says why (cpu mode: the node launches compiled GPU kernels through the CUDA
+    driver; a failed build: its first error lines). Never raises for a failed build."""
+    if _NODE["mod"] is not None:
+        return True
+    if not ON_GPU:
+        _NODE["why"] = ("cpu mode: the node launches compiled GPU kernels through the CUDA driver; "
+                        "layer_norm_node runs layer_norm_op here")
+        return False
+    from torch.utils.cpp_extension import load
+    from ..cuda.cache_files import cache_dir
+    build = cache_dir("cuda") / "layer_norm_node"
+    build.mkdir(parents=True, exist_ok=True)
+    try:
+        _NODE["mod"] = load(name="gpu_course_layer_norm_node", sources=[str(NODE_SOURCE)], extra_cflags=["-O2"],
+                            extra_ldflags=["-ldl"], build_directory=str(build), verbose=verbose)
+    except Exception as e:  # a compiler's error: say it, keep the Python path
+        _NODE["why"] = "the build failed: " + " ".join(str(e).split())[:300]
+        return False
+    _NODE["why"] = None
+    return True
+
+
+def node_status():
+    """None when :func:`layer_norm_node` launches through the C++ node, else why it does not."""
+    return _NODE["why"]
+
+
+def _node_kernel(ck, nargs):
+    """Register compiled kernel ``ck`` (``nargs`` runtime arguments) with the node: its id, or None where
+    a launch through ``cuLaunchKernel`` would not be the launch Triton makes (an argument type other
+    than a pointer, i32, i64 or fp32; scratch memory; a cluster of programs)."""
+    meta, sig = ck.metadata, list(ck.src.signature.values())
+    if (getattr(meta, "global_scratch_size", 0) or getattr(meta, "profile_scratch_size", 0)
+            or getattr(meta, "num_ctas", 1) != 1 or len(sig) < nargs or any(t != "constexpr" for t in sig[nargs:])):
+        return None
+    codes = {"i32": "i", "i64": "l", "fp32": "f", "constexpr": "-"}
+    layout = "".join("p" if t.startswith("*") else codes.get(t, "?") for t in sig[:nargs])
+    if "?" in layout:
+        return None
+    scratch = 2 if hasattr(meta, "profile_scratch_size") else 1 if hasattr(meta, "global_scratch_size") else 0
+    return _NODE["mod"].add_kernel(ck.function, 32 * meta.num_warps, meta.shared, layout, scratch)
+
+
+def _node_ids(x2, weight, bias, cfg):
+    """The node's ids of the three kernels this call needs (forward storing the statistics; the backward's
+    two for a contiguous, aligned dy, which the node makes sure of), or None until the Python path has
+    compiled all three for these keys (a shape's first step) or where the node cannot launch them."""
+    groups, dt = cfg["GROUPS"], x2.dtype
+    keys = (_fwd_key(x2, weight, bias), _dx_key(dt, True, x2.shape[1], x2, weight, True, True, groups),
+            _dwdb_key(dt, weight.dtype, groups, x2.shape[1]))
+    full = (torch._C._cuda_getDevice(), keys, cfg["BLOCK_W"], cfg["num_warps"], groups)
+    if full in _NODE_IDS:
+        return _NODE_IDS[full]
+    cks = (_fwd_launch.compiled(keys[0], **_fwd_consts(cfg, dt, True)), _dx_launch.compiled(keys[1], **_dx_consts(cfg, dt)),
+           _dwdb_launch.compiled(keys[2], **_dwdb_consts(dt)))
+    if None in cks:
+        return None          # not compiled yet: no entry, so a later call looks again
+    ids = tuple(_node_kernel(ck, n) for ck, n in zip(cks, (10, 13, 5)))
+    _NODE_IDS[full] = None if None in ids else (*ids, groups, _BLOCK_N)
+    return _NODE_IDS[full]
+
+
+def layer_norm_node(x, weight, bias, eps=1e-5):
+    """LayerNorm for a model's training step, through the C++ autograd node once :func:`build_node` has
+    built it: the same kernels as :func:`layer_norm_op`, launched from C++ forward and backward. Where
+    the node cannot take a call it is :func:`layer_norm_op`: before the build (and in cpu mode), while
+    ``torch.compile`` traces, without gradients, while launches are recorded or hooked
+    (``utils.launches``, profilers' hooks), and on a shape's first step (its kernels compile through
+    the Python path)."""
+    mod = _NODE["mod"]
+    if (mod is None or not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad or bias.requires_grad)
+            or not direct_allowed()):
+        return layer_norm_op(x, weight, bias, eps)
+    # A training step calls with the same kinds of arguments every time: one look-up of everything the
+    # checks and the three launch keys depend on gives the kernel ids (~5 µs; checks and keys: ~25).
+    sig = None
+    if x.dim() == 2 and x.stride(1) == 1 and weight.is_contiguous() and bias.is_contiguous():
+        sig = (x.dtype, weight.dtype, bias.dtype, x.shape, x.stride(0), weight.shape, bias.shape, x.device,
+               weight.device, bias.device, x.data_ptr() % 16, weight.data_ptr() % 16, bias.data_ptr() % 16)
+        ids = _NODE_SIGS.get(sig)
+        if ids is not None:
+            return mod.layer_norm(x, weight, bias, eps, *ids)
+    _check_inputs("layer_norm", x, weight, bias)
+    x2 = _rows(x)
+    h, w = x2.shape
+    cfg = _config(w, h, x2.device)
+    weight, bias = weight.contiguous(), bias.contiguous()
+    ids = _node_ids(x2, weight, bias, cfg)
+    if ids is None:
+        return LayerNorm.apply(x, weight, bias, eps)
+    if sig is not None:
+        _NODE_SIGS[sig] = ids
+    return _shaped(mod.layer_norm(x2, weight, bias, eps, *ids), x)
+
+
 # ------------------------------------------------ against torch: what notebook 10 and bench/layernorm.py run
 EPS = 1e-5
 
@@ -511,6 +648,7 @@ EAGER = "torch F.layer_norm (eager)"
 OURS = "ours, layer_norm_op (eager)"
 OP_DIRECT = "ours, torch.ops.gpu_course.layer_norm"
 OURS_COMPILED = "torch.compile(layer_norm_op)"
+NODE = "ours, C++ autograd node"
 
 
 def variants(w, eps=EPS, backend="inductor"):
@@ -519,14 +657,18 @@ def variants(w, eps=EPS, backend="inductor"):
     Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU); ours as a model
     calls it in eager mode (:func:`layer_norm_op`: the ``autograd.Function``); the custom op called
     directly (``torch.ops.gpu_course.layer_norm``: what the Python custom op's dispatch costs a call);
-    and ``torch.compile`` of a function calling :func:`layer_norm_op` (the custom op in a graph)."""
+    and ``torch.compile`` of a function calling :func:`layer_norm_op` (the custom op in a graph). Once
+    :func:`build_node` has built it, :func:`layer_norm_node` too, after ours."""
     torch_ln = lambda x, wt, b: torch.nn.functional.layer_norm(x, (w,), wt, b, eps)  # noqa: E731
     ours = lambda x, wt, b: layer_norm_op(x, wt, b, eps)  # noqa: E731
-    return {EAGER: torch_ln,
-            "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True, backend=backend),
-            OURS: ours,
-            OP_DIRECT: lambda x, wt, b: torch.ops.gpu_course.layer_norm(x, wt, b, eps)[0],
-            OURS_COMPILED: torch.compile(ours, fullgraph=True, backend=backend)}
+    out = {EAGER: torch_ln,
+           "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True, backend=backend),
+           OURS: ours}
+    if node_status() is None:   # built (build_node): the C++ node beside the autograd.Function
+        out[NODE] = lambda x, wt, b: layer_norm_node(x, wt, b, eps)
+    out[OP_DIRECT] = lambda x, wt, b: torch.ops.gpu_course.layer_norm(x, wt, b, eps)[0]
+    out[OURS_COMPILED] = torch.compile(ours, fullgraph=True, backend=backend)
+    return out
 
 
 def dtypes_here(supports=None):
@@ -661,6 +803,28 @@ def _on_each_thread(fns, x, wt, b, dy):
     out = {}
     for name in fns:
         out[f"{name}, worker thread"], out[f"{name}, calling thread"] = worker[name], calling[name]
+    return out
+
+
+def node_comparison(h, w, dtype, seed=0):
+    """Forward + backward of eager ``F.layer_norm``, of ours through the ``autograd.Function``
+    (:func:`layer_norm_op`) and through the C++ node (:func:`layer_norm_node`; :func:`build_node`
+    first, else it is layer_norm_op), each checked against torch in float64 (after a first step that
+    compiles the kernels), then timed, the backward on autograd's worker thread as a training loop runs
+    it, plain and each captured in a CUDA graph: ``{name: UserTiming}``, graph rows named
+    ``"<variant>, CUDA graph"``."""
+    from ..timing import cuda_graph
+    x, wt, b, dy = inputs(h, w, dtype, seed)
+    fns = {EAGER: lambda x, wt, b: torch.nn.functional.layer_norm(x, (w,), wt, b, EPS),
+           OURS: lambda x, wt, b: layer_norm_op(x, wt, b, EPS), NODE: lambda x, wt, b: layer_norm_node(x, wt, b, EPS)}
+    fwd_bwd(fns[NODE])(x, wt, b, dy)           # a shape's first step compiles through the Python path
+    check_variants(fns, x, wt, b, dy)
+    out = time_users({name: fwd_bwd(f) for name, f in fns.items()}, x, wt, b, dy)
+    for name in (EAGER, NODE):
+        replay = cuda_graph(fwd_bwd(fns[name]), x, wt, b, dy)
+        replay()
+        check_variants({f"{name}, CUDA graph": lambda *_: None}, x, wt, b, dy, ran=True)
+        out[f"{name}, CUDA graph"] = time_user(replay)
     return out
 
 
