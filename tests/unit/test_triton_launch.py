@@ -71,3 +71,13 @@ def test_a_launch_key_traces_under_torch_compile_fullgraph():
     t = torch.randn(4, 5)
     assert torch.equal(torch.compile(f, fullgraph=True, backend="eager")(t), t * 2)
     assert triton_launch.aligned(t) and not triton_launch.aligned(torch.randn(9)[1:])
+
+
+def test_in_cpu_mode_nothing_is_compiled_for_the_direct_path_and_the_node_says_why():
+    from gpu_course.triton_launch import direct_allowed
+    assert not direct_allowed()
+    assert ln._fwd_launch.compiled(("any key",), BLOCK_W=64) is None
+    assert ln.build_node() is False and "cpu mode" in ln.node_status()
+    x, wt, b, dy = ln.inputs(5, 48, torch.float32)
+    ln.check_variants({"layer_norm_node": ln.layer_norm_node}, x, wt, b, dy)   # it is layer_norm_op here
+    assert ln.NODE not in ln.variants(48, backend="aot_eager")
