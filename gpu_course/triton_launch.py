@@ -95,8 +95,14 @@ class Launcher:
     def compiled(self, key, **constexprs):
         """The ``CompiledKernel`` an earlier call with ``key`` and these constexprs (same names, same order,
         on the current device) registered for the direct path, or None."""
-        hit = self._compiled.get((torch._C._cuda_getDevice(), key, *constexprs.values())) if ON_GPU else None
+        hit = self._compiled.get(self._full_key(key, constexprs)) if ON_GPU else None
         return hit[0] if hit else None
+
+    @staticmethod
+    def _full_key(key, constexprs):
+        # the device kernel[grid] launches on (torch.cuda.current_device, less Python), the caller's key,
+        # the constexprs' values in the order given
+        return (torch._C._cuda_getDevice(), key, *constexprs.values())
 
     def __call__(self, grid, key, *args, **constexprs):
         # While torch.compile traces (an autograd.Function's forward, say), kernel[grid] is what Dynamo
@@ -104,8 +110,8 @@ class Launcher:
         # hold triton dtypes it cannot name (an InternalTorchDynamoError on a GPU).
         if not direct_allowed():
             return self.kernel[grid](*args, **constexprs)
-        dev = torch._C._cuda_getDevice()   # the device kernel[grid] launches on (torch.cuda.current_device, less Python)
-        full = (dev, key, *constexprs.values())
+        full = self._full_key(key, constexprs)
+        dev = full[0]
         hit = self._compiled.get(full)
         if hit is None:
             ck = self.kernel[grid](*args, **constexprs)   # compiles if need be, and launches
