@@ -247,3 +247,40 @@ def limiters(row: dict, stalls: int = 3) -> dict:
         ld_wavefronts=val("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
         stalls=[(name, v) for v, name in reasons[:stalls]],
     )
+
+
+def write_limiter_csv(rows: list, fields: tuple, path, about: str) -> None:
+    """Store rows of :func:`limiters` (with identifying ``fields`` first, ``stalls`` last) as CSV at ``path``, the
+    first line a comment saying where they come from (GPU, ncu version, date)."""
+    import csv
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        f.write(f"# {about}\n")
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "stalls": " ".join(f"{n}:{v:.2f}" for n, v in r["stalls"])})
+
+
+def read_limiter_csv(path, texts=(), ints=()) -> tuple:
+    """``(rows, about)`` from a file of :func:`write_limiter_csv`: the columns in ``texts`` as strings, those in
+    ``ints`` as int, ``stalls`` as a list of (reason, warps per issued instruction), every other as a float (None
+    where empty)."""
+    import csv
+    lines = Path(path).read_text().splitlines()
+    about = lines[0][2:] if lines and lines[0].startswith("# ") else ""
+    rows = []
+    for r in csv.DictReader(lines[1:] if about else lines):
+        row = {}
+        for k, v in r.items():
+            if k == "stalls":
+                row[k] = [(x.split(":")[0], float(x.split(":")[1])) for x in v.split()]
+            elif k in texts:
+                row[k] = v
+            elif k in ints:
+                row[k] = int(v)
+            else:
+                row[k] = float(v) if v not in ("", "None") else None
+        rows.append(row)
+    return rows, about

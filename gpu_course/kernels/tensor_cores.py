@@ -354,33 +354,15 @@ def limiter_rows(raw_by_variant: dict) -> list:
 
 def write_limiters(rows: list, path, about: str) -> None:
     """Store :func:`limiter_rows` as CSV at ``path``, the first line a comment saying where they come from."""
-    import csv
-    from pathlib import Path
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        f.write(f"# {about}\n")
-        w = csv.DictWriter(f, LIMITER_FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({**r, "stalls": " ".join(f"{n}:{v:.2f}" for n, v in r["stalls"])})
+    from ..profiling import write_limiter_csv
+    write_limiter_csv(rows, LIMITER_FIELDS, path, about)
 
 
 def read_limiters(path) -> tuple:
     """``(rows, about)`` from a file of :func:`write_limiters` (numbers back as int/float, stalls as a list of
     (reason, warps per issued instruction))."""
-    import csv
-    from pathlib import Path
-    lines = Path(path).read_text().splitlines()
-    about = lines[0][2:] if lines and lines[0].startswith("# ") else ""
-    rows = []
-    for r in csv.DictReader(lines[1:] if about else lines):
-        row = dict(variant=r["variant"], rung=int(r["rung"]), cfg=int(r["cfg"]))
-        for k in LIMITER_FIELDS[3:-1]:
-            row[k] = float(r[k]) if r[k] not in ("", "None") else None
-        row["stalls"] = [(s.split(":")[0], float(s.split(":")[1])) for s in r["stalls"].split()]
-        rows.append(row)
-    return rows, about
+    from ..profiling import read_limiter_csv
+    return read_limiter_csv(path, texts=("variant",), ints=("rung", "cfg"))
 
 
 def limiters_file(device: str = "nvidia-h100-80gb-hbm3"):

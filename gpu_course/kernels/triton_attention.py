@@ -278,11 +278,18 @@ def check_flash_inputs(q, k, v, name):
         raise ValueError(f"{name}: the head dimension d must be one of {HEAD_DIMS}, got {q.shape[-1]}")
 
 
-def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.empty):
+def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.empty, descriptors=None):
     """FlashAttention's forward: ``(out, lse)``, ``out`` as q, ``lse`` fp32 of shape (B, H, N), the
     natural-log log-sum-exp of each row's scaled scores. Autotuned, or with ``cfg`` (BLOCK_M,
     BLOCK_N, num_warps, num_stages; BLOCK_M a multiple of BLOCK_N) fixed. Non-contiguous inputs are
-    copied to contiguous ones first."""
+    copied to contiguous ones first. Autotuned where :func:`uses_descriptors` (``descriptors=None``), it runs
+    the descriptor kernel's autotuner (:func:`attention_forward_desc` with ``cfg="tuned"``); ``descriptors=False``
+    or a ``cfg`` keeps the pointer kernel :func:`attention_fwd_kernel`."""
+    if cfg is None and descriptors is not False and (descriptors or uses_descriptors(q)):
+        _FORWARD_TUNER[0] = attention_fwd_desc_tuned
+        return attention_forward_desc(q, k, v, causal, scale, cfg="tuned", alloc=alloc)
+    if cfg is None:
+        _FORWARD_TUNER[0] = attention_fwd_tuned
     q, k, v, out, lse = _forward_buffers(q, k, v, "flash_attention", alloc)
     B, H, N, D = q.shape
     args = (q, k, v, out, lse, default_scale(D, scale), N)
@@ -308,6 +315,7 @@ def _forward_buffers(q, k, v, name, alloc):
 
 
 _LAST_FORWARD = [None]   # the compiled kernel of the last forward launch (for :func:`registers`)
+_FORWARD_TUNER = [None]  # the autotuner the last autotuned forward went through (for :func:`tuned_configs`)
 
 
 def registers(ck=None):
@@ -335,24 +343,49 @@ def _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, lo, hi, N, qk_
             if CAUSAL:
                 ok = ok & (cols[None, :] <= rows[:, None])
             s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)                      # log2 units
-        p = tl.math.exp2(s * qk_scale - m_new[:, None])                        # one FMA per score, then exp2
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
         v = desc_v.load([row0 + start, 0])                                     # (BLOCK_N, HEAD_DIM)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+        acc, m_i, l_i = _online_update(acc, m_i, l_i, s, v, qk_scale)
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _online_update(acc, m_i, l_i, s, v, qk_scale):
+    """One key block's online-softmax step from its raw scores ``s`` (fp32, not yet scaled) and values ``v``:
+    the new running maximum (log2 units), the rescaled sum and the output accumulated with ``P v``."""
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)                          # log2 units
+    p = tl.math.exp2(s * qk_scale - m_new[:, None])                            # one FMA per score, then exp2
+    alpha = tl.math.exp2(m_i - m_new)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _fwd_inner_pipelined(acc, m_i, l_i, q, desc_k, desc_v, row0, lo, hi, qk_scale, BLOCK_N: tl.constexpr):
+    """:func:`_fwd_inner_desc` for unmasked key blocks [lo, hi) (at least one, ``hi - lo`` a multiple of
+    BLOCK_N), software-pipelined by hand: each iteration issues the *next* block's ``q kᵀ`` before this
+    block's softmax, so that the tensor cores may compute it while the other units do the softmax
+    (FlashAttention-3's overlap inside a warp group, asked of the compiler by the order of the code)."""
+    s = tl.dot(q, desc_k.load([row0 + lo, 0]).T)
+    for start in range(lo + BLOCK_N, hi, BLOCK_N):
+        s_next = tl.dot(q, desc_k.load([row0 + start, 0]).T)                  # the next block's scores first
+        v = desc_v.load([row0 + start - BLOCK_N, 0])
+        acc, m_i, l_i = _online_update(acc, m_i, l_i, s, v, qk_scale)         # then this block's softmax
+        s = s_next
+    v = desc_v.load([row0 + hi - BLOCK_N, 0])
+    acc, m_i, l_i = _online_update(acc, m_i, l_i, s, v, qk_scale)
     return acc, m_i, l_i
 
 
 @triton.jit
 def attention_fwd_desc_kernel(desc_q, desc_k, desc_v, o_ptr, lse_ptr, scale, N,
                               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                              BLOCK_N: tl.constexpr, WS: tl.constexpr):
+                              BLOCK_N: tl.constexpr, WS: tl.constexpr, PIPE: tl.constexpr):
     """:func:`attention_fwd_kernel` with q, k and v read through tensor descriptors of the (B·H·N,
     HEAD_DIM) matrices: on Hopper each block is one TMA bulk copy into shared memory, issued by one
     thread, instead of every thread computing addresses and loading its part. The output is stored
-    through pointers with a row mask (a block of the last query rows would run into the next head)."""
+    through pointers with a row mask (a block of the last query rows would run into the next head).
+    ``WS``: the unmasked loop warp-specialised; ``PIPE``: it is :func:`_fwd_inner_pipelined` instead."""
     pid_m = tl.program_id(0)
     if CAUSAL:
         pid_m = tl.num_programs(0) - 1 - pid_m
@@ -365,34 +398,94 @@ def attention_fwd_desc_kernel(desc_q, desc_k, desc_v, o_ptr, lse_ptr, scale, N,
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     qk_scale = scale * 1.4426950408889634
     full_end, hi = _key_bounds(pid_m, N, BLOCK_M, BLOCK_N, CAUSAL)
-    acc, m_i, l_i = _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, 0, full_end, N, qk_scale,
-                                    HEAD_DIM, BLOCK_N, CAUSAL, False, WS)
+    if PIPE:
+        if full_end > 0:
+            acc, m_i, l_i = _fwd_inner_pipelined(acc, m_i, l_i, q, desc_k, desc_v, row0, 0, full_end, qk_scale,
+                                                 BLOCK_N)
+    else:
+        acc, m_i, l_i = _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, 0, full_end, N, qk_scale,
+                                        HEAD_DIM, BLOCK_N, CAUSAL, False, WS)
     acc, m_i, l_i = _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, full_end, hi, N, qk_scale,
                                     HEAD_DIM, BLOCK_N, CAUSAL, True, WS)
     _store_rows(acc, m_i, l_i, o_ptr, lse_ptr, bh, rows, N, HEAD_DIM)
 
 
-def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_specialize=False,
+def _desc_block_shapes(nargs):
+    """The autotuner's pre-hook: give the descriptors the block shape of the configuration being run."""
+    bm, bn, d = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["HEAD_DIM"]
+    nargs["desc_q"].block_shape = [bm, d]
+    nargs["desc_k"].block_shape = nargs["desc_v"].block_shape = [bn, d]
+
+
+def desc_fwd_config(BM, BN, stages, warps, pipe=False):
+    return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN, PIPE=pipe), num_stages=stages, num_warps=warps,
+                         pre_hook=_desc_block_shapes)
+
+
+def desc_forward_configs():
+    """What the descriptor forward's autotuner tries (the forward of :func:`flash_attention` where
+    :func:`uses_descriptors`). On the H100 (fp16, B4 H16 N4096) 128x128 with 4 warps and 3 stages led at d = 64,
+    128x128 or 128x64 with 8 warps at d = 128, and the hand-pipelined loop (``PIPE``) with 128x64, 8 warps, 4 stages
+    where causal at d = 64; a 128x128 tile of 4 warps is skipped at d = 128 (it spills: see the pruning)."""
+    return by_mode(gpu=[desc_fwd_config(128, 128, 3, 4), desc_fwd_config(128, 128, 3, 8), desc_fwd_config(128, 64, 3, 8),
+                        desc_fwd_config(128, 64, 3, 4), desc_fwd_config(128, 64, 4, 8, pipe=True),
+                        desc_fwd_config(128, 128, 2, 8, pipe=True)],
+                   cpu=[desc_fwd_config(16, 16, 1, 4)])
+
+
+def _prune_desc(configs, named_args, **kwargs):
+    """At d > 64 a 128x128 tile of 4 warps holds 128 x 128 fp32 scores and as many accumulators in 128 threads'
+    registers: more than 255 a thread, it spills. Not worth compiling."""
+    d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+    return [c for c in configs if not (d > 64 and c.num_warps == 4 and c.kwargs["BLOCK_N"] == 128)] or configs
+
+
+attention_fwd_desc_tuned = triton.autotune(configs=desc_forward_configs(), key=["N", "HEAD_DIM", "CAUSAL"],
+                                           prune_configs_by=dict(early_config_prune=_prune_desc)
+                                           )(attention_fwd_desc_kernel)
+
+
+def uses_descriptors(q) -> bool:
+    """Whether :func:`flash_attention`'s forward reads through tensor descriptors here: on a GPU with TMA
+    (compute capability 9.0 or newer) in fp16 or bf16. Elsewhere (older GPUs, fp32, cpu mode) it runs the
+    pointer kernel of :func:`attention_forward`."""
+    return ON_GPU and q.dtype in (torch.float16, torch.bfloat16) and gpu_supports("wgmma")[0]
+
+
+def _descriptors(q2, k2, v2, bm, bn, d):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    return (TensorDescriptor.from_tensor(q2, [bm, d]), TensorDescriptor.from_tensor(k2, [bn, d]),
+            TensorDescriptor.from_tensor(v2, [bn, d]))
+
+
+def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_specialize=False, pipeline=False,
                            alloc=torch.empty):
     """:func:`attention_forward` through :func:`attention_fwd_desc_kernel`: ``(out, lse)``. ``cfg``: BLOCK_M,
-    BLOCK_N, num_warps, num_stages (default :func:`desc_config`); ``warp_specialize`` asks Triton to split
-    the key loop's warps into producers (the copies) and consumers (the math). fp16 and bf16 only (the
-    interpreter takes fp32 too); tensor descriptors need rows of at least 16 bytes, 16-byte aligned."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
+    BLOCK_N, num_warps, num_stages (default :func:`desc_config`), or ``"tuned"``: the autotuner over
+    :func:`desc_forward_configs` (which chooses ``pipeline`` too); ``warp_specialize`` asks Triton to split the
+    key loop's warps into producers (the copies) and consumers (the math); ``pipeline`` runs the unmasked key
+    blocks through :func:`_fwd_inner_pipelined`. fp16 and bf16 only (the interpreter takes fp32 too); tensor
+    descriptors need rows of at least 16 bytes, 16-byte aligned."""
     q, k, v, out, lse = _forward_buffers(q, k, v, "attention_forward_desc", alloc)
     if q.dtype == torch.float32 and ON_GPU:
         raise TypeError("attention_forward_desc: fp16 or bf16 on a GPU (its dots have no fp32 variant here)")
+    if warp_specialize and pipeline:
+        raise ValueError("attention_forward_desc: warp_specialize or pipeline, not both")
     B, H, N, D = q.shape
+    q2, k2, v2 = (t.view(B * H * N, D) for t in (q, k, v))
+    args = (out, lse, default_scale(D, scale), N)
+    if cfg == "tuned":
+        descs = _descriptors(q2, k2, v2, 16, 16, D)   # block shapes set per configuration by the pre-hook
+        _LAST_FORWARD[0] = attention_fwd_desc_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](
+            *descs, *args, HEAD_DIM=D, CAUSAL=bool(causal), WS=False)
+        return out, lse
     cfg = dict(cfg or desc_config(D))
     bm, bn = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N")
     if bm % bn:
         raise ValueError(f"attention_forward_desc: BLOCK_M must be a multiple of BLOCK_N, got {bm}, {bn}")
-    q2, k2, v2 = (t.view(B * H * N, D) for t in (q, k, v))
-    desc_q = TensorDescriptor.from_tensor(q2, [bm, D])
-    desc_k, desc_v = TensorDescriptor.from_tensor(k2, [bn, D]), TensorDescriptor.from_tensor(v2, [bn, D])
     _LAST_FORWARD[0] = attention_fwd_desc_kernel[(cdiv(N, bm), B * H)](
-        desc_q, desc_k, desc_v, out, lse, default_scale(D, scale), N, HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=bm,
-        BLOCK_N=bn, WS=bool(warp_specialize), **cfg)
+        *_descriptors(q2, k2, v2, bm, bn, D), *args, HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=bm,
+        BLOCK_N=bn, WS=bool(warp_specialize), PIPE=bool(pipeline), **cfg)
     return out, lse
 
 
@@ -424,64 +517,136 @@ def _compiler_dumps_muted():
             os.close(saved)
 
 
+def pipe_config(d):
+    """The tile of ladder step 5 (:func:`_fwd_inner_pipelined`), which holds two blocks of scores at once: on the
+    H100 (fp16, B4 H16 N4096) 128 x 64 with 8 warps and 4 stages at d <= 64, 128 x 128 with 8 warps and 2 stages
+    at d = 128 (3 stages of it overflow shared memory); blocks of 16 on the CPU."""
+    if not ON_GPU:
+        return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    if d <= 64:
+        return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)
+    return dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)
+
+
+def _check_steps(steps, small, d, dtype, g, causal=False, backward=False):
+    """Run each of ``steps`` (``{name: function(q, k, v, do, alloc) -> tensors}``) once on inputs of ``small``
+    (B, H, N) into poisoned outputs and compare with float64 autograd: ``({name: ok}, {name: one-line reason})``;
+    a step whose compiler refuses it, or whose largest error exceeds 2e-3 (forward) or 2e-2 (gradients, which
+    sum over N), is reported instead."""
+    from ..checking import poisoned
+    cq, ck, cv, cdo = (torch.randn(*small, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(4))
+    ins = [t.double().requires_grad_() for t in (cq, ck, cv)]
+    ref = naive_attention(*ins, causal=causal)
+    refs = torch.autograd.grad(ref, ins, cdo.double()) if backward else (ref.detach(),)
+    tol = 2e-2 if backward else 2e-3
+    ok, failed = {}, {}
+    for name, fn in steps.items():
+        try:
+            with _compiler_dumps_muted():
+                got = fn(cq, ck, cv, cdo, poisoned)
+            err = max((a.double() - r).abs().max().item() for a, r in zip(got, refs))
+        except Exception as e:  # noqa: BLE001  a compiler that refuses a step: say why, go on
+            failed[name] = f"{name}: did not compile or run here ({_one_line(e)})"
+            continue
+        if not err <= tol:   # NaN (an unwritten or wrong element) fails too
+            failed[name] = f"{name}: wrong result here (largest error {err:.1e} against float64)"
+            continue
+        ok[name] = True
+    return ok, failed
+
+
 def forward_ladder(shape, d, dtype=torch.float16, seed=0):
     """The forward (not causal) a step at a time toward Hopper's way of feeding the tensor cores
     (:data:`LADDER`), on inputs of ``shape`` (B, H, N) and head dimension ``d``, timed beside SDPA's cuDNN
     and flash backends (``utils.bench_users``, the functions interleaved). Each step is first checked
     against float64 on a ragged length (N = 1000 on a GPU) into a poisoned output. Returns
     ``({name: UserTiming}, {name: one-line reason})``, the second for steps that did not compile, did not
-    run or gave a wrong result here. Step 1 is section 5's kernel (pointer loads, autotuned); step 2 the
-    descriptors with step 1's tile; step 3 with :func:`desc_config`'s; step 4 adds ``warp_specialize``."""
-    from ..checking import poisoned
+    run or gave a wrong result here. Step 1 is the pointer kernel (autotuned); step 2 the descriptors with
+    step 1's tile; step 3 with :func:`desc_config`'s; step 4 adds ``warp_specialize``; step 5 is the
+    hand-pipelined loop with :func:`pipe_config`'s tile; step 6 the descriptor kernel's autotuner over
+    :func:`desc_forward_configs`, with and without step 5: the forward :func:`flash_attention` runs here.
+    The registers (:data:`REGISTERS`) and an instruction census of the PTX (:data:`PTX_CENSUS`, GPU only) of
+    the kernel each step ran are kept."""
     from ..timing import bench_users
     REGISTERS.clear()
+    PTX_CENSUS.clear()
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
-    attention_forward(q, k, v)                                  # tunes step 1 at this size
+    attention_forward(q, k, v, descriptors=False)              # tunes step 1 at this size
     tuned = attention_fwd_tuned.best_config
     same = dict(tuned.kwargs, num_warps=tuned.num_warps, num_stages=tuned.num_stages)
-    steps = {LADDER[0]: (attention_forward, dict(cfg=same)),
+    steps = {LADDER[0]: (attention_forward, dict(descriptors=False)),
              LADDER[1]: (attention_forward_desc, dict(cfg=same)),
              LADDER[2]: (attention_forward_desc, dict(cfg=desc_config(d))),
-             LADDER[3]: (attention_forward_desc, dict(cfg=desc_config(d), warp_specialize=True))}
+             LADDER[3]: (attention_forward_desc, dict(cfg=desc_config(d), warp_specialize=True)),
+             LADDER[4]: (attention_forward_desc, dict(cfg=pipe_config(d), pipeline=True)),
+             LADDER[5]: (attention_forward_desc, dict(cfg="tuned"))}
     small = (1, 2, by_mode(gpu=1000, cpu=40))
-    cq, ck, cv = (torch.randn(*small, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
-    ref = naive_attention(cq.double(), ck.double(), cv.double())
-    ran, failed = {}, {}
-    for name, (fwd, opts) in steps.items():
-        try:
-            with _compiler_dumps_muted():
-                err = (fwd(cq, ck, cv, alloc=poisoned, **opts)[0].double() - ref).abs().max().item()
-        except Exception as e:  # noqa: BLE001  a compiler that refuses a step: say why, go on
-            failed[name] = f"{name}: did not compile or run here ({_one_line(e)})"
-            continue
-        if not err <= 2e-3:   # NaN (an unwritten or wrong element) fails too
-            failed[name] = f"{name}: wrong result here (largest error {err:.1e} against float64)"
-            continue
-        ran[name] = (lambda fwd=fwd, opts=opts: fwd(q, k, v, **opts)[0]) if name != LADDER[0] else \
-            (lambda: attention_forward(q, k, v)[0])
+    ok, failed = _check_steps({n: (lambda q_, k_, v_, do_, alloc, fwd=fwd, opts=opts: fwd(q_, k_, v_, alloc=alloc, **opts)[:1])
+                               for n, (fwd, opts) in steps.items()}, small, d, dtype, g)
+    ran = {n: (lambda fwd=fwd, opts=opts: fwd(q, k, v, **opts)[0]) for n, (fwd, opts) in steps.items() if n in ok}
     libs = {n: (lambda f=sdpa_with(n): f(q, k, v)) for n in ("SDPA cuDNN", "SDPA flash")
             if ON_GPU and gpu_supports(SDPA_BACKENDS[n][1])[0]}
     times = bench_users({**ran, **libs})
-    for name, fn in ran.items():   # the compiled kernel each step ran at this size: its registers
+    for name, fn in ran.items():   # the compiled kernel each step ran at this size: its registers, its PTX
         fn()
         REGISTERS[name] = registers()
+        if ON_GPU:
+            PTX_CENSUS[name] = ptx_census(_LAST_FORWARD[0].asm["ptx"])
     return times, failed
 
 
-REGISTERS = {}   # forward_ladder's step -> (registers per thread, spills) of its last run
+REGISTERS = {}     # forward_ladder's step -> (registers per thread, spills) of its last run
+PTX_CENSUS = {}    # forward_ladder's step -> ptx_census of the kernel it ran (GPU only)
+
+# What ptx_census counts: (label, the PTX opcodes it counts, what they are).
+PTX_OPS = (("wgmma", ("wgmma.mma_async",), "Hopper's asynchronous warp-group matmul"),
+           ("wgmma waits", ("wgmma.wait_group",), "waits for wgmmas issued before"),
+           ("TMA copies", ("cp.async.bulk.tensor",), "bulk tensor copies (tensor descriptors)"),
+           ("cp.async", ("cp.async.cg", "cp.async.ca"), "per-thread asynchronous copies (pointer loads, pipelined)"),
+           ("setmaxnreg", ("setmaxnreg",), "register reallocation between warp groups (warp specialisation)"),
+           ("mbarrier waits", ("mbarrier.try_wait",), "waits on a shared-memory barrier (TMA arrivals, producers)"))
 
 
-def ladder_table(times, flops, baseline="SDPA cuDNN"):
-    """:func:`forward_ladder`'s timings as a table: GPU time, time per step in a loop, CPU time per call,
-    TFLOP/s, its % of :func:`rate_label`'s peak (on a GPU), ``baseline``'s time over each, for the GPU
-    time and for the loop (where ``baseline`` ran), and on a GPU each step's registers per thread and
-    spills (:data:`REGISTERS`)."""
+def ptx_census(ptx):
+    """How many times each opcode family of :data:`PTX_OPS` appears in PTX text (static counts: an
+    instruction in a loop counts once): ``{label: count}``.
+
+    >>> c = ptx_census("  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 a;\\n  @%p1 cp.async.bulk.tensor.2d x;")
+    >>> c["wgmma"], c["TMA copies"]
+    (1, 1)
+    """
+    ops = []
+    for line in ptx.splitlines():
+        words = line.split()
+        if words and words[0].startswith("@"):   # a predicated instruction: "@%p1 cp.async.bulk.tensor..."
+            words = words[1:]
+        if words:
+            ops.append(words[0])
+    return {label: sum(op.startswith(prefixes) for op in ops) for label, prefixes, _ in PTX_OPS}
+
+
+def census_table(census):
+    """:data:`PTX_CENSUS` as a table: one row per step, one column per :data:`PTX_OPS` label."""
+    labels = [label for label, _, _ in PTX_OPS]
+    width = max((len(n) for n in census), default=10) + 2
+    lines = [f"{'PTX instructions (static count)':<{width}}" + "".join(f"{lab:>15}" for lab in labels)]
+    for name, counts in census.items():
+        lines.append(f"{name:<{width}}" + "".join(f"{counts[lab]:>15}" for lab in labels))
+    lines.append("; ".join(f"{label}: {what}" for label, _, what in PTX_OPS))
+    return "\n".join(lines)
+
+
+def ladder_table(times, flops, baseline="SDPA cuDNN", phase="forward"):
+    """:func:`forward_ladder`'s (or :func:`backward_ladder`'s) timings as a table: GPU time, time per step in a
+    loop, CPU time per call, TFLOP/s, its % of :func:`rate_label`'s peak (on a GPU), ``baseline``'s time over
+    each, for the GPU time and for the loop (where ``baseline`` ran), and on a GPU each forward step's registers
+    per thread and spills (:data:`REGISTERS`)."""
     from ..timing import user_cells, user_header, user_ratios
     label, b = rate_label(), times.get(baseline)
     width = max(len(n) for n in times) + 2
-    regs = ON_GPU and any(REGISTERS.get(n, (None,))[0] for n in times)
-    lines = [f"{'forward':<{width}}{user_header()}{'TFLOP/s':>9}" + (f"{'% peak':>8}" if label else "")
+    regs = ON_GPU and phase == "forward" and any(REGISTERS.get(n, (None,))[0] for n in times)
+    lines = [f"{phase:<{width}}{user_header()}{'TFLOP/s':>9}" + (f"{'% peak':>8}" if label else "")
              + (f"{'× ' + baseline + ' (GPU, loop)':>28}" if b else "") + (f"{'regs, spills':>14}" if regs else "")]
     for name, t in times.items():
         rate = flops / t.median / 1e9
@@ -494,8 +659,54 @@ def ladder_table(times, flops, baseline="SDPA cuDNN"):
     return "\n".join(lines)
 
 
-LADDER = ("1. pointer loads, autotuned (section 5)", "2. tensor descriptors, step 1's tile",
-          "3. tensor descriptors, desc_config's tile", "4. step 3 + warp specialisation")
+LADDER = ("1. pointer loads, autotuned", "2. tensor descriptors, step 1's tile",
+          "3. tensor descriptors, desc_config's tile", "4. step 3 + warp specialisation",
+          "5. descriptors + next scores before the softmax", "6. descriptors autotuned, with or without 5")
+BACKWARD_LADDER = ("1. dK/dV and dQ kernels (7 matmuls)", "2. one kernel, dQ by atomic adds (5 matmuls)")
+
+
+def distinct_results(fn, runs=5):
+    """How many bit-for-bit different results ``runs`` calls of ``fn()`` (a tensor) give, compared where
+    they lie (no copy to the host): 1 for a deterministic computation."""
+    seen = []
+    for _ in range(runs):
+        r = fn()
+        if not any(torch.equal(r, s) for s in seen):
+            seen.append(r)
+    return len(seen)
+
+
+def backward_ladder(shape, d, causal=False, dtype=torch.float16, seed=0):
+    """The backward's two ways to get dQ (:data:`BACKWARD_LADDER`) at ``shape`` (B, H, N) and head dimension
+    ``d``: the two deterministic kernels, and one kernel summing dQ with atomic adds. Each is first checked
+    against float64 autograd on a ragged length into poisoned outputs, then timed with ``utils.bench_users``
+    beside SDPA's cuDNN and flash backends (their backward: ``torch.autograd.grad`` of one forward's output).
+    Returns ``(times, failed, distinct)``: ``{name: UserTiming}``, ``{name: one-line reason}``, and for each
+    of ours that ran the number of different dQ (bit for bit) in five backwards of the same inputs."""
+    from ..timing import bench_users
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    q, k, v, do = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(4))
+    out, lse = attention_forward(q, k, v, causal)
+    steps = {name: dict(deterministic=det) for name, det in zip(BACKWARD_LADDER, (True, False))}
+
+    def checked(opts):
+        def run(q_, k_, v_, do_, alloc):
+            o_, l_ = attention_forward(q_, k_, v_, causal)
+            return attention_backward(q_, k_, v_, o_, l_, do_, causal, alloc=alloc, **opts)
+        return run
+    ok, failed = _check_steps({n: checked(o) for n, o in steps.items()}, (1, 2, by_mode(gpu=1000, cpu=40)),
+                              d, dtype, g, causal=causal, backward=True)
+    ran = {n: (lambda o=o: attention_backward(q, k, v, out, lse, do, causal, **o)[0]) for n, o in steps.items()
+           if n in ok}
+    libs = {}
+    for name in ("SDPA cuDNN", "SDPA flash"):
+        if ON_GPU and gpu_supports(SDPA_BACKENDS[name][1])[0]:
+            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+            o_lib = sdpa_with(name)(qg, kg, vg, causal)
+            libs[name] = (lambda o_lib=o_lib, ins=(qg, kg, vg): torch.autograd.grad(o_lib, ins, do, retain_graph=True))
+    times = bench_users({**ran, **libs})
+    distinct = {n: distinct_results(fn) for n, fn in ran.items()}
+    return times, failed, distinct
 
 
 # ------------------------------------------------------------------------------------ Triton backward
@@ -635,6 +846,90 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
     tl.store(dq_ptr + offs, (dq * scale).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
+@triton.jit
+def _dkdv_dq_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base, keys, lo, hi, N, qk_scale,
+                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
+                   DOT_PRECISION: tl.constexpr):
+    """:func:`_dkdv_inner` that also adds this key block's share of dQ, ``dS Kᵀ`` (unscaled, fp32), into
+    ``dq_base`` with atomic adds: five matmuls per pair of blocks instead of the two kernels' seven, but the
+    order in which the key blocks' shares arrive, and so the rounding of the sum, changes from run to run."""
+    dims = tl.arange(0, HEAD_DIM)
+    for start in range(lo, hi, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        offs = rows[:, None] * HEAD_DIM + dims[None, :]
+        if MASK:
+            q = tl.load(q_base + offs, mask=rows[:, None] < N, other=0.0)
+            do = tl.load(do_base + offs, mask=rows[:, None] < N, other=0.0)
+            lse = tl.load(lse_base + rows, mask=rows < N, other=0.0)
+            delta = tl.load(delta_base + rows, mask=rows < N, other=0.0)
+        else:
+            q = tl.load(q_base + offs)                                          # (BLOCK_M, HEAD_DIM)
+            do = tl.load(do_base + offs)
+            lse = tl.load(lse_base + rows)
+            delta = tl.load(delta_base + rows)
+        st = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale   # (BLOCK_N, BLOCK_M), log2 units
+        pt = tl.math.exp2(st - lse[None, :] * 1.4426950408889634)
+        if MASK:
+            ok = rows[None, :] < N
+            if CAUSAL:
+                ok = ok & (rows[None, :] >= keys[:, None])
+            pt = tl.where(ok, pt, 0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+        dpt = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
+        dst = (pt * (dpt - delta[None, :])).to(q.dtype)
+        dk = tl.dot(dst, q, dk, input_precision=DOT_PRECISION)
+        dq = tl.dot(tl.trans(dst), k, input_precision=DOT_PRECISION)           # (BLOCK_M, HEAD_DIM), fp32
+        if MASK:
+            tl.atomic_add(dq_base + offs, dq, mask=rows[:, None] < N, sem="relaxed")
+        else:
+            tl.atomic_add(dq_base + offs, dq, sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def attention_bwd_atomic_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq_acc_ptr, scale, N,
+                                HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """:func:`attention_bwd_dkdv_kernel` with :func:`_dkdv_dq_inner`: dK and dV of its keys, and their share of
+    dQ added into the fp32 ``dq_acc`` (zeroed before; :func:`attention_bwd_dq_convert_kernel` scales it)."""
+    start_n = tl.program_id(0) * BLOCK_N
+    bh = tl.program_id(1).to(tl.int64)
+    base = bh * N * HEAD_DIM
+    keys = start_n + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    offs = base + keys[:, None] * HEAD_DIM + dims[None, :]
+    k = tl.load(k_ptr + offs, mask=keys[:, None] < N, other=0.0)
+    v = tl.load(v_ptr + offs, mask=keys[:, None] < N, other=0.0)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    if CAUSAL:   # the same three ranges of query blocks as attention_bwd_dkdv_kernel
+        lo = (start_n // BLOCK_M) * BLOCK_M
+        diag_end = tl.minimum(tl.cdiv(start_n + BLOCK_N, BLOCK_M), tl.cdiv(N, BLOCK_M)) * BLOCK_M
+    else:
+        lo = 0
+        diag_end = 0
+    full_end = tl.maximum((N // BLOCK_M) * BLOCK_M, diag_end)
+    qb, dob, dqb = q_ptr + base, do_ptr + base, dq_acc_ptr + base
+    lseb, deltab = lse_ptr + bh * N, delta_ptr + bh * N
+    dk, dv = _dkdv_dq_inner(dk, dv, k, v, qb, dob, lseb, deltab, dqb, keys, lo, diag_end, N, qk_scale,
+                            HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
+    dk, dv = _dkdv_dq_inner(dk, dv, k, v, qb, dob, lseb, deltab, dqb, keys, diag_end, full_end, N, qk_scale,
+                            HEAD_DIM, BLOCK_M, CAUSAL, False, DOT_PRECISION)
+    dk, dv = _dkdv_dq_inner(dk, dv, k, v, qb, dob, lseb, deltab, dqb, keys, full_end, N, N, qk_scale,
+                            HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
+    tl.store(dk_ptr + offs, (dk * scale).to(dk_ptr.dtype.element_ty), mask=keys[:, None] < N)
+    tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keys[:, None] < N)
+
+
+@triton.jit
+def attention_bwd_dq_convert_kernel(dq_acc_ptr, dq_ptr, scale, n, BLOCK: tl.constexpr):
+    """dQ = scale · dq_acc, in dQ's dtype: the last step of the atomic backward."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(dq_acc_ptr + i, mask=i < n)
+    tl.store(dq_ptr + i, (x * scale).to(dq_ptr.dtype.element_ty), mask=i < n)
+
+
 def bwd_config(BM, BN, stages, warps):
     return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN), num_stages=stages, num_warps=warps)
 
@@ -655,18 +950,32 @@ def backward_configs():
     return dkdv, dq
 
 
+def atomic_configs():
+    """What the atomic backward's autotuner tries: on the H100 (fp16, B4 H16 N4096) 64x128 with 8 warps led at
+    d = 64 and 128, 64x64 with 4 warps where causal at d = 64; 32x64 with small shared memory. CPU: one small
+    block."""
+    small = [bwd_config(32, 64, 2, 4)] if small_shared_memory() else []
+    return by_mode(gpu=[bwd_config(64, 128, 3, 8), bwd_config(64, 64, 3, 4), bwd_config(32, 128, 3, 4)] + small,
+                   cpu=[bwd_config(16, 16, 1, 4)])
+
+
 _DKDV_CONFIGS, _DQ_CONFIGS = backward_configs()
 _BWD_KEY = ["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"]
 attention_bwd_dkdv_tuned = triton.autotune(configs=_DKDV_CONFIGS, key=_BWD_KEY)(attention_bwd_dkdv_kernel)
 attention_bwd_dq_tuned = triton.autotune(configs=_DQ_CONFIGS, key=_BWD_KEY)(attention_bwd_dq_kernel)
+attention_bwd_atomic_tuned = triton.autotune(configs=atomic_configs(), key=_BWD_KEY,
+                                             reset_to_zero=["dq_acc_ptr"])(attention_bwd_atomic_kernel)
 DELTA_BLOCK = by_mode(gpu=128, cpu=16)
 
 
-def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=None, alloc=torch.empty):
+def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=None, alloc=torch.empty,
+                       deterministic=True):
     """FlashAttention-2's backward: ``(dq, dk, dv)`` from the forward's inputs, ``out`` and ``lse``
     and the output's gradient ``dout``; three launches (delta, dK/dV, dQ), autotuned, or with
     ``cfg = (dkdv_cfg, dq_cfg)`` fixed (each BLOCK_M, BLOCK_N, num_warps, num_stages; the dQ kernel's
-    BLOCK_M a multiple of its BLOCK_N)."""
+    BLOCK_M a multiple of its BLOCK_N). ``deterministic=False``: :func:`attention_backward_atomic` instead."""
+    if not deterministic:
+        return attention_backward_atomic(q, k, v, out, lse, dout, causal, scale, cfg=cfg, alloc=alloc)
     check_flash_inputs(q, k, v, "flash_attention backward")
     if out.shape != q.shape or dout.shape != q.shape or lse.shape != q.shape[:3]:
         raise ValueError(f"flash_attention backward: out and dout must have q's shape {tuple(q.shape)} and lse "
@@ -696,30 +1005,57 @@ def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=No
     return dq, dk, dv
 
 
+def attention_backward_atomic(q, k, v, out, lse, dout, causal=False, scale=None, cfg=None, alloc=torch.empty):
+    """:func:`attention_backward` with one kernel for dK, dV and dQ (:func:`attention_bwd_atomic_kernel`,
+    autotuned, or ``cfg``: its BLOCK_M, BLOCK_N, num_warps, num_stages): dQ is summed in fp32 with atomic adds,
+    as FlashAttention-2 does, then scaled and cast by :func:`attention_bwd_dq_convert_kernel`. Five matmuls per
+    pair of blocks instead of seven; not deterministic (the adds arrive in a different order each run)."""
+    check_flash_inputs(q, k, v, "flash_attention backward")
+    q, k, v, out, dout = (t.contiguous() for t in (q, k, v, out, dout.to(q.dtype)))
+    lse = lse.contiguous()
+    B, H, N, D = q.shape
+    delta = alloc((B, H, N), dtype=torch.float32, device=q.device)
+    attention_bwd_delta_kernel[(cdiv(N, DELTA_BLOCK), B * H)](out, dout, delta, N, HEAD_DIM=D, BLOCK_M=DELTA_BLOCK)
+    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dq, dk, dv = (alloc(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
+    sc = default_scale(D, scale)
+    args = (q, k, v, dout, lse, delta, dk, dv, dq_acc, sc, N)
+    switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
+    if cfg is None:
+        attention_bwd_atomic_tuned[lambda meta: (cdiv(N, meta["BLOCK_N"]), B * H)](*args, **switches)
+    else:
+        attention_bwd_atomic_kernel[(cdiv(N, cfg["BLOCK_N"]), B * H)](*args, **switches, **cfg)
+    n = dq_acc.numel()
+    attention_bwd_dq_convert_kernel[(cdiv(n, 1024),)](dq_acc, dq, sc, n, BLOCK=1024)
+    return dq, dk, dv
+
+
 class FlashAttention(torch.autograd.Function):
     """``flash_attention`` for autograd: the forward saves q, k, v, the output and the LSE (O(N)
     extra memory, not the N x N probabilities); the backward runs :func:`attention_backward`."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal=False, scale=None):
+    def forward(ctx, q, k, v, causal=False, scale=None, deterministic=True):
         out, lse = attention_forward(q, k, v, causal, scale)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.causal, ctx.scale = causal, scale
+        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.scale)
-        return dq, dk, dv, None, None
+        dq, dk, dv = attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.scale,
+                                        deterministic=ctx.deterministic)
+        return dq, dk, dv, None, None, None
 
 
-def flash_attention(q, k, v, causal=False, scale=None):
+def flash_attention(q, k, v, causal=False, scale=None, deterministic=True):
     """``softmax(scale * q @ k^T) @ v`` (scale ``1/sqrt(d)`` unless given; ``causal``: query i sees
     keys <= i) with FlashAttention's Triton kernels, differentiable. q, k, v: (batch, heads, N, d),
-    one shape, d in 16, 32, 64, 128, fp16 or bf16 (fp32 too: exact dots, slower)."""
+    one shape, d in 16, 32, 64, 128, fp16 or bf16 (fp32 too: exact dots, slower). ``deterministic=False``:
+    the backward sums dQ with atomic adds (:func:`attention_backward_atomic`)."""
     check_flash_inputs(q, k, v, "flash_attention")
-    return FlashAttention.apply(q, k, v, causal, scale)
+    return FlashAttention.apply(q, k, v, causal, scale, deterministic)
 
 
 # ------------------------------------------------ against PyTorch's attentions (notebook 11 and the bench)
@@ -1086,9 +1422,10 @@ def tensor_core_instructions(q, k, v, dout, causal=False):
     def cfg(tuned):
         c = tuned.best_config
         return dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
-    fc, kc, qc = cfg(attention_fwd_tuned), cfg(attention_bwd_dkdv_tuned), cfg(attention_bwd_dq_tuned)
+    kc, qc = cfg(attention_bwd_dkdv_tuned), cfg(attention_bwd_dq_tuned)
+    attention_forward(q, k, v, causal)                     # its compiled kernel, tuned above
     compiled = {
-        "forward": attention_fwd_kernel[(cdiv(N, fc["BLOCK_M"]), B * H)](q, k, v, out, lse.clone(), sc, N, **sw, **fc),
+        "forward": _LAST_FORWARD[0],
         "dK/dV": attention_bwd_dkdv_kernel[(cdiv(N, kc["BLOCK_N"]), B * H)](
             q, k, v, dout, lse, delta, dk, dv, sc, N, **sw, **kc),
         "dQ": attention_bwd_dq_kernel[(cdiv(N, qc["BLOCK_M"]), B * H)](q, k, v, dout, lse, delta, dq, sc, N, **sw, **qc),
@@ -1122,16 +1459,20 @@ def distinct_grads(fn, q, k, v, dout, causal=False, runs=5):
 
 
 def config_str(cfg):
-    """``128x64 w8 s4`` for a Triton config of these kernels (BLOCK_M x BLOCK_N, warps, stages); ``-`` for None."""
+    """``128x64 w8 s4`` for a Triton config of these kernels (BLOCK_M x BLOCK_N, warps, stages), followed by
+    `` TMA`` for the descriptor forward's (`` TMA pipelined`` with its PIPE); ``-`` for None."""
     if cfg is None:
         return "-"
-    return f"{cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps} s{cfg.num_stages}"
+    kind = "" if "PIPE" not in cfg.kwargs else " TMA pipelined" if cfg.kwargs["PIPE"] else " TMA"
+    return f"{cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps} s{cfg.num_stages}{kind}"
 
 
 def tuned_configs():
-    """The configurations the three autotuners kept last: ``{"forward": ..., "dkdv": ..., "dq": ...}``
-    as :func:`config_str` strings (``-`` before any tuning)."""
-    kernels = {"forward": attention_fwd_tuned, "dkdv": attention_bwd_dkdv_tuned, "dq": attention_bwd_dq_tuned}
+    """The configurations the autotuners kept last: ``{"forward": ..., "dkdv": ..., "dq": ...}`` as
+    :func:`config_str` strings (``-`` before any tuning); the forward's from the autotuner the last autotuned
+    forward went through (descriptors or pointers)."""
+    kernels = {"forward": _FORWARD_TUNER[0] or attention_fwd_tuned, "dkdv": attention_bwd_dkdv_tuned,
+               "dq": attention_bwd_dq_tuned}
     return {k: config_str(getattr(kern, "best_config", None)) for k, kern in kernels.items()}
 
 
@@ -1181,3 +1522,96 @@ def forward_memory(batch, heads, d, sizes, cfg=None, dtype=torch.float16):
         rows.append(row)
         del q, k, v
     return rows
+
+
+# ---- what limits our kernels and cuDNN's: Nsight Compute's counters, measured once on a GPU and stored -------------
+NCU_SHAPE = (4, 16, 4096)   # B, H, N, fp16: section 5's size
+NCU_KERNELS = "regex:attention_fwd_desc_kernel|attention_bwd_dkdv_kernel|attention_bwd_dq_kernel|flash_fprop|flash_bprop"
+NCU_FIELDS = ("what", "kernel", "time_us", "tensor_pct", "issue_pct", "warps_pct", "registers", "blocks_per_sm",
+              "stalls")
+
+
+# What bench/flash_attention_ncu.py launches once each under ncu, in order: (what, a piece of the kernel's name).
+NCU_ORDER = (("ours forward d=128, step 3 (descriptors)", "attention_fwd_desc_kernel"),
+             ("ours forward d=128, step 5 (pipelined)", "attention_fwd_desc_kernel"),
+             ("cuDNN forward d=128", "flash_fprop"),
+             ("ours forward d=64, step 3 (descriptors)", "attention_fwd_desc_kernel"),
+             ("cuDNN forward d=64", "flash_fprop"),
+             ("ours dK/dV d=64", "attention_bwd_dkdv_kernel"),
+             ("ours dQ d=64", "attention_bwd_dq_kernel"),
+             ("cuDNN backward d=64", "flash_bprop"))
+
+
+def ncu_launches():
+    """The functions bench/flash_attention_ncu.py launches once each under ncu, in the order of :data:`NCU_ORDER`:
+    our forward at d = 128 (ladder steps 3 and 5) and cuDNN's, our forward at d = 64 (step 3) and cuDNN's (with
+    autograd, for its backward), then our two backward kernels at d = 64 (with the tiles the autotuners keep at this
+    size on the H100) and cuDNN's backward. GPU only."""
+    def inputs(d):
+        g = torch.Generator(device=DEVICE).manual_seed(d)
+        return [torch.randn(*NCU_SHAPE, d, device=DEVICE, dtype=torch.float16, generator=g) for _ in range(4)]
+    q1, k1, v1, _ = inputs(128)
+    q, k, v, do = inputs(64)
+    out, lse = attention_forward(q, k, v, descriptors=False)       # Triton's pointer kernel: not profiled
+    delta = (out.float() * do.float()).sum(-1)
+    dkdv_cfg, dq_cfg = (dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages) for c in
+                        (_DKDV_CONFIGS[2], _DQ_CONFIGS[0]))
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    lib = {}
+    sc, sw = default_scale(64), dict(HEAD_DIM=64, CAUSAL=False, DOT_PRECISION=dot_precision(q.dtype))
+    B, H, N = NCU_SHAPE
+
+    def cudnn_forward_with_grad():
+        lib["out"] = sdpa_with("SDPA cuDNN")(qg, kg, vg)
+    fns = [lambda: attention_forward_desc(q1, k1, v1, cfg=desc_config(128)),
+           lambda: attention_forward_desc(q1, k1, v1, cfg=pipe_config(128), pipeline=True),
+           lambda: sdpa_with("SDPA cuDNN")(q1, k1, v1),
+           lambda: attention_forward_desc(q, k, v, cfg=desc_config(64)),
+           cudnn_forward_with_grad,
+           lambda: attention_bwd_dkdv_kernel[(cdiv(N, dkdv_cfg["BLOCK_N"]), B * H)](
+               q, k, v, do, lse, delta, torch.empty_like(q), torch.empty_like(q), sc, N, **sw, **dkdv_cfg),
+           lambda: attention_bwd_dq_kernel[(cdiv(N, dq_cfg["BLOCK_M"]), B * H)](
+               q, k, v, do, lse, delta, torch.empty_like(q), sc, N, **sw, **dq_cfg),
+           lambda: torch.autograd.grad(lib["out"], (qg, kg, vg), do)]
+    return [(what, piece, fn) for (what, piece), fn in zip(NCU_ORDER, fns)]
+
+
+def attention_limiter_rows(raw_text, order):
+    """One dict per profiled kernel from ``ncu --csv --page raw`` text: ``what`` (from ``order``, the
+    ``[(what, name piece)]`` of :func:`ncu_launches`), the kernel's name and ``gpu_course.profiling.limiters``.
+    Raises ValueError where ncu profiled other kernels than ``order`` says, or in another order."""
+    from ..profiling import limiters, ncu_raw_rows
+    kernels = ncu_raw_rows(raw_text)
+    names = [r["Kernel Name"] for r in kernels]
+    if len(kernels) != len(order) or any(piece not in n for (_, piece), n in zip(order, names)):
+        raise ValueError(f"attention_limiter_rows: ncu profiled {len(kernels)} kernels, expected {len(order)} "
+                         f"in order {[p for _, p in order]}; got {[n[:50] for n in names]}")
+    out = []
+    for (what, _), row in zip(order, kernels):
+        lim = limiters(row)
+        out.append(dict(what=what, kernel=short_kernel_name(row["Kernel Name"], 70),
+                        **{f: lim[f] for f in NCU_FIELDS[2:]}))
+    return out
+
+
+def limiters_file(device: str = "nvidia-h100-80gb-hbm3"):
+    """Where bench/flash_attention_ncu.py stores what it measured on ``device`` (a results file's stem)."""
+    from .. import paths
+    return paths.RESULTS_DIR / "profiles" / f"ncu_flash_attention_{device}.csv"
+
+
+def limiter_table(rows):
+    """Rows of :func:`attention_limiter_rows` (or read back with ``profiling.read_limiter_csv``) as a table: the
+    time under ncu, how busy the tensor pipe and the schedulers were, warps, registers, blocks per SM and the three
+    largest stall reasons."""
+    width = max(len(r["what"]) for r in rows) + 2
+    lines = [f"{'kernel':<{width}}{'µs':>7} {'tc%':>4} {'iss%':>4} {'wrp%':>4} {'regs':>4} {'blk':>3}  "
+             "largest stalls (warps per issued instruction)"]
+    for r in rows:
+        stalls = ", ".join(f"{n} {v:.1f}" for n, v in r["stalls"])
+        lines.append(f"{r['what']:<{width}}{r['time_us']:7.0f} {r['tensor_pct']:4.0f} {r['issue_pct']:4.0f} "
+                     f"{r['warps_pct']:4.0f} {r['registers']:4.0f} {r['blocks_per_sm']:3.0f}  {stalls}")
+    lines.append("µs: time under ncu (clocks locked at base); tc%: tensor pipe busy, % of cycles; iss%: cycles a "
+                 "scheduler issued; wrp%: active warps, % of the SM's 64; regs: registers a thread; blk: blocks an SM "
+                 "holds")
+    return "\n".join(lines)

@@ -37,9 +37,16 @@ def reference(q, k, v, do, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("i", range(len(ta.forward_configs())))
 def test_every_forward_config(i, causal, d):
+    check_forward(lambda q, k, v: ta.attention_forward(q, k, v, causal, cfg=as_cfg(ta.forward_configs()[i]),
+                                                       alloc=utils.poisoned), causal, d)
+
+
+def check_forward(forward, causal, d):
+    """``forward(q, k, v) -> (out, lse)`` on :func:`inputs` against the fp32 reference; skipped where the
+    configuration does not fit in shared memory."""
     q, k, v, do = inputs(d)
     try:
-        out, lse = ta.attention_forward(q, k, v, causal, cfg=as_cfg(ta.forward_configs()[i]), alloc=utils.poisoned)
+        out, lse = forward(q, k, v)
     except OutOfResources as e:
         pytest.skip(f"does not fit: {e}")
     ref_out, ref_lse, _ = reference(q, k, v, do, causal)
@@ -51,15 +58,55 @@ def test_every_forward_config(i, causal, d):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("i", range(len(ta.backward_configs()[0])))
 def test_every_backward_config(i, causal, d):
+    dkdv, dq = ta.backward_configs()
+    check_backward(lambda *a: ta.attention_backward(*a, causal, cfg=(as_cfg(dkdv[i]), as_cfg(dq[i])),
+                                                    alloc=utils.poisoned), causal, d)
+
+
+def check_backward(backward, causal, d):
+    """``backward(q, k, v, out, lse, do) -> (dq, dk, dv)`` on :func:`inputs` (out and lse from our forward) against
+    the fp32 reference; skipped where the configuration does not fit in shared memory."""
     q, k, v, do = inputs(d)
     out, lse = ta.attention_forward(q, k, v, causal)
-    dkdv, dq = ta.backward_configs()
     try:
-        grads = ta.attention_backward(q, k, v, out, lse, do, causal, cfg=(as_cfg(dkdv[i]), as_cfg(dq[i])),
-                                      alloc=utils.poisoned)
+        grads = backward(q, k, v, out, lse, do)
     except OutOfResources as e:
         pytest.skip(f"does not fit: {e}")
     _, _, ref_grads = reference(q, k, v, do, causal)
+    for g, r, name in zip(grads, ref_grads, ("dq", "dk", "dv")):
+        utils.check(g, r, atol=2e-2, rtol=2e-2, name=name)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("i", range(len(ta.desc_forward_configs())))
+def test_every_descriptor_forward_config(i, causal, d):
+    """Each configuration of the descriptor forward's autotuner (the forward flash_attention runs on Hopper),
+    pipelined (PIPE) or not, with its descriptors' block shapes set as the autotuner's pre-hook sets them."""
+    if not ta.uses_descriptors(torch.zeros(1, device="cuda", dtype=torch.float16)):
+        pytest.skip("this GPU has no TMA (compute capability below 9.0)")
+    c = ta.desc_forward_configs()[i]
+    cfg = dict(BLOCK_M=c.kwargs["BLOCK_M"], BLOCK_N=c.kwargs["BLOCK_N"], num_warps=c.num_warps,
+               num_stages=c.num_stages)
+    check_forward(lambda q, k, v: ta.attention_forward_desc(q, k, v, causal, cfg=cfg, pipeline=c.kwargs["PIPE"],
+                                                            alloc=utils.poisoned), causal, d)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("i", range(len(ta.atomic_configs())))
+def test_every_atomic_backward_config(i, causal, d):
+    check_backward(lambda *a: ta.attention_backward_atomic(*a, causal, cfg=as_cfg(ta.atomic_configs()[i]),
+                                                           alloc=utils.poisoned), causal, d)
+
+
+def test_the_autotuned_atomic_backward_is_right_after_tuning():
+    """The autotuner runs the kernel once per configuration on the same dQ accumulator (zeroed before each by
+    reset_to_zero) and then once for real: the result must hold one sum, not several."""
+    q, k, v, do = inputs(64)
+    out, lse = ta.attention_forward(q, k, v)
+    grads = ta.attention_backward(q, k, v, out, lse, do, deterministic=False)
+    _, _, ref_grads = reference(q, k, v, do, False)
     for g, r, name in zip(grads, ref_grads, ("dq", "dk", "dv")):
         utils.check(g, r, atol=2e-2, rtol=2e-2, name=name)
 
@@ -104,8 +151,8 @@ def test_our_kernels_use_the_tensor_cores_of_this_gpu():
 def test_profiler_names_our_three_backward_kernels():
     q, k, v, do = grad_inputs()
     names = ta.profiled_kernels(lambda: torch.autograd.grad(ta.flash_attention(q, k, v), (q, k, v), do))
-    for kernel in ("attention_fwd_kernel", "attention_bwd_delta_kernel", "attention_bwd_dkdv_kernel",
-                   "attention_bwd_dq_kernel"):
+    forward = "attention_fwd_desc_kernel" if ta.uses_descriptors(q) else "attention_fwd_kernel"
+    for kernel in (forward, "attention_bwd_delta_kernel", "attention_bwd_dkdv_kernel", "attention_bwd_dq_kernel"):
         assert any(kernel in n for n in names), names
 
 

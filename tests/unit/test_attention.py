@@ -158,6 +158,7 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
     assert [n for n in times if n in ta.LADDER] == ok and set(ta.REGISTERS) == set(ok)
     assert set(failed) <= ({ta.LADDER[3]} if utils.ON_GPU else set())
     assert "TFLOP/s" in ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16))
+    assert set(ta.PTX_CENSUS) == (set(ok) if utils.ON_GPU else set())
     real = ta.attention_forward_desc
 
     def broken(q, k, v, *a, warp_specialize=False, **kw):
@@ -166,15 +167,107 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
         if warp_specialize:
             raise RuntimeError("PassManager::run failed\nand a long dump")
         out, lse = real(q, k, v, *a, **kw)
-        return (out + 1 if kw.get("cfg", {}).get("BLOCK_M") == ta.desc_config(16)["BLOCK_M"]
+        cfg = kw.get("cfg")
+        return (out + 1 if isinstance(cfg, dict) and cfg["BLOCK_M"] == ta.desc_config(16)["BLOCK_M"]
                 and q.shape[2] != 20 else out), lse
 
     monkeypatch.setattr(ta, "attention_forward_desc", broken)
     monkeypatch.setattr(ta, "desc_config", lambda d: dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1))
     times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
-    assert [n for n in times if n in ta.LADDER] == list(ta.LADDER[:2])
+    assert [n for n in times if n in ta.LADDER] == [ta.LADDER[i] for i in (0, 1, 4, 5)]
     assert failed[ta.LADDER[3]].endswith("(RuntimeError: PassManager::run failed)")
     assert "wrong result here" in failed[ta.LADDER[2]]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("how", ["pipelined", "tuned"])
+def test_the_pipelined_and_the_tuned_descriptor_forwards_match_float64(causal, how):
+    """Step 5's loop (the next block's scores before this block's softmax) and the descriptor autotuner (which
+    tries it): ragged N across two heads and two batches, as above; in causal mode the first query block has no
+    unmasked key block (the pipelined loop is skipped) and the others have several."""
+    shape = (2, 2, 53, 16)
+    half = utils.ON_GPU
+    q, k, v = qkv(shape, torch.float16 if half else torch.float32, seed=7)
+    ref_out, ref_lse, _ = reference(q, k, v, q, causal)
+    opts = dict(cfg=dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2), pipeline=True) if how == "pipelined" \
+        else dict(cfg="tuned")
+    out, lse = ta.attention_forward_desc(q, k, v, causal, alloc=utils.poisoned, **opts)
+    tol = 2e-3 if half else 1e-5
+    utils.check(out, ref_out, atol=tol, rtol=1e-3 if half else 1e-4, name="out")
+    utils.check(lse, ref_lse, atol=tol, rtol=1e-5, name="lse")
+    with pytest.raises(ValueError, match="warp_specialize or pipeline, not both"):
+        ta.attention_forward_desc(q, k, v, warp_specialize=True, pipeline=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_atomic_backward_matches_float64_and_the_deterministic_one(causal):
+    """dQ summed with atomic adds (one kernel, five matmuls): ragged N, poisoned outputs, against float64;
+    through flash_attention(deterministic=False) too."""
+    shape = (2, 2, 37, 16)
+    q, k, v = qkv(shape, seed=8)
+    do = qkv(shape, seed=9)[0]
+    _, _, ref_grads = reference(q, k, v, do, causal)
+    out, lse = ta.attention_forward(q, k, v, causal)
+    grads = ta.attention_backward(q, k, v, out, lse, do, causal, alloc=utils.poisoned, deterministic=False)
+    for g, r, name in zip(grads, ref_grads, ("dq", "dk", "dv")):
+        utils.check(g, r, atol=1e-4, rtol=1e-4, name=name)
+    ins = [t.clone().requires_grad_() for t in (q, k, v)]
+    auto = torch.autograd.grad(ta.flash_attention(*ins, causal, deterministic=False), ins, do)
+    for g, r, name in zip(auto, ref_grads, ("dq", "dk", "dv")):
+        utils.check(g, r, atol=1e-4, rtol=1e-4, name=name)
+
+
+def test_backward_ladder_checks_each_way_and_counts_distinct_results():
+    dtype = torch.float16 if utils.ON_GPU else torch.float32
+    times, failed, distinct = ta.backward_ladder((1, 2, 20), 16, causal=True, dtype=dtype)
+    assert failed == {} and list(distinct) == list(ta.BACKWARD_LADDER)
+    assert [n for n in times if n in ta.BACKWARD_LADDER] == list(ta.BACKWARD_LADDER)
+    assert distinct[ta.BACKWARD_LADDER[0]] == 1 and distinct[ta.BACKWARD_LADDER[1]] >= 1
+    assert ta.distinct_results(iter([torch.ones(2), torch.ones(2), torch.zeros(2)]).__next__, runs=3) == 2
+    table = ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16, backward=True), phase="backward")
+    assert table.splitlines()[0].startswith("backward") and "regs" not in table
+
+
+def test_the_ptx_census_counts_each_family_once_per_line():
+    ptx = ("\twgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {a};\n  wgmma.wait_group.sync.aligned 0;\n"
+           "  @%p7 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [x];\n"
+           "  cp.async.cg.shared.global [y], [z], 16;\n  setmaxnreg.inc.sync.aligned.u32 240;\n"
+           "  mbarrier.try_wait.parity.shared::cta.b64 p, [b], 0;\n  ld.global.v4.b32 {r}, [g];")
+    assert ta.ptx_census(ptx) == {"wgmma": 1, "wgmma waits": 1, "TMA copies": 1, "cp.async": 1, "setmaxnreg": 1,
+                                  "mbarrier waits": 1}
+    table = ta.census_table({"step": ta.ptx_census(ptx)})
+    assert table.splitlines()[1].split() == ["step", "1", "1", "1", "1", "1", "1"]
+
+
+def _ncu_raw(names):
+    """A tiny `ncu --csv --page raw` export: one kernel per name, with the metrics limiters() reads."""
+    cols = ["ID", "Kernel Name", "gpu__time_duration.sum",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "smsp__issue_active.avg.pct_of_peak_sustained_active", "sm__warps_active.avg.pct_of_peak_sustained_active",
+            "launch__registers_per_thread", "launch__occupancy_limit_registers",
+            "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
+            "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"]
+    units = ["", "", "us", "%", "%", "%", "register/thread", "block", "ratio", "ratio"]
+    lines = [",".join(f'"{c}"' for c in cols), ",".join(f'"{u}"' for u in units)]
+    for i, n in enumerate(names):
+        vals = [str(i), n, "1,111.5", "55.5", "40", "12.4", "168", "1", "1.5", "0.7"]
+        lines.append(",".join(f'"{v}"' for v in vals))
+    return "\n".join(lines) + "\n"
+
+
+def test_attention_limiter_rows_round_trip_and_refuse_other_kernels(tmp_path):
+    from gpu_course import profiling
+    names = [piece + "_x" for _, piece in ta.NCU_ORDER]
+    rows = ta.attention_limiter_rows(_ncu_raw(names), ta.NCU_ORDER)
+    assert [r["what"] for r in rows] == [w for w, _ in ta.NCU_ORDER] and rows[0]["tensor_pct"] == 55.5
+    profiling.write_limiter_csv(rows, ta.NCU_FIELDS, tmp_path / "a.csv", "made by a test")
+    back, about = profiling.read_limiter_csv(tmp_path / "a.csv", texts=("what", "kernel"))
+    assert about == "made by a test" and back[2]["stalls"] == [("wait", 1.5), ("math_pipe_throttle", 0.7)]
+    assert back[0]["kernel"] == names[0] and "cuDNN backward d=64" in ta.limiter_table(back)
+    with pytest.raises(ValueError, match="expected 8 in order"):
+        ta.attention_limiter_rows(_ncu_raw(names[::-1]), ta.NCU_ORDER)
+    with pytest.raises(ValueError, match="ncu profiled 7 kernels"):
+        ta.attention_limiter_rows(_ncu_raw(names[:7]), ta.NCU_ORDER)
 
 
 def test_a_failed_compile_s_dump_on_standard_error_is_muted(capfd):
