@@ -11,8 +11,9 @@ kernel.
 * endless loops and spin-waits: Ctrl-C (SIGINT) stops the launch within a second with a
   KeyboardInterrupt naming the kernel and what its threads do; a spin-wait on a flag that a later
   thread of the block sets ends, as on a GPU with independent thread scheduling;
-* integer division by zero, by a literal 0 too (gcc compiles that into a trap, SIGILL): a
-  CudaEmulationError naming the kernel and the line.
+* integer division by zero, by a literal 0 too: a CudaEmulationError naming the kernel and the line
+  where the rewriting checks the divisor, the kernel and the thread where the CPU traps it (SIGFPE);
+  and a trap the compiler plants for undefined behaviour (SIGILL) the same way.
 """
 from __future__ import annotations
 
@@ -260,13 +261,18 @@ __global__ void mod_zero_k(int* out, int d) {
     out[threadIdx.x] = k;
 }
 __global__ void div_cast_zero_k(int* out) {
-    out[threadIdx.x] = 100 / (int)0;      // a cast: not a checked divisor, gcc compiles a trap (SIGILL)
+    out[threadIdx.x] = 100 / (int)0;      // a cast: not a checked divisor; at -O1 the CPU's division traps (SIGFPE)
+}
+__global__ void trap_k(int* out) {
+    if (threadIdx.x == 2) __builtin_trap();   // what gcc -O2 compiles 100 / (int)0 into: ud2 (SIGILL)
+    out[threadIdx.x] = 1;
 }
 void divide(torch::Tensor x, torch::Tensor out, int64_t which) {
     int* o = reinterpret_cast<int*>(out.data_ptr<float>());
     if (which == 0) div_literal_k<<<1, 4>>>(o);
     if (which == 1) mod_zero_k<<<1, 8>>>(o, 3);
     if (which == 2) div_cast_zero_k<<<1, 4>>>(o);
+    if (which == 3) trap_k<<<1, 4>>>(o);
 }
 '''
 
@@ -274,7 +280,9 @@ DIV_EXPECTED = {
     0: rf"integer division by zero in kernel div_literal_k .* thread \(0,0,0\) at cuda_src line "
        rf"{line_of(DIV, '// LITERAL')}: the divisor of / or % is 0",
     1: rf"integer division by zero in kernel mod_zero_k .* thread \(3,0,0\) at cuda_src line {line_of(DIV, '// MOD')}",
-    2: r"illegal instruction \(SIGILL\) in kernel div_cast_zero_k .* thread \(0,0,0\): the compiler turned undefined "
+    2: r"integer division by zero \(SIGFPE\) in kernel div_cast_zero_k .* thread \(0,0,0\)\. On a GPU the result "
+       r"would be undefined; check the divisor",
+    3: r"illegal instruction \(SIGILL\) in kernel trap_k .* thread \(2,0,0\): the compiler turned undefined "
        r"behaviour into a trap here, e.g. an integer division by 0",
 }
 

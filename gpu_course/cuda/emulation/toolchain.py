@@ -172,7 +172,10 @@ def mark_used(d: Path) -> None:
 
 
 def opt_flags(opt: bool) -> list[str]:
-    return ["-O2"] if opt else ["-O0", "-g"]
+    """The optimisation flags of emulated builds: -O1, or -O0 -g for debugging. -O1 rather than -O2: g++ takes
+    20-35 % less time on an emulated module (10.1 s -> 6.6 s for the largest, 2.4 s -> 1.9 s for a typical one,
+    with the precompiled header), and a fresh clone's tests are mostly such builds."""
+    return ["-O1"] if opt else ["-O0", "-g"]
 
 
 class _FileLock:
