@@ -222,7 +222,7 @@ def test_backward_ladder_checks_each_way_and_counts_distinct_results():
     times, failed, distinct = ta.backward_ladder((1, 2, 20), 16, causal=True, dtype=dtype)
     assert failed == {} and list(distinct) == list(ta.BACKWARD_LADDER)
     assert [n for n in times if n in ta.BACKWARD_LADDER] == list(ta.BACKWARD_LADDER)
-    assert distinct[ta.BACKWARD_LADDER[0]] == 1 and distinct[ta.BACKWARD_LADDER[1]] >= 1
+    assert distinct[ta.BACKWARD_LADDER[0]] == 1   # the deterministic backward; the atomic one may give several
     assert ta.distinct_results(iter([torch.ones(2), torch.ones(2), torch.zeros(2)]).__next__, runs=3) == 2
     table = ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16, backward=True), phase="backward")
     assert table.splitlines()[0].startswith("backward") and "regs" not in table
