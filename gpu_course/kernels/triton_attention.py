@@ -971,14 +971,10 @@ attention_bwd_atomic_tuned = triton.autotune(configs=atomic_configs(), key=_BWD_
 DELTA_BLOCK = by_mode(gpu=128, cpu=16)
 
 
-def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=None, alloc=torch.empty,
-                       deterministic=True):
-    """FlashAttention-2's backward: ``(dq, dk, dv)`` from the forward's inputs, ``out`` and ``lse``
-    and the output's gradient ``dout``; three launches (delta, dK/dV, dQ), autotuned, or with
-    ``cfg = (dkdv_cfg, dq_cfg)`` fixed (each BLOCK_M, BLOCK_N, num_warps, num_stages; the dQ kernel's
-    BLOCK_M a multiple of its BLOCK_N). ``deterministic=False``: :func:`attention_backward_atomic` instead."""
-    if not deterministic:
-        return attention_backward_atomic(q, k, v, out, lse, dout, causal, scale, cfg=cfg, alloc=alloc)
+def _backward_inputs(q, k, v, out, lse, dout, alloc):
+    """What both backwards do before their kernels: check the inputs and the shapes of ``out``, ``lse`` and
+    ``dout``, make them contiguous (``dout`` in q's dtype), and launch the delta kernel: ``(q, k, v, out, lse,
+    dout, delta)`` with ``delta = rowsum(dout * out)`` in fp32, allocated with ``alloc``."""
     check_flash_inputs(q, k, v, "flash_attention backward")
     if out.shape != q.shape or dout.shape != q.shape or lse.shape != q.shape[:3]:
         raise ValueError(f"flash_attention backward: out and dout must have q's shape {tuple(q.shape)} and lse "
@@ -988,6 +984,19 @@ def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=No
     B, H, N, D = q.shape
     delta = alloc((B, H, N), dtype=torch.float32, device=q.device)
     attention_bwd_delta_kernel[(cdiv(N, DELTA_BLOCK), B * H)](out, dout, delta, N, HEAD_DIM=D, BLOCK_M=DELTA_BLOCK)
+    return q, k, v, out, lse, dout, delta
+
+
+def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, cfg=None, alloc=torch.empty,
+                       deterministic=True):
+    """FlashAttention-2's backward: ``(dq, dk, dv)`` from the forward's inputs, ``out`` and ``lse``
+    and the output's gradient ``dout``; three launches (delta, dK/dV, dQ), autotuned, or with
+    ``cfg = (dkdv_cfg, dq_cfg)`` fixed (each BLOCK_M, BLOCK_N, num_warps, num_stages; the dQ kernel's
+    BLOCK_M a multiple of its BLOCK_N). ``deterministic=False``: :func:`attention_backward_atomic` instead."""
+    if not deterministic:
+        return attention_backward_atomic(q, k, v, out, lse, dout, causal, scale, cfg=cfg, alloc=alloc)
+    q, k, v, out, lse, dout, delta = _backward_inputs(q, k, v, out, lse, dout, alloc)
+    B, H, N, D = q.shape
     dq, dk, dv = (alloc(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
     sc = default_scale(D, scale)
     switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
@@ -1013,12 +1022,8 @@ def attention_backward_atomic(q, k, v, out, lse, dout, causal=False, scale=None,
     autotuned, or ``cfg``: its BLOCK_M, BLOCK_N, num_warps, num_stages): dQ is summed in fp32 with atomic adds,
     as FlashAttention-2 does, then scaled and cast by :func:`attention_bwd_dq_convert_kernel`. Five matmuls per
     pair of blocks instead of seven; not deterministic (the adds arrive in a different order each run)."""
-    check_flash_inputs(q, k, v, "flash_attention backward")
-    q, k, v, out, dout = (t.contiguous() for t in (q, k, v, out, dout.to(q.dtype)))
-    lse = lse.contiguous()
+    q, k, v, out, lse, dout, delta = _backward_inputs(q, k, v, out, lse, dout, alloc)
     B, H, N, D = q.shape
-    delta = alloc((B, H, N), dtype=torch.float32, device=q.device)
-    attention_bwd_delta_kernel[(cdiv(N, DELTA_BLOCK), B * H)](out, dout, delta, N, HEAD_DIM=D, BLOCK_M=DELTA_BLOCK)
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dq, dk, dv = (alloc(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
     sc = default_scale(D, scale)

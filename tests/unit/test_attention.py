@@ -288,6 +288,8 @@ def test_bad_configurations_and_blocks_are_refused():
         ta.online_softmax_attention(q, q, q, block=0)
     with pytest.raises(ValueError, match="out and dout must have q's shape"):
         ta.attention_backward(q, q, q, q, torch.zeros(1, 1, 7), q)
+    with pytest.raises(ValueError, match="out and dout must have q's shape"):   # the atomic backward too
+        ta.attention_backward(q, q, q, q, torch.zeros(1, 1, 7), q, deterministic=False)
 
 
 # ----------------------------------------------- the comparison with SDPA that notebook 11 and the bench share
