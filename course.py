@@ -368,7 +368,7 @@ OLD_SETUP_MARKS = ("# Setup (same in every notebook",)  # earlier wordings, repl
 SETUP_CELL = f'''{SETUP_MARK} this cell downloads the course and installs the packages Colab lacks
 # (about a minute, the first time in a session). On your own machine it does nothing: there the
 # course is already installed (`python3 course.py lab`), which is what makes `import utils` work.
-# The stored outputs come from an H100 (notebook 13's, which needs two GPUs, from two H200s). On
+# The stored outputs come from an H100 (notebook 11's from an H200, 13's from two H200s). On
 # Colab's free T4 (an older GPU) the sections that need a newer one (bf16, TF32, more shared
 # memory...) are skipped, each saying why in one line.
 import os, subprocess, sys

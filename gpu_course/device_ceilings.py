@@ -30,6 +30,10 @@ SPEC_PEAKS = {
         "fp16": 989.4, "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "copy": 3350.0,
         "source": "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5, dense",
     },
+    "NVIDIA H200": {   # the same GH100 chip and clocks as the H100 SXM, with faster and larger memory (HBM3e)
+        "fp16": 989.4, "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "copy": 4800.0,
+        "source": "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM, dense",
+    },
 }
 
 

@@ -149,19 +149,37 @@ def stored_outputs_note(env=None, colab: bool | None = None) -> str:
     env = os.environ if env is None else env
     if env.get("COURSE_SAVE_RESULTS") == "1":  # `execute`: these outputs become the stored ones
         return ""
-    stored = ("This notebook is stored with the outputs of a run on an H100, which its text "
+    name = Path(env.get("JPY_SESSION_NAME") or "NB.ipynb").name
+    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else "NB"
+    gpu = stored_gpu(stem)
+    stored = (f"This notebook is stored with the outputs of a run on {gpu}, which its text "
               "discusses; running a cell replaces its stored output with this machine's.")
     if env.get(LECTURE_ENV):
         return (f"Lecture copy: this notebook is a scratch copy in {env[LECTURE_ENV]}, not the "
-                "repository's; it shows the H100 outputs as stored, and running cells changes "
+                f"repository's; it shows the outputs of {gpu} as stored, and running cells changes "
                 "only the copy (python3 course.py lecture makes a fresh one).")
     if colab if colab is not None else "google.colab" in sys.modules:
         return (f"{stored} To see them again, open the notebook afresh from GitHub (its Open in "
                 "Colab badge) without saving this copy.")
-    name = Path(env.get("JPY_SESSION_NAME") or "NB.ipynb").name
-    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else "NB"
     return (f"{stored} To get them back, close the notebook and run python3 course.py reset "
             f"{stem} (this also undoes your edits to it).")
+
+
+def stored_gpu(stem: str) -> str:
+    """The GPU whose outputs notebook ``stem`` is stored with, as its metadata records it (``course.py
+    execute`` writes ``outputs_from``), with its article: ``"an NVIDIA H200"``; where the notebook or the
+    record is not found (Colab, which does not name the notebook), ``"an NVIDIA H100 or H200"``.
+
+    >>> stored_gpu("no_such_notebook")
+    'an NVIDIA H100 or H200'
+    """
+    import json
+    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{stem}.ipynb"
+    try:
+        gpu = json.loads(path.read_text())["metadata"]["course"]["outputs_from"]
+    except (OSError, ValueError, KeyError, TypeError):
+        gpu = None
+    return f"an {gpu}" if gpu and gpu.startswith("NVIDIA") else "an NVIDIA H100 or H200"
 
 
 def versions() -> dict:

@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -325,6 +326,18 @@ def registers(ck=None):
     return getattr(ck, "n_regs", None), getattr(ck, "n_spills", None)
 
 
+def resident_blocks(ck=None):
+    """How many blocks of a compiled Triton kernel (default: the last forward's) one SM of this GPU holds at
+    once, from its warps, registers and shared memory (:func:`gpu_course.occupancy.blocks_per_sm`); None in
+    the interpreter, which compiles nothing."""
+    from ..occupancy import blocks_per_sm, sm_limits
+    ck = _LAST_FORWARD[0] if ck is None else ck
+    if getattr(ck, "n_regs", None) is None:
+        return None
+    meta = ck.metadata
+    return blocks_per_sm(32 * meta.num_warps, ck.n_regs, meta.shared, sm_limits()).blocks
+
+
 # ----------------------------------------------------- the forward with tensor descriptors (Hopper's TMA)
 @triton.jit
 def _fwd_inner_desc(acc, m_i, l_i, q, desc_k, desc_v, row0, rows, lo, hi, N, qk_scale,
@@ -378,25 +391,17 @@ def _fwd_inner_pipelined(acc, m_i, l_i, q, desc_k, desc_v, row0, lo, hi, qk_scal
 
 
 @triton.jit
-def attention_fwd_desc_kernel(desc_q, desc_k, desc_v, o_ptr, lse_ptr, scale, N,
-                              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                              BLOCK_N: tl.constexpr, WS: tl.constexpr, PIPE: tl.constexpr):
-    """:func:`attention_fwd_kernel` with q, k and v read through tensor descriptors of the (B·H·N,
-    HEAD_DIM) matrices: on Hopper each block is one TMA bulk copy into shared memory, issued by one
-    thread, instead of every thread computing addresses and loading its part. The output is stored
-    through pointers with a row mask (a block of the last query rows would run into the next head).
-    ``WS``: the unmasked loop warp-specialised; ``PIPE``: it is :func:`_fwd_inner_pipelined` instead."""
-    pid_m = tl.program_id(0)
-    if CAUSAL:
-        pid_m = tl.num_programs(0) - 1 - pid_m
-    bh = tl.program_id(1)
+def _desc_query_block(desc_q, desc_k, desc_v, o_ptr, lse_ptr, pid_m, bh, N, qk_scale,
+                      HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      WS: tl.constexpr, PIPE: tl.constexpr):
+    """Query block ``pid_m`` of (batch x head) ``bh``, start to end: load its q, run the key loops (the
+    unmasked blocks, then the diagonal and ragged ones) and store its rows of the output and the LSE."""
     row0 = bh * N                                                              # this head's first row
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q = desc_q.load([row0 + pid_m * BLOCK_M, 0])
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    qk_scale = scale * 1.4426950408889634
     full_end, hi = _key_bounds(pid_m, N, BLOCK_M, BLOCK_N, CAUSAL)
     if PIPE:
         if full_end > 0:
@@ -410,6 +415,38 @@ def attention_fwd_desc_kernel(desc_q, desc_k, desc_v, o_ptr, lse_ptr, scale, N,
     _store_rows(acc, m_i, l_i, o_ptr, lse_ptr, bh, rows, N, HEAD_DIM)
 
 
+@triton.jit
+def attention_fwd_desc_kernel(desc_q, desc_k, desc_v, o_ptr, lse_ptr, scale, N, BH,
+                              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, WS: tl.constexpr, PIPE: tl.constexpr, PERSIST: tl.constexpr):
+    """:func:`attention_fwd_kernel` with q, k and v read through tensor descriptors of the (B·H·N,
+    HEAD_DIM) matrices: on Hopper each block is one TMA bulk copy into shared memory, issued by one
+    thread, instead of every thread computing addresses and loading its part. The output is stored
+    through pointers with a row mask (a block of the last query rows would run into the next head).
+    ``WS``: the unmasked loop warp-specialised; ``PIPE``: it is :func:`_fwd_inner_pipelined` instead.
+    ``PERSIST`` (programs per SM; 0: one program per query block, grid (query blocks, BH)): a persistent
+    grid of at most SMs x PERSIST programs, each looping over units of work, a unit being the query blocks
+    j and n_m - 1 - j of one head: causal, every unit then visits the same number of key blocks (n_m + 1
+    of BLOCK_M = BLOCK_N), so that equal shares of units are equal shares of work."""
+    qk_scale = scale * 1.4426950408889634
+    if PERSIST:
+        n_m = tl.cdiv(N, BLOCK_M)
+        pairs = (n_m + 1) // 2
+        for unit in range(tl.program_id(0), BH * pairs, tl.num_programs(0)):
+            bh = unit // pairs
+            j = unit % pairs
+            for half in range(0, tl.where(2 * j + 1 == n_m, 1, 2)):            # the middle block (odd n_m) is alone
+                pid_m = tl.where(half == 0, n_m - 1 - j, j)                      # the heavier block first
+                _desc_query_block(desc_q, desc_k, desc_v, o_ptr, lse_ptr, pid_m, bh, N, qk_scale,
+                                  HEAD_DIM, CAUSAL, BLOCK_M, BLOCK_N, WS, PIPE)
+    else:
+        pid_m = tl.program_id(0)
+        if CAUSAL:  # the last query blocks have the most keys to visit: start them first (a shorter tail)
+            pid_m = tl.num_programs(0) - 1 - pid_m
+        _desc_query_block(desc_q, desc_k, desc_v, o_ptr, lse_ptr, pid_m, tl.program_id(1), N, qk_scale,
+                          HEAD_DIM, CAUSAL, BLOCK_M, BLOCK_N, WS, PIPE)
+
+
 def _desc_block_shapes(nargs):
     """The autotuner's pre-hook: give the descriptors the block shape of the configuration being run."""
     bm, bn, d = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["HEAD_DIM"]
@@ -417,9 +454,9 @@ def _desc_block_shapes(nargs):
     nargs["desc_k"].block_shape = nargs["desc_v"].block_shape = [bn, d]
 
 
-def desc_fwd_config(BM, BN, stages, warps, pipe=False):
-    return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN, PIPE=pipe), num_stages=stages, num_warps=warps,
-                         pre_hook=_desc_block_shapes)
+def desc_fwd_config(BM, BN, stages, warps, pipe=False, persist=0):
+    return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN, PIPE=pipe, PERSIST=persist), num_stages=stages,
+                         num_warps=warps, pre_hook=_desc_block_shapes)
 
 
 def desc_forward_configs():
@@ -427,11 +464,14 @@ def desc_forward_configs():
     :func:`uses_descriptors`). On the H100 (fp16, B4 H16 N4096, 3 stages) it kept 128x128 with 4 warps at
     d = 64, 128x128 with 8 warps at d = 128, and 128x64 (or 128x128 at d = 128) with 8 warps where causal.
     The two hand-pipelined tiles (``PIPE``) won no shape there; one led the causal d = 64 case in an earlier
-    sweep by a few %. A 128x128 tile of 4 warps is skipped at d = 128 (it spills: see the pruning)."""
+    sweep by a few %. The persistent 128x128 tile of 4 warps (two programs per SM) was 4 % faster than any grid
+    of query blocks causal at d = 64 on an H200, and equal elsewhere; persistent tiles of 8 warps were not faster
+    in any case. A 128x128 tile of 4 warps is skipped at d = 128 (it spills: see the pruning)."""
     return by_mode(gpu=[desc_fwd_config(128, 128, 3, 4), desc_fwd_config(128, 128, 3, 8),
                         desc_fwd_config(128, 64, 3, 8), desc_fwd_config(128, 64, 3, 4),
                         desc_fwd_config(128, 64, 4, 8, pipe=True),
-                        desc_fwd_config(128, 128, 2, 8, pipe=True)],
+                        desc_fwd_config(128, 128, 2, 8, pipe=True),
+                        desc_fwd_config(128, 128, 3, 4, persist=2)],
                    cpu=[desc_fwd_config(16, 16, 1, 4)])
 
 
@@ -460,13 +500,30 @@ def _descriptors(q2, k2, v2, bm, bn, d):
             TensorDescriptor.from_tensor(v2, [bn, d]))
 
 
+def _desc_grid(N, BH, meta):
+    """The descriptor forward's grid for a configuration ``meta``: (query blocks, BH), or with ``PERSIST``
+    programs per SM at most that many per SM, and never more than there are units of work (pairs of query
+    blocks of a head); in cpu mode, where programs run one after another, at most 4."""
+    if not meta.get("PERSIST"):
+        return cdiv(N, meta["BLOCK_M"]), BH
+    units = BH * cdiv(cdiv(N, meta["BLOCK_M"]), 2)
+    return min(units, _sm_count() * meta["PERSIST"] if ON_GPU else 4), 1
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count():
+    """This GPU's SMs (asked of the driver once: a launcher must not pay ~6 µs per call for it)."""
+    return torch.cuda.get_device_properties(DEVICE).multi_processor_count
+
+
 def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_specialize=False, pipeline=False,
                            alloc=torch.empty):
     """:func:`attention_forward` through :func:`attention_fwd_desc_kernel`: ``(out, lse)``. ``cfg``: BLOCK_M,
     BLOCK_N, num_warps, num_stages (default :func:`desc_config`), or ``"tuned"``: the autotuner over
     :func:`desc_forward_configs` (which chooses ``pipeline`` too); ``warp_specialize`` asks Triton to split the
     key loop's warps into producers (the copies) and consumers (the math); ``pipeline`` runs the unmasked key
-    blocks through :func:`_fwd_inner_pipelined`. fp16 and bf16 only (the interpreter takes fp32 too); tensor
+    blocks through :func:`_fwd_inner_pipelined`; a ``cfg`` with ``PERSIST`` (programs per SM, e.g.
+    :func:`persist_config`) runs the persistent grid. fp16 and bf16 only (the interpreter takes fp32 too); tensor
     descriptors need rows of at least 16 bytes, 16-byte aligned."""
     q, k, v, out, lse = _forward_buffers(q, k, v, "attention_forward_desc", alloc)
     if q.dtype == torch.float32 and ON_GPU:
@@ -475,19 +532,22 @@ def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_spe
         raise ValueError("attention_forward_desc: warp_specialize or pipeline, not both")
     B, H, N, D = q.shape
     q2, k2, v2 = (t.view(B * H * N, D) for t in (q, k, v))
-    args = (out, lse, default_scale(D, scale), N)
+    args = (out, lse, default_scale(D, scale), N, B * H)
     if cfg == "tuned":
         descs = _descriptors(q2, k2, v2, 16, 16, D)   # block shapes set per configuration by the pre-hook
-        _LAST_FORWARD[0] = attention_fwd_desc_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](
+        _LAST_FORWARD[0] = attention_fwd_desc_tuned[lambda meta: _desc_grid(N, B * H, meta)](
             *descs, *args, HEAD_DIM=D, CAUSAL=bool(causal), WS=False)
         return out, lse
     cfg = dict(cfg or desc_config(D))
-    bm, bn = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N")
+    cfg.setdefault("PERSIST", 0)
+    if not isinstance(cfg["PERSIST"], int) or cfg["PERSIST"] < 0:
+        raise ValueError(f"attention_forward_desc: PERSIST is programs per SM, an int >= 0, got {cfg['PERSIST']!r}")
+    bm, bn = cfg["BLOCK_M"], cfg["BLOCK_N"]
     if bm % bn:
         raise ValueError(f"attention_forward_desc: BLOCK_M must be a multiple of BLOCK_N, got {bm}, {bn}")
-    _LAST_FORWARD[0] = attention_fwd_desc_kernel[(cdiv(N, bm), B * H)](
-        *_descriptors(q2, k2, v2, bm, bn, D), *args, HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=bm,
-        BLOCK_N=bn, WS=bool(warp_specialize), PIPE=bool(pipeline), **cfg)
+    _LAST_FORWARD[0] = attention_fwd_desc_kernel[_desc_grid(N, B * H, cfg)](
+        *_descriptors(q2, k2, v2, bm, bn, D), *args, HEAD_DIM=D, CAUSAL=bool(causal),
+        WS=bool(warp_specialize), PIPE=bool(pipeline), **cfg)
     return out, lse
 
 
@@ -498,6 +558,14 @@ def desc_config(d):
     if not ON_GPU:
         return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
     return dict(BLOCK_M=128, BLOCK_N=128, num_warps=4 if d <= 64 else 8, num_stages=3)
+
+
+def persist_config(d):
+    """The configuration of ladder step 6 (the persistent grid): :func:`desc_config`'s tile, with as many
+    programs per SM as that kernel has resident blocks on Hopper: 2 at d <= 64 (4 warps of at most 255
+    registers and 113 KB of shared memory each), 1 at d = 128 (8 warps, 225 KB). Fewer would leave an SM
+    half empty, more would queue. Blocks of 16 on the CPU."""
+    return dict(desc_config(d), PERSIST=2 if d <= 64 else 1)
 
 
 @contextlib.contextmanager
@@ -557,16 +625,17 @@ def _check_steps(steps, small, d, dtype, g, causal=False, backward=False):
     return ok, failed
 
 
-def forward_ladder(shape, d, dtype=torch.float16, seed=0):
-    """The forward (not causal) a step at a time toward Hopper's way of feeding the tensor cores
+def forward_ladder(shape, d, dtype=torch.float16, seed=0, causal=False):
+    """The forward (``causal`` or not) a step at a time toward Hopper's way of feeding the tensor cores
     (:data:`LADDER`), on inputs of ``shape`` (B, H, N) and head dimension ``d``, timed beside SDPA's cuDNN
     and flash backends (``utils.bench_users``, the functions interleaved). Each step is first checked
     against float64 on a ragged length (N = 1000 on a GPU) into a poisoned output. Returns
     ``({name: UserTiming}, {name: one-line reason})``, the second for steps that did not compile, did not
     run or gave a wrong result here. Step 1 is the pointer kernel (autotuned); step 2 the descriptors with
     step 1's tile; step 3 with :func:`desc_config`'s; step 4 adds ``warp_specialize``; step 5 is the
-    hand-pipelined loop with :func:`pipe_config`'s tile; step 6 the descriptor kernel's autotuner over
-    :func:`desc_forward_configs`, with and without step 5: the forward :func:`flash_attention` runs here.
+    hand-pipelined loop with :func:`pipe_config`'s tile; step 6 step 3's tile on the persistent grid
+    (:func:`persist_config`); step 7 the descriptor kernel's autotuner over :func:`desc_forward_configs`, which
+    holds tiles of steps 2, 3, 5 and 6: the forward :func:`flash_attention` runs here.
     The registers (:data:`REGISTERS`) and an instruction census of the PTX (:data:`PTX_CENSUS`, GPU only) of
     the kernel each step ran are kept."""
     from ..timing import bench_users
@@ -574,7 +643,8 @@ def forward_ladder(shape, d, dtype=torch.float16, seed=0):
     PTX_CENSUS.clear()
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
-    attention_forward(q, k, v, descriptors=False)              # tunes step 1 at this size
+    causal = bool(causal)
+    attention_forward(q, k, v, causal, descriptors=False)      # tunes step 1 at this size
     tuned = attention_fwd_tuned.best_config
     same = dict(tuned.kwargs, num_warps=tuned.num_warps, num_stages=tuned.num_stages)
     steps = {LADDER[0]: (attention_forward, dict(descriptors=False)),
@@ -582,13 +652,15 @@ def forward_ladder(shape, d, dtype=torch.float16, seed=0):
              LADDER[2]: (attention_forward_desc, dict(cfg=desc_config(d))),
              LADDER[3]: (attention_forward_desc, dict(cfg=desc_config(d), warp_specialize=True)),
              LADDER[4]: (attention_forward_desc, dict(cfg=pipe_config(d), pipeline=True)),
-             LADDER[5]: (attention_forward_desc, dict(cfg="tuned"))}
+             LADDER[5]: (attention_forward_desc, dict(cfg=persist_config(d))),
+             LADDER[6]: (attention_forward_desc, dict(cfg="tuned"))}
     small = (1, 2, by_mode(gpu=1000, cpu=40))
-    checks = {n: (lambda q_, k_, v_, do_, alloc, fwd=fwd, opts=opts: fwd(q_, k_, v_, alloc=alloc, **opts)[:1])
+    checks = {n: (lambda q_, k_, v_, do_, alloc, fwd=fwd, opts=opts: fwd(q_, k_, v_, causal, alloc=alloc, **opts)[:1])
               for n, (fwd, opts) in steps.items()}
-    ok, failed = _check_steps(checks, small, d, dtype, g)
-    ran = {n: (lambda fwd=fwd, opts=opts: fwd(q, k, v, **opts)[0]) for n, (fwd, opts) in steps.items() if n in ok}
-    libs = {n: (lambda f=sdpa_with(n): f(q, k, v)) for n in ("SDPA cuDNN", "SDPA flash")
+    ok, failed = _check_steps(checks, small, d, dtype, g, causal=causal)
+    ran = {n: (lambda fwd=fwd, opts=opts: fwd(q, k, v, causal, **opts)[0])
+           for n, (fwd, opts) in steps.items() if n in ok}
+    libs = {n: (lambda f=sdpa_with(n): f(q, k, v, causal)) for n in ("SDPA cuDNN", "SDPA flash")
             if ON_GPU and gpu_supports(SDPA_BACKENDS[n][1])[0]}
     times = bench_users({**ran, **libs})
     for name, fn in ran.items():   # the compiled kernel each step ran at this size: its registers, its PTX
@@ -664,7 +736,8 @@ def ladder_table(times, flops, baseline="SDPA cuDNN", phase="forward"):
 
 LADDER = ("1. pointer loads, autotuned", "2. tensor descriptors, step 1's tile",
           "3. tensor descriptors, desc_config's tile", "4. step 3 + warp specialisation",
-          "5. descriptors + next scores before the softmax", "6. descriptors autotuned, with or without 5")
+          "5. descriptors + next scores before the softmax", "6. step 3 on a persistent grid, blocks in pairs",
+          "7. descriptors autotuned over 2, 3, 5 and 6")
 BACKWARD_LADDER = ("1. dK/dV and dQ kernels (7 matmuls)", "2. one kernel, dQ by atomic adds (5 matmuls)")
 
 
@@ -1346,8 +1419,12 @@ def summary_rows(speed, shape):
 def stored_summary_rows(notebook):
     """:func:`summary_rows` from the results stored by a GPU run of ``notebook`` (for the CPU): ours
     against SDPA flash (kernel ``flash attention ...``) and SDPA cuDNN (``... vs cuDNN``), and the
-    device they come from (``None`` without stored results)."""
+    device they come from (``None`` without stored results): the device of the newest row, where GPUs of
+    more than one kind have stored results (a table of one run, not a mix)."""
     stored = [r for r in stored_results(notebook=notebook) if r["kernel"].startswith("flash attention")]
+    if stored:
+        newest = max(stored, key=lambda r: r["when"])["device"]
+        stored = [r for r in stored if r["device"] == newest]
     vs_cudnn = {r["kernel"][:-len(" vs cuDNN")]: r for r in stored if r["kernel"].endswith(" vs cuDNN")}
     rows = []
     for r in stored:
@@ -1468,10 +1545,13 @@ def distinct_grads(fn, q, k, v, dout, causal=False, runs=5):
 
 def config_str(cfg):
     """``128x64 w8 s4`` for a Triton config of these kernels (BLOCK_M x BLOCK_N, warps, stages), followed by
-    `` TMA`` for the descriptor forward's (`` TMA pipelined`` with its PIPE); ``-`` for None."""
+    `` TMA`` for the descriptor forward's (`` TMA pipelined`` with its PIPE, `` persistent k/SM`` with its
+    PERSIST); ``-`` for None."""
     if cfg is None:
         return "-"
     kind = "" if "PIPE" not in cfg.kwargs else " TMA pipelined" if cfg.kwargs["PIPE"] else " TMA"
+    if cfg.kwargs.get("PERSIST"):
+        kind += f" persistent {cfg.kwargs['PERSIST']}/SM"
     return f"{cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps} s{cfg.num_stages}{kind}"
 
 

@@ -82,14 +82,25 @@ def check_backward(backward, causal, d):
 @pytest.mark.parametrize("i", range(len(ta.desc_forward_configs())))
 def test_every_descriptor_forward_config(i, causal, d):
     """Each configuration of the descriptor forward's autotuner (the forward flash_attention runs on Hopper),
-    pipelined (PIPE) or not, with its descriptors' block shapes set as the autotuner's pre-hook sets them."""
+    pipelined (PIPE) or not, persistent (PERSIST) or not, with its descriptors' block shapes set as the autotuner's pre-hook sets them."""
     if not ta.uses_descriptors(torch.zeros(1, device="cuda", dtype=torch.float16)):
         pytest.skip("this GPU has no TMA (compute capability below 9.0)")
     c = ta.desc_forward_configs()[i]
     cfg = dict(BLOCK_M=c.kwargs["BLOCK_M"], BLOCK_N=c.kwargs["BLOCK_N"], num_warps=c.num_warps,
-               num_stages=c.num_stages)
+               num_stages=c.num_stages, PERSIST=c.kwargs["PERSIST"])
     check_forward(lambda q, k, v: ta.attention_forward_desc(q, k, v, causal, cfg=cfg, pipeline=c.kwargs["PIPE"],
                                                             alloc=utils.poisoned), causal, d)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_persistent_grid_has_as_many_programs_per_sm_as_an_sm_holds(d):
+    """Ladder step 6's PERSIST (programs per SM) is the compiled kernel's resident blocks per SM: fewer would
+    leave part of each SM empty, more would queue programs behind others."""
+    if not ta.uses_descriptors(torch.zeros(1, device="cuda", dtype=torch.float16)):
+        pytest.skip("this GPU has no TMA (compute capability below 9.0)")
+    q, k, v = (torch.randn(2, 8, 1024, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    ta.attention_forward_desc(q, k, v, cfg=ta.persist_config(d))
+    assert ta.resident_blocks() == ta.persist_config(d)["PERSIST"]
 
 
 @pytest.mark.parametrize("d", [64, 128])

@@ -151,9 +151,10 @@ def test_the_tensor_descriptor_forward_matches_float64_across_heads(causal, warp
         ta.attention_forward_desc(q, k, v, cfg=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1))
 
 
-def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypatch):
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypatch, causal):
     dtype = torch.float16 if utils.ON_GPU else torch.float32
-    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
+    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype, causal=causal)
     ok = [n for n in ta.LADDER if n not in failed]   # on a GPU step 4 may fail to compile (said in `failed`)
     assert [n for n in times if n in ta.LADDER] == ok and set(ta.REGISTERS) == set(ok)
     assert set(failed) <= ({ta.LADDER[3]} if utils.ON_GPU else set())
@@ -169,14 +170,46 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
         out, lse = real(q, k, v, *a, **kw)
         cfg = kw.get("cfg")
         return (out + 1 if isinstance(cfg, dict) and cfg["BLOCK_M"] == ta.desc_config(16)["BLOCK_M"]
-                and q.shape[2] != 20 else out), lse
+                and not cfg.get("PERSIST") and q.shape[2] != 20 else out), lse
 
     monkeypatch.setattr(ta, "attention_forward_desc", broken)
     monkeypatch.setattr(ta, "desc_config", lambda d: dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1))
-    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
-    assert [n for n in times if n in ta.LADDER] == [ta.LADDER[i] for i in (0, 1, 4, 5)]
+    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype, causal=causal)
+    assert [n for n in times if n in ta.LADDER] == [ta.LADDER[i] for i in (0, 1, 4, 5, 6)]
     assert failed[ta.LADDER[3]].endswith("(RuntimeError: PassManager::run failed)")
     assert "wrong result here" in failed[ta.LADDER[2]]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n, pipeline", [(16, False), (37, False), (53, False), (53, True)])
+def test_the_persistent_descriptor_forward_matches_float64(n, pipeline, causal):
+    """The persistent grid (step 6): fewer programs than units of work (pairs of query blocks of a head), so that
+    each program loops over several; one query block (no pair), an odd number (the middle block alone) and an
+    even number of blocks of 16 rows, ragged N, several heads and batches; with the pipelined loop too."""
+    half = utils.ON_GPU
+    shape = (utils.by_mode(gpu=4, cpu=2), utils.by_mode(gpu=40, cpu=2), n, 16)   # GPU: more units than SMs
+    q, k, v = qkv(shape, torch.float16 if half else torch.float32, seed=11)
+    ref_out, ref_lse, _ = reference(q, k, v, q, causal)
+    cfg = dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2, PERSIST=1)
+    units = shape[0] * shape[1] * -(-n // 32)
+    programs = ta._desc_grid(n, shape[0] * shape[1], cfg)[0]
+    assert programs < units or n == 16 and not utils.ON_GPU
+    out, lse = ta.attention_forward_desc(q, k, v, causal, alloc=utils.poisoned, cfg=cfg, pipeline=pipeline)
+    tol = 2e-3 if half else 1e-5
+    utils.check(out, ref_out, atol=tol, rtol=1e-3 if half else 1e-4, name="out")
+    utils.check(lse, ref_lse, atol=tol, rtol=1e-5, name="lse")
+    with pytest.raises(ValueError, match="PERSIST is programs per SM"):
+        ta.attention_forward_desc(q, k, v, cfg=dict(cfg, PERSIST=-1))
+
+
+def test_the_descriptor_grid():
+    """One program per query block and head, or a persistent grid: never more programs than units of work
+    (pairs of query blocks: 3 blocks make 2 units), nor more than SMs x PERSIST (4 in cpu mode)."""
+    assert ta._desc_grid(100, 6, dict(BLOCK_M=32, PERSIST=0)) == (4, 6)
+    assert ta._desc_grid(70, 2, dict(BLOCK_M=32, PERSIST=1)) == (4, 1)           # 2 heads x 2 units
+    assert ta._desc_grid(70, 1, dict(BLOCK_M=32, PERSIST=1)) == (2, 1)
+    most = ta._sm_count() * 2 if utils.ON_GPU else 4
+    assert ta._desc_grid(1 << 16, 64, dict(BLOCK_M=128, PERSIST=2)) == (most, 1)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -360,6 +393,13 @@ def test_stored_summary_rows_pair_the_flash_and_cudnn_rows(tmp_path, monkeypatch
     assert device == "NVIDIA H100 80GB HBM3"
     assert got == [dict(what="flash attention forward, d=64", ms=2.0, tflops=494.7, pct_spec=pytest.approx(50.0),
                         vs_flash=1.3, vs_cudnn=0.9)]
+    later = [dict(r, when="u", device="NVIDIA H200", ms="1", vs_baseline=r["vs_baseline"] and "1.1") for r in rows]
+    with (tmp_path / "nvidia-h200.csv").open("w", newline="") as f:   # a later run on another GPU: its rows only
+        w = csv.DictWriter(f, fieldnames=results.RESULT_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(later)
+    got, device = ta.stored_summary_rows("nbx")
+    assert device == "NVIDIA H200" and [(r["ms"], r["vs_flash"], r["vs_cudnn"]) for r in got] == [(1.0, 1.1, 1.1)]
 
 
 def test_sdpa_baselines_skip_with_one_line_reasons(monkeypatch):

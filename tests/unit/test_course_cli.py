@@ -169,7 +169,9 @@ def test_the_banner_says_what_running_does_to_the_stored_outputs():
     from gpu_course import mode
     assert mode.LECTURE_ENV == course.LECTURE_ENV
     note = mode.stored_outputs_note({"JPY_SESSION_NAME": "/x/06_triton_basics.ipynb"}, colab=False)
-    assert "H100" in note and "python3 course.py reset 06_triton_basics" in note
+    assert "a run on an NVIDIA H100 80GB HBM3" in note and "python3 course.py reset 06_triton_basics" in note
+    # the GPU named is the one the notebook's own metadata records (13 is stored from two H200s)
+    assert "a run on an NVIDIA H200," in mode.stored_outputs_note({"JPY_SESSION_NAME": "13_multi_gpu.ipynb"})
     assert "reset NB" in mode.stored_outputs_note({}, colab=False)
     assert "Open in Colab" in mode.stored_outputs_note({}, colab=True)
     lecture = mode.stored_outputs_note({course.LECTURE_ENV: "/tmp/lec"}, colab=False)
@@ -420,7 +422,7 @@ def test_gpu_constraints_record_the_versions_of_the_stored_outputs():
             assert req.specifier.contains(gpu[req.name], prereleases=True), (req, gpu[req.name])
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         meta = json.loads(path.read_text())["metadata"].get("course", {})
-        if "H100" not in meta.get("outputs_from", ""):
+        if "NVIDIA" not in meta.get("outputs_from", ""):   # a GPU's run: an H100's, or (11, 13) an H200's
             continue
         assert meta["torch"] == gpu["torch"], path.name
         for name, version in meta.get("versions", {}).items():   # recorded by `execute`
