@@ -151,10 +151,11 @@ def test_the_tensor_descriptor_forward_matches_float64_across_heads(causal, warp
         ta.attention_forward_desc(q, k, v, cfg=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1))
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypatch, causal):
+def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypatch):
+    """Causal, every step is checked against causal float64 and runs; then (not causal) a step that does not
+    compile and one that is wrong are reported and left out."""
     dtype = torch.float16 if utils.ON_GPU else torch.float32
-    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype, causal=causal)
+    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype, causal=True)
     ok = [n for n in ta.LADDER if n not in failed]   # on a GPU step 4 may fail to compile (said in `failed`)
     assert [n for n in times if n in ta.LADDER] == ok and set(ta.REGISTERS) == set(ok)
     assert set(failed) <= ({ta.LADDER[3]} if utils.ON_GPU else set())
@@ -174,7 +175,7 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
 
     monkeypatch.setattr(ta, "attention_forward_desc", broken)
     monkeypatch.setattr(ta, "desc_config", lambda d: dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1))
-    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype, causal=causal)
+    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
     assert [n for n in times if n in ta.LADDER] == [ta.LADDER[i] for i in (0, 1, 4, 5, 6)]
     assert failed[ta.LADDER[3]].endswith("(RuntimeError: PassManager::run failed)")
     assert "wrong result here" in failed[ta.LADDER[2]]
