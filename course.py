@@ -193,6 +193,29 @@ def install_course(py: Path, constrained: bool) -> None:
         raise SystemExit("[course] pip could not install the course (see above)")
 
 
+# Runs toolchain.warm_cache in the target Python with only torch installed: the emulation's modules are
+# loaded without the package's __init__ files (which import numpy, triton, numba, not there yet).
+WARM_EMULATION = """
+import sys, types
+for name in ("gpu_course", "gpu_course.cuda", "gpu_course.cuda.emulation"):
+    package = types.ModuleType(name)
+    package.__path__ = [name.replace(".", "/")]
+    sys.modules[name] = package
+from gpu_course.cuda.emulation import toolchain
+toolchain.warm_cache()
+"""
+
+
+def warm_emulation(py: Path):
+    """Start building the CPU emulation's precompiled headers and runtime (``toolchain.warm_cache``) in
+    the background, where the emulation will run (no NVIDIA GPU) and a second core is free for it; the
+    process, or None. Quiet: where it fails, the first emulated build does that work and says why."""
+    if has_nvidia_gpu() or (os.cpu_count() or 1) < 2 or not has_module(py, "torch"):
+        return None
+    return subprocess.Popen([str(py), "-c", WARM_EMULATION], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
 def setup_fingerprint() -> str:
     """A hash of what decides the install: a change to either file makes `setup` run pip again."""
     h = hashlib.sha256()
@@ -212,7 +235,10 @@ def setup() -> Path:
         return py
     say(f"installing the course into {prefix}")
     install_torch(py)
+    warming = warm_emulation(py)   # g++ on one core while pip, which uses one, installs the rest
     install_course(py, use_cpu_constraints())
+    if warming is not None:
+        warming.wait()
     stamp.write_text(setup_fingerprint() + "\n")
     return py
 

@@ -488,6 +488,28 @@ def test_the_course_installs_editable_with_its_extras_pinned_or_else_in_range(pi
         course.install_course(Path(sys.executable), constrained=False)
 
 
+def test_setup_warms_the_emulation_with_torch_alone(monkeypatch):
+    """The script runs in an environment that has torch and nothing else of the course's: it loads the
+    emulation's toolchain without the package's __init__ files (which import numpy, triton, numba)."""
+    script = course.WARM_EMULATION.replace("toolchain.warm_cache()", "print(sorted(sys.modules))")
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = r.stdout
+    assert "gpu_course.cuda.emulation.toolchain" in loaded
+    assert not any(f"'{m}'" in loaded for m in ("numpy", "triton", "numba", "gpu_course.mode"))
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: True)        # gpu mode: no emulation to warm
+    assert course.warm_emulation(Path(sys.executable)) is None
+
+
+def test_warm_cache_builds_tier_1_then_the_runtime_that_uses_it_then_tier_2(monkeypatch):
+    from gpu_course.cuda.emulation import toolchain
+    done = []
+    monkeypatch.setattr(toolchain, "_pch", lambda tc, opt, tier, verbose: done.append(("pch", opt, tier)))
+    monkeypatch.setattr(toolchain, "_runtime", lambda tc, verbose: done.append(("runtime",)))
+    toolchain.warm_cache()
+    assert done == [("pch", True, 1), ("runtime",), ("pch", True, 2)]
+
+
 def test_setup_runs_again_when_pyproject_or_the_constraints_change(tmp_path, monkeypatch):
     for name in ("pyproject.toml", course.CPU_CONSTRAINTS.name):
         (tmp_path / name).write_text("x\n")

@@ -316,6 +316,19 @@ def _runtime(tc: dict, verbose: bool) -> Path:
     return obj
 
 
+def warm_cache(tiers=(1, 2), verbose: bool = False) -> None:
+    """Build ahead what the first emulated builds of this Python's torch would build: the precompiled
+    headers of ``tiers`` (the optimised builds') and the runtime. ``course.py setup`` runs it on the
+    core that pip leaves idle while it installs the rest (about 45 s of g++ that a first build, or a
+    fresh clone's tests, then do not pay). Tier 2's header is built here although a build would
+    build it only at the second use (:func:`_first_use`): here it costs no one's time."""
+    tc = get_toolchain()
+    _pch(tc, True, tiers[0], verbose)
+    _runtime(tc, verbose)   # after tier 1's header, which it uses
+    for tier in tiers[1:]:
+        _pch(tc, True, tier, verbose)
+
+
 def cached_module(so: Path) -> bool:
     """Is the module ``so`` in the cache and intact? (A damaged one is removed, and said so.)"""
     return cache_files.usable(so, "module")
