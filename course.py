@@ -216,6 +216,18 @@ def warm_emulation(py: Path):
                             stderr=subprocess.DEVNULL)
 
 
+def finish_warming(proc, timeout: float = 300) -> None:
+    """Wait for :func:`warm_emulation`'s process, at most ``timeout`` seconds (it takes about 50 on 2
+    cores); past that, stop it: the first emulated build does what it left, and a half-built file is
+    never used (each is written under a temporary name, then renamed)."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        say("building the CPU emulation's headers ahead took too long: left to the first build")
+
+
 def setup_fingerprint() -> str:
     """A hash of what decides the install: a change to either file makes `setup` run pip again."""
     h = hashlib.sha256()
@@ -238,7 +250,7 @@ def setup() -> Path:
     warming = warm_emulation(py)   # g++ on one core while pip, which uses one, installs the rest
     install_course(py, use_cpu_constraints())
     if warming is not None:
-        warming.wait()
+        finish_warming(warming)
     stamp.write_text(setup_fingerprint() + "\n")
     return py
 

@@ -501,6 +501,12 @@ def test_setup_warms_the_emulation_with_torch_alone(monkeypatch):
     assert course.warm_emulation(Path(sys.executable)) is None
 
 
+def test_a_warming_that_takes_too_long_is_stopped_and_setup_goes_on(capsys):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    course.finish_warming(proc, timeout=0.5)
+    assert proc.returncode is not None and "left to the first build" in capsys.readouterr().out
+
+
 def test_warm_cache_builds_tier_1_then_the_runtime_that_uses_it_then_tier_2(monkeypatch):
     from gpu_course.cuda.emulation import toolchain
     done = []
