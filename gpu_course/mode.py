@@ -22,6 +22,7 @@ Colab's T4), on a GPU or in cpu mode, so that the skips can be checked without o
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -174,7 +175,8 @@ def stored_gpu(stem: str) -> str:
     'an NVIDIA H100 or H200'
     """
     import json
-    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{stem}.ipynb"
+    from .paths import ROOT
+    path = ROOT / "notebooks" / f"{stem}.ipynb"
     try:
         gpu = json.loads(path.read_text())["metadata"]["course"]["outputs_from"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -326,6 +328,13 @@ def _by_capability(table: dict, cc: tuple):
     """
     below = [k for k in table if k <= tuple(cc)]
     return table[max(below)] if below else None
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device=None) -> int:
+    """The SMs of ``device``'s GPU (default: the current one), asked of the driver once per device: a
+    question costs ~6 µs, which a kernel launcher must not pay at every call."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def shared_memory_per_block() -> int | None:

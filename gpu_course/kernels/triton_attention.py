@@ -38,7 +38,6 @@ True
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 
 import torch
@@ -49,7 +48,7 @@ import triton.language as tl
 from ..checking import CheckFailed
 from ..launch import cdiv
 from ..device_ceilings import ceilings, spec_peak, throughput
-from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports, shared_memory_per_block
+from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports, shared_memory_per_block, sm_count
 from ..results import report, save_result, stored_results
 from ..timing import bench_user, fmt_ms
 from .triton_matmul import dot_precision
@@ -507,13 +506,7 @@ def _desc_grid(N, BH, meta):
     if not meta.get("PERSIST"):
         return cdiv(N, meta["BLOCK_M"]), BH
     units = BH * cdiv(cdiv(N, meta["BLOCK_M"]), 2)
-    return min(units, _sm_count() * meta["PERSIST"] if ON_GPU else 4), 1
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count():
-    """This GPU's SMs (asked of the driver once: a launcher must not pay ~6 µs per call for it)."""
-    return torch.cuda.get_device_properties(DEVICE).multi_processor_count
+    return min(units, sm_count(DEVICE) * meta["PERSIST"] if ON_GPU else 4), 1
 
 
 def attention_forward_desc(q, k, v, causal=False, scale=None, cfg=None, warp_specialize=False, pipeline=False,

@@ -50,7 +50,7 @@ import triton.language as tl
 from . import num_warps_for
 from ..checking import check
 from ..launch import cdiv
-from ..mode import DEVICE, ON_GPU, by_mode
+from ..mode import DEVICE, ON_GPU, by_mode, sm_count
 from ..timing import bench, bench_user, bench_users
 from ..triton_launch import Launcher, aligned, direct_allowed, int_kind
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
@@ -153,19 +153,13 @@ def _stats_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-_SMS = {}  # device -> SM count: asking the driver costs ~6 µs, a launcher must not pay it per call
-
-
 def _default_groups(h, device=None):
     """Backward programs: one per SM of ``device``'s GPU (each keeps its partial sums in registers),
     4 on the CPU (each program costs the interpreter time); never more than the ``h`` rows."""
     on_gpu = ON_GPU if device is None else torch.device(device).type == "cuda"
     if not on_gpu:
         return max(1, min(h, 4))
-    n = _SMS.get(device)
-    if n is None:
-        n = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(h, n))
+    return max(1, min(h, sm_count(device)))
 
 
 def _check_width(w):
@@ -726,7 +720,8 @@ def inputs(h, w, dtype, seed=0, device=None):
     ``seed``: weight near 1, bias near 0, as a trained LayerNorm's."""
     g = torch.Generator().manual_seed(seed)
     device = DEVICE if device is None else device
-    r = lambda *s: torch.randn(*s, generator=g).to(device)  # noqa: E731  (CPU generator: same on every device)
+    # drawn on the CPU (so the same on every device, and under torch.set_default_device too), then moved
+    r = lambda *s: torch.randn(*s, generator=g, device="cpu").to(device)  # noqa: E731
     x = r(h, w).to(dtype).requires_grad_()
     wt = (1 + 0.1 * r(w)).to(dtype).requires_grad_()
     b = (0.1 * r(w)).to(dtype).requires_grad_()

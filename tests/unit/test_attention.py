@@ -209,7 +209,7 @@ def test_the_descriptor_grid():
     assert ta._desc_grid(100, 6, dict(BLOCK_M=32, PERSIST=0)) == (4, 6)
     assert ta._desc_grid(70, 2, dict(BLOCK_M=32, PERSIST=1)) == (4, 1)           # 2 heads x 2 units
     assert ta._desc_grid(70, 1, dict(BLOCK_M=32, PERSIST=1)) == (2, 1)
-    most = ta._sm_count() * 2 if utils.ON_GPU else 4
+    most = ta.sm_count(utils.DEVICE) * 2 if utils.ON_GPU else 4
     assert ta._desc_grid(1 << 16, 64, dict(BLOCK_M=128, PERSIST=2)) == (most, 1)
 
 
