@@ -123,17 +123,24 @@ def has_nvidia_gpu() -> bool:
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
 
 
+def dist_name(dist: str) -> str:
+    """A distribution's name as pip compares names: Numba_CUDA is numba-cuda.
+
+    >>> dist_name("Numba_CUDA"), dist_name("typing_extensions")
+    ('numba-cuda', 'typing-extensions')
+    """
+    return re.sub(r"[-_.]+", "-", dist.strip()).lower()
+
+
 def pinned(name: str, constraints: Path = CPU_CONSTRAINTS) -> str | None:
     """The version that a pip constraints file pins ``name`` to (``None`` if it pins none).
 
     >>> pinned("torch")
     '2.13.0+cpu'
     """
-    def normal(dist: str) -> str:   # as pip compares names: Numba_CUDA is numba-cuda
-        return re.sub(r"[-_.]+", "-", dist.strip()).lower()
     for line in constraints.read_text().splitlines():
         dist, sep, version = line.split("#")[0].split(";")[0].partition("==")
-        if sep and normal(dist) == normal(name):
+        if sep and dist_name(dist) == dist_name(name):
             return version.strip()
     return None
 
@@ -176,6 +183,38 @@ def install_torch(py: Path) -> None:
     say("no torch: installing torch from PyPI")
     if pip(py, "-q", "torch") != 0:
         raise SystemExit("[course] could not install torch")
+
+
+# torch's requirements and theirs (what `pip install torch` brings along), which `locked_rest` leaves to
+# install_torch, so that the two pips of `setup` never install one package at once (a test checks the set
+# against the installed torch's metadata)
+TORCH_REQUIRES = {"filelock", "fsspec", "jinja2", "markupsafe", "mpmath", "networkx", "setuptools", "sympy",
+                  "typing-extensions"}
+
+
+def locked_rest(constraints: Path = CPU_CONSTRAINTS) -> list:
+    """The pins (``name==version``) of ``constraints`` other than torch and what it brings along.
+
+    >>> rest = [r.split("==")[0] for r in locked_rest()]
+    >>> "numba" in rest, "torch" in rest, "sympy" in rest
+    (True, False, False)
+    """
+    pins = []
+    for line in constraints.read_text().splitlines():
+        req = line.split("#")[0].split(";")[0].strip()
+        dist, sep, _ = req.partition("==")
+        if sep and dist_name(dist) not in TORCH_REQUIRES | {"torch"}:
+            pins.append(req)
+    return pins
+
+
+def start_locked_install(py: Path):
+    """Start pip on :func:`locked_rest` (``--no-deps``: exactly those versions) in the background, where
+    `setup` pins the versions CI tests into a fresh environment: it runs beside install_torch, on the
+    core that pip leaves idle, instead of after it. The process, or None. Quiet: install_course then
+    installs whatever it left, and shows pip's errors."""
+    return subprocess.Popen([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
+                             *locked_rest()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def install_course(py: Path, constrained: bool) -> None:
@@ -246,9 +285,14 @@ def setup() -> Path:
             has_module(py, "torch") and has_module(py, "utils"):
         return py
     say(f"installing the course into {prefix}")
+    constrained = use_cpu_constraints()
+    # pip installs on one core: with the versions pinned, the course's other packages go in beside torch
+    rest = start_locked_install(py) if constrained and not has_module(py, "torch") else None
     install_torch(py)
-    warming = warm_emulation(py)   # g++ on one core while pip, which uses one, installs the rest
-    install_course(py, use_cpu_constraints())
+    warming = warm_emulation(py)   # g++ on a core while pip installs the rest
+    if rest is not None:
+        rest.wait()
+    install_course(py, constrained)
     if warming is not None:
         finish_warming(warming)
     stamp.write_text(setup_fingerprint() + "\n")

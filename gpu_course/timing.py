@@ -119,8 +119,9 @@ def bench(fn, *args, warmup: int | None = None, reps: int | None = None, budget_
     its input is not already cached. On the CPU runs are timed with ``time.perf_counter``: fine for
     torch on the CPU, meaningless for simulators.
 
-    ``reps=None`` repeats until about ``budget_ms`` of run time (300 ms on a GPU, 1 s on the
-    CPU) is spent, at least 5 times on a GPU and 3 on the CPU, at most ``max_reps``. ``fn`` is
+    ``reps=None`` repeats until about ``budget_ms`` of run time (300 ms on a GPU, 200 ms on the
+    CPU, as ``timeit``'s autorange) is spent, at least 5 times on a GPU and 3 on the CPU, at most
+    ``max_reps``. ``fn`` is
     called ``warmup`` times first (on a GPU each warm-up call is synchronized, to measure
     ``launch_ms``; with ``warmup=0`` one such call is still made there). The default is 3 warm-up calls
     on a GPU and 1 on the CPU, where only the first call differs (a simulator's or an interpreter's
@@ -135,7 +136,7 @@ def bench(fn, *args, warmup: int | None = None, reps: int | None = None, budget_
     if reps is not None and (type(reps) is not int or reps < 1):
         raise ValueError(f"bench: reps must be a whole number >= 1 (or None: fill budget_ms), got {reps!r}")
     if budget_ms is None:
-        budget_ms = 300.0 if ON_GPU else 1000.0
+        budget_ms = 300.0 if ON_GPU else 200.0
     if warmup is None:
         warmup = 3 if ON_GPU else 1
     launch = []  # on a GPU: the CPU's time to enqueue one run, each warm-up run on an empty queue

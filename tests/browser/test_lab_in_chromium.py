@@ -154,7 +154,7 @@ def wait_for(page, predicate, timeout_s, what):
         state = page.evaluate(STATE_JS)
         if state and predicate(state):
             return state
-        time.sleep(1)
+        time.sleep(0.25)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last state: "
                          f"{json.dumps(state)[:2000]}")
 

@@ -516,6 +516,57 @@ def test_warm_cache_builds_tier_1_then_the_runtime_that_uses_it_then_tier_2(monk
     assert done == [("pch", True, 1), ("runtime",), ("pch", True, 2)]
 
 
+def test_torch_requires_is_what_pip_install_torch_brings():
+    """The packages setup's background pip leaves to install_torch are torch's requirements and theirs: with
+    one missing, the two pips would install it at once."""
+    import importlib.metadata
+    from packaging.requirements import Requirement
+    brought, todo = set(), ["torch"]
+    while todo:
+        for text in importlib.metadata.requires(todo.pop()) or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                name = course.dist_name(req.name)
+                if name not in brought:
+                    brought.add(name)
+                    todo.append(name)
+    assert brought == course.TORCH_REQUIRES
+
+
+def test_setup_installs_the_pinned_rest_beside_torch_only_into_a_fresh_pinned_env(monkeypatch, tmp_path):
+    done = []
+
+    class Pip:   # the background pip of start_locked_install
+        def wait(self):
+            done.append("rest installed")
+    monkeypatch.setattr(course, "target_python", lambda: Path(sys.executable))
+    monkeypatch.setattr(course, "STAMP", str(tmp_path / "stamp"))   # an absolute path: prefix / STAMP is it
+    monkeypatch.setattr(course, "start_locked_install", lambda py: done.append("rest started") or Pip())
+    monkeypatch.setattr(course, "install_torch", lambda py: done.append("torch"))
+    monkeypatch.setattr(course, "warm_emulation", lambda py: None)
+    monkeypatch.setattr(course, "install_course", lambda py, constrained: done.append(f"course {constrained}"))
+    for constrained, torch_there, expected in [
+            (True, False, ["rest started", "torch", "rest installed", "course True"]),
+            (True, True, ["torch", "course True"]),      # torch there already: pip resolves the rest
+            (False, False, ["torch", "course False"])]:  # the user's versions: nothing pinned to install
+        done.clear()
+        monkeypatch.setattr(course, "use_cpu_constraints", lambda: constrained)
+        monkeypatch.setattr(course, "has_module", lambda py, name: torch_there and name == "torch")
+        course.setup()
+        assert done == expected
+
+
+def test_the_pinned_rest_installs_with_pip_in_the_background(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(course.subprocess, "Popen", lambda cmd, **kw: seen.update(cmd=cmd, kw=kw) or "proc")
+    assert course.start_locked_install(Path("py")) == "proc"
+    cmd = seen["cmd"]
+    assert cmd[:6] == ["py", "-m", "pip", "install", "--disable-pip-version-check", "-q"] and "--no-deps" in cmd
+    pins = [c for c in cmd if "==" in c]
+    assert pins == course.locked_rest() and len(pins) > 100
+    assert not {course.dist_name(p.split("==")[0]) for p in pins} & (course.TORCH_REQUIRES | {"torch"})
+
+
 def test_setup_runs_again_when_pyproject_or_the_constraints_change(tmp_path, monkeypatch):
     for name in ("pyproject.toml", course.CPU_CONSTRAINTS.name):
         (tmp_path / name).write_text("x\n")

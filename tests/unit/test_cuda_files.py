@@ -168,8 +168,10 @@ def _ptx(tmp_path, name: str) -> str:
     """Compile the device part of ``name`` with what it includes for sm_90a; the log if nvcc fails, else ''."""
     src = tmp_path / "unit.cu"
     src.write_text(gpu_build.make_units(kernels.cuda_unit(name, line_directives=True)).device)  # the GPU build's device unit
-    r = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "--ptx", str(src),
-                        "-o", str(tmp_path / "unit.ptx")], capture_output=True, text=True, timeout=600)
+    # cicc at -O0: the same front end (templates instantiated, static_asserts, redefinitions), without the
+    # optimiser, which took 9 of matmul_rung.cu's 10 s
+    r = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "-Xcicc", "-O0", "--ptx",
+                        str(src), "-o", str(tmp_path / "unit.ptx")], capture_output=True, text=True, timeout=600)
     return "" if r.returncode == 0 else r.stdout + r.stderr
 
 
