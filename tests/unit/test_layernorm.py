@@ -368,9 +368,12 @@ def test_cpu_layers_and_table():
     assert len(got) == 8 and all(v > 0 for v in got.values())
     t = {"a": utils.bench_user(torch.ones, 8), "b": utils.bench_user(torch.zeros, 8)}
     assert ln.table(t, None).splitlines()[1].startswith("a ")
-    assert ln.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward").count("\n") == 2
+    table = ln.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward")
+    rows = [line.split()[0] for line in table.splitlines()[1:] if not line.startswith("(")]   # in cpu mode a note follows
+    assert rows == ["b"]   # the "forward" rows only
 
 
+@pytest.mark.skipif(utils.ON_GPU, reason="a GPU's case is tests/gpu/test_layernorm_gpu.py's")
 def test_kernels_launched_is_empty_without_a_gpu():
     ran = []
     assert ln.kernels_launched(lambda: ran.append(1)) == [] and ran == [1]
