@@ -24,6 +24,8 @@ from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
 from gpu_course.cuda.emulation.source import check_supported
 
+pytestmark = pytest.mark.usefixtures("without_nvcc_check")   # the builds here test other things
+
 ASYNC = cuda_begin + "#include <cuda_pipeline.h>\n" + r'''
 // ---- a STAGES-deep pipeline: out = 2 * x, each block streaming its tiles (blockIdx.x, + gridDim.x,
 //      ...) through STAGES buffers of dynamic shared memory. Thread t copies quad t of a tile (16

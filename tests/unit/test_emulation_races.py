@@ -17,6 +17,8 @@ from gpu_course.cuda import cuda_begin
 from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
 
+pytestmark = pytest.mark.usefixtures("without_nvcc_check")   # the builds here test other things
+
 RACES = cuda_begin + r'''
 // ---- the tiled matmul; FIRST / SECOND = false drops the barrier after the loads / after the reads
 template <int TW, bool FIRST, bool SECOND>

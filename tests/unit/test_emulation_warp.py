@@ -15,6 +15,8 @@ from gpu_course.cuda import cuda_begin
 from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
 
+pytestmark = pytest.mark.usefixtures("without_nvcc_check")   # the builds here test other things
+
 WARP = cuda_begin + r'''
 #define FULL 0xffffffffu
 

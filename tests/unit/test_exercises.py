@@ -23,7 +23,8 @@ from numba import cuda
 
 from gpu_course.paths import ROOT
 
-pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)")
+pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)"),
+              pytest.mark.usefixtures("without_nvcc_check")]   # builds that test other things
 
 
 def lines(capsys):

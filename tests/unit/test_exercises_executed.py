@@ -19,7 +19,8 @@ import triton
 import triton.language as tl
 from numba import cuda
 
-pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)")
+pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)"),
+              pytest.mark.usefixtures("without_nvcc_check")]   # builds that test other things
 
 
 def out_lines(capsys):

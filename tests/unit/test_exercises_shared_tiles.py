@@ -9,7 +9,8 @@ import pytest
 import torch
 from numba import cuda
 
-pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (simulator)")
+pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (simulator)"),
+              pytest.mark.usefixtures("without_nvcc_check")]   # builds that test other things
 
 TH, TW = 8, 16
 

@@ -16,7 +16,8 @@ from numba import cuda
 
 from gpu_course.launches import _numba_gpu_hook, _triton_run_hook, dims3, launches, module_counters
 
-pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)")
+pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)"),
+              pytest.mark.usefixtures("without_nvcc_check")]   # builds that test other things
 
 
 @triton.jit
