@@ -121,11 +121,11 @@ def bench(fn, *args, warmup: int | None = None, reps: int | None = None, budget_
 
     ``reps=None`` repeats until about ``budget_ms`` of run time (300 ms on a GPU, 200 ms on the
     CPU, as ``timeit``'s autorange) is spent, at least 5 times on a GPU and 3 on the CPU, at most
-    ``max_reps``. ``fn`` is
-    called ``warmup`` times first (on a GPU each warm-up call is synchronized, to measure
-    ``launch_ms``; with ``warmup=0`` one such call is still made there). The default is 3 warm-up calls
-    on a GPU and 1 on the CPU, where only the first call differs (a simulator's or an interpreter's
-    first call compiles or caches; the later ones take as long as each other).
+    ``max_reps``. ``fn`` is called ``warmup`` times first (on a GPU each warm-up call is
+    synchronized, to measure ``launch_ms``; with ``warmup=0`` one such call is still made there).
+    The default is 3 warm-up calls on a GPU and 1 on the CPU, where only the first call differs (a
+    simulator's or an interpreter's first call compiles or caches; the later ones take as long as
+    each other).
 
     >>> t = bench(torch.ones, 1000, reps=5)
     >>> t.n, t.median > 0

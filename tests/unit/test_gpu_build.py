@@ -199,8 +199,6 @@ def gxx_syntax(tmp_path, host_unit):
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-
-
 def test_editing_a_kernel_leaves_the_host_unit_and_host_code_leaves_the_device_unit(tricky):
     kernel_edit = make_units(TRICKY.replace("out[i] = x[i] * x[i];", "out[i] = x[i] * x[i] + 0.0f;"),
                              TRICKY_CPP, TRICKY_FUNCS)
@@ -326,7 +324,7 @@ def test_the_matmul_ladder_stays_on_the_split_build(tmp_path):
     assert "cp.async" in ptx
     # <cuda_pipeline.h> is device code (g++ fails on it): the host unit must not include it. On the
     # H100 it did, and notebook 04's ladder silently went to the one-unit build (105 s).
-    assert "cuda_pipeline.h" in u.device and "cuda_pipeline.h" not in u.host   # and g++ compiles it: below
+    assert "cuda_pipeline.h" in u.device and "cuda_pipeline.h" not in u.host   # g++: test_host_units_compile_with_gxx
 
 
 def test_a_compile_failure_is_the_learners_only_in_the_lines_the_unit_owns(tricky):
