@@ -54,8 +54,8 @@ def nbval_run(tmp_path_factory):
         (tmp / "solutions" / f"nb{name[:2]}.py").write_text(f"SOLUTIONS = {solutions}\nCHEATS = {cheats}\n")
     (tmp / "pytest.ini").write_text("[pytest]\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p",
-                        "tests.notebooks.exercise_runs", *course.NBVAL_ARGS, "--junitxml", str(tmp / "run.xml"),
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.lean_imports", "-q",
+                        "-p", "tests.notebooks.exercise_runs", *course.NBVAL_ARGS, "--junitxml", str(tmp / "run.xml"),
                         "notebooks"], capture_output=True, text=True, cwd=tmp, env=env, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr   # the planted failures fail the run
     import xml.etree.ElementTree as ET
