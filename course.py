@@ -109,8 +109,13 @@ def run(cmd: list, quiet: bool = False, **kw) -> int:
     return proc.wait()
 
 
+def pip_install(py: Path, *args) -> list:
+    """The command of ``pip install`` in ``py``'s environment with ``args``."""
+    return [str(py), "-m", "pip", "install", "--disable-pip-version-check", *args]
+
+
 def pip(py: Path, *args, quiet: bool = False) -> int:
-    return run([py, "-m", "pip", "install", "--disable-pip-version-check", *args], quiet=quiet)
+    return run(pip_install(py, *args), quiet=quiet)
 
 
 def has_module(py: Path, name: str) -> bool:
@@ -132,17 +137,23 @@ def dist_name(dist: str) -> str:
     return re.sub(r"[-_.]+", "-", dist.strip()).lower()
 
 
+def pins(constraints: Path = CPU_CONSTRAINTS) -> list:
+    """The ``(name, version)`` pairs that a pip constraints file pins with ``==``."""
+    found = []
+    for line in constraints.read_text().splitlines():
+        dist, sep, version = line.split("#")[0].split(";")[0].partition("==")
+        if sep:
+            found.append((dist.strip(), version.strip()))
+    return found
+
+
 def pinned(name: str, constraints: Path = CPU_CONSTRAINTS) -> str | None:
     """The version that a pip constraints file pins ``name`` to (``None`` if it pins none).
 
     >>> pinned("torch")
     '2.13.0+cpu'
     """
-    for line in constraints.read_text().splitlines():
-        dist, sep, version = line.split("#")[0].split(";")[0].partition("==")
-        if sep and dist_name(dist) == dist_name(name):
-            return version.strip()
-    return None
+    return next((version for dist, version in pins(constraints) if dist_name(dist) == dist_name(name)), None)
 
 
 def use_cpu_constraints(managed_env: bool | None = None, platform_: str = sys.platform,
@@ -199,22 +210,17 @@ def locked_rest(constraints: Path = CPU_CONSTRAINTS) -> list:
     >>> "numba" in rest, "torch" in rest, "sympy" in rest
     (True, False, False)
     """
-    pins = []
-    for line in constraints.read_text().splitlines():
-        req = line.split("#")[0].split(";")[0].strip()
-        dist, sep, _ = req.partition("==")
-        if sep and dist_name(dist) not in TORCH_REQUIRES | {"torch"}:
-            pins.append(req)
-    return pins
+    return [f"{dist}=={version}" for dist, version in pins(constraints)
+            if dist_name(dist) not in TORCH_REQUIRES | {"torch"}]
 
 
 def start_locked_install(py: Path):
     """Start pip on :func:`locked_rest` (``--no-deps``: exactly those versions) in the background, where
     `setup` pins the versions CI tests into a fresh environment: it runs beside install_torch, on the
-    core that pip leaves idle, instead of after it. The process, or None. Quiet: install_course then
-    installs whatever it left, and shows pip's errors."""
-    return subprocess.Popen([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
-                             *locked_rest()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    core that pip leaves idle, instead of after it. The process. Quiet: install_course then installs
+    whatever it left, and shows pip's errors."""
+    return subprocess.Popen(pip_install(py, "-q", "--no-deps", *locked_rest()), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
 
 
 def install_course(py: Path, constrained: bool) -> None:
