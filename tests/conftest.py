@@ -42,10 +42,6 @@ def without_nvcc_check():
     """The CPU emulation's builds without their nvcc check of the device code (CUDA_EMU_NVCC=0), for a test
     file whose builds test something else: ~0.6 s of CPU less a build. The notebooks' runs, and the tests of
     the check itself (test_emulation.py, test_exercises_cuda.py...), keep it."""
-    before = os.environ.get("CUDA_EMU_NVCC")
-    os.environ["CUDA_EMU_NVCC"] = "0"
-    yield
-    if before is None:
-        os.environ.pop("CUDA_EMU_NVCC", None)
-    else:
-        os.environ["CUDA_EMU_NVCC"] = before
+    with pytest.MonkeyPatch.context() as mp:   # the module's own monkeypatch: undone after its last test
+        mp.setenv("CUDA_EMU_NVCC", "0")
+        yield
