@@ -818,3 +818,39 @@ void blocks(torch::Tensor out, int n) { blocks_k<<<1, 4>>>(out.data_ptr<int>(), 
     out = torch.zeros(4, dtype=torch.int32)
     mod.blocks(out, 100)
     assert out.tolist() == [4, 4, 4, 4]
+
+
+LITE_OPS = cuda_begin + r'''
+__global__ void twice_k(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * x[i];
+}
+std::vector<torch::Tensor> lite_ops(torch::Tensor x, torch::Tensor a, torch::Tensor b, torch::Tensor bytes) {
+    auto twice = torch::empty_like(x);
+    twice_k<<<cdiv(x.numel(), 64), 64>>>(x.data_ptr<float>(), twice.data_ptr<float>(), x.numel());
+    auto [best, where] = torch::max(a, 1, true);
+    return {torch::cumsum(twice, 0) - twice, torch::bincount(bytes.to(torch::kLong), {}, 256), torch::sum(a, {0}),
+            torch::mean(a, torch::kDouble), best, where, torch::argmax(a), torch::matmul(a, b), torch::mm(a, b),
+            torch::softmax(a, 1), torch::relu(a), torch::sqrt(torch::abs(a)), torch::max(a, b.t()),
+            torch::amax(a, {1}, true), torch::cumprod(x, 0, torch::kDouble), torch::sum(a, 1),
+            torch::log_softmax(a, -1)};
+}
+'''
+
+
+def test_the_lite_tier_has_the_operators_host_code_reaches_for_as_functions():
+    """torch::cumsum(x, 0), torch::bincount(x, {}, 256)... build without all of ATen (tier 1), with ATen's meaning."""
+    cpp = "std::vector<torch::Tensor> lite_ops(torch::Tensor x, torch::Tensor a, torch::Tensor b, torch::Tensor bytes);"
+    m = cuda_emu.load(LITE_OPS, cpp, ["lite_ops"], name="lite_ops")
+    assert m.cuda_emu_info["tier"] == 1
+    x, a, b = torch.randn(37), torch.randn(5, 7), torch.randn(7, 5)
+    bytes_ = torch.randint(0, 256, (300,), dtype=torch.uint8)
+    got = m.lite_ops(x, a, b, bytes_)
+    best, where = a.max(1, keepdim=True)
+    want = [torch.cumsum(2 * x, 0) - 2 * x, torch.bincount(bytes_.long(), minlength=256), a.sum(0),
+            a.mean(dtype=torch.float64), best, where, a.argmax(), a @ b, a @ b, a.softmax(1), a.relu(),
+            a.abs().sqrt(), torch.maximum(a, b.t()), a.amax(1, keepdim=True), torch.cumprod(x, 0, dtype=torch.float64),
+            a.sum(1), a.log_softmax(-1)]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)

@@ -379,9 +379,20 @@ FRONTEND_ONLY = re.compile(rf"error: '({'|'.join(FRONTEND_NAMESPACES + ('indexin
                             r"(is not a member of '(torch|at)'|has not been declared)")
 
 
+LITE_NAMESPACE = "cuda_emu::lite::"   # torch_api.h's tier-1 stand-ins for ATen's functions
+
+
 def needs_more_torch(log: str) -> bool:
     """Did a build fail because the source uses parts of torch its tier does not declare? (A name
-    in torch's namespaces, or one of them, is not declared, or torch's types lack an operation.)"""
+    in torch's namespaces, or one of them, is not declared, or torch's types lack an operation, or
+    a call the lite tier's functions do not take: g++ names them in its errors and notes.)
+
+    >>> needs_more_torch("main.cpp:9:30: error: no matching function for call to 'cumsum(at::Tensor&)'\\n"
+    ...                  "torch_api.h:80:8: note: candidate: 'at::Tensor cuda_emu::lite::cumsum(...)'")
+    True
+    >>> needs_more_torch("main.cpp:9:3: error: 'y' was not declared in this scope")
+    False
+    """
     for d in diagnostics(log):
         missing = missing_name(d.msg)
         if missing and ((missing[0] or "").split("::")[0] in TORCH_NAMESPACES
@@ -389,6 +400,7 @@ def needs_more_torch(log: str) -> bool:
             return True
         if _TORCH_USE_FAILS.search(d.msg):
             return True
-    return False
+    # a call the lite tier's few overloads of torch::sum, torch::empty... do not take (ATen may have more)
+    return LITE_NAMESPACE in log
 
 

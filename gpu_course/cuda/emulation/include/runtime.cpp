@@ -1904,7 +1904,8 @@ PyObject* make_module(PyModuleDef* def) {
 
 // ------------------------------------------------------------------------------------------
 // torch_api.h's "lite" factories: torch::empty(...) etc. forward to the operators' dispatcher
-// entry points (at::_ops).  Only declared in tiers 2 and 3, where ATen has its own.
+// entry points (at::_ops); its operators as functions (torch::cumsum...) call the Tensor methods.
+// Only declared in tier 1: tiers 2 and 3 have ATen's own.
 // ------------------------------------------------------------------------------------------
 #if CUDA_EMU_TORCH == 1
 namespace lite {
@@ -1962,6 +1963,40 @@ Tensor rand(IntArrayRef size, TensorOptions o) {
 Tensor randn(IntArrayRef size, TensorOptions o) {
   return at::_ops::randn::call(sym(size), dtype(o), o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
 }
+
+// The operators as functions: each is its Tensor method.
+Tensor sum(const Tensor& self, OptDtype dtype) { return self.sum(dtype); }
+Tensor sum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, OptDtype dtype) {
+  return self.sum(dim, keepdim, dtype);
+}
+Tensor mean(const Tensor& self, OptDtype dtype) { return self.mean(dtype); }
+Tensor mean(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, OptDtype dtype) {
+  return self.mean(dim, keepdim, dtype);
+}
+Tensor max(const Tensor& self) { return self.max(); }
+std::tuple<Tensor, Tensor> max(const Tensor& self, int64_t dim, bool keepdim) { return self.max(dim, keepdim); }
+Tensor max(const Tensor& self, const Tensor& other) { return self.max(other); }
+Tensor min(const Tensor& self) { return self.min(); }
+std::tuple<Tensor, Tensor> min(const Tensor& self, int64_t dim, bool keepdim) { return self.min(dim, keepdim); }
+Tensor min(const Tensor& self, const Tensor& other) { return self.min(other); }
+Tensor amax(const Tensor& self, IntArrayRef dim, bool keepdim) { return self.amax(dim, keepdim); }
+Tensor argmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) { return self.argmax(dim, keepdim); }
+Tensor cumsum(const Tensor& self, int64_t dim, OptDtype dtype) { return self.cumsum(dim, dtype); }
+Tensor cumprod(const Tensor& self, int64_t dim, OptDtype dtype) { return self.cumprod(dim, dtype); }
+Tensor bincount(const Tensor& self, const std::optional<Tensor>& weights, int64_t minlength) {
+  return self.bincount(weights, minlength);
+}
+Tensor matmul(const Tensor& self, const Tensor& other) { return self.matmul(other); }
+Tensor mm(const Tensor& self, const Tensor& mat2) { return self.mm(mat2); }
+Tensor bmm(const Tensor& self, const Tensor& mat2) { return self.bmm(mat2); }
+Tensor softmax(const Tensor& self, int64_t dim, OptDtype dtype) { return self.softmax(dim, dtype); }
+Tensor log_softmax(const Tensor& self, int64_t dim, OptDtype dtype) { return self.log_softmax(dim, dtype); }
+Tensor exp(const Tensor& self) { return self.exp(); }
+Tensor sqrt(const Tensor& self) { return self.sqrt(); }
+Tensor abs(const Tensor& self) { return self.abs(); }
+Tensor relu(const Tensor& self) { return self.relu(); }
+Tensor sigmoid(const Tensor& self) { return self.sigmoid(); }
+Tensor tanh(const Tensor& self) { return self.tanh(); }
 }  // namespace lite
 #endif
 }  // namespace cuda_emu

@@ -3,8 +3,9 @@
 // Parsing torch/extension.h costs ~20 s and even its precompiled form ~8 s per build, so
 // The emulation (gpu_course/cuda/emulation) compiles in tiers, escalating only when the source needs more:
 //   CUDA_EMU_TORCH=1 (default) "lite": at::Tensor with all its methods, TensorOptions,
-//       AT_DISPATCH_*, accessors, the arithmetic/comparison operators on tensors, and the common
-//       factories (torch::empty/zeros/ones/full/arange/rand/randn and their _like forms),
+//       AT_DISPATCH_*, accessors, the arithmetic/comparison operators on tensors, the common
+//       factories (torch::empty/zeros/ones/full/arange/rand/randn and their _like forms) and
+//       common operators as functions (torch::sum/cumsum/bincount/matmul/softmax/relu...),
 //       declared here and defined in runtime.cpp on top of at::_ops and Tensor methods.
 //   CUDA_EMU_TORCH=2: all of ATen (every at:: / torch:: operator such as torch::matmul).
 //   CUDA_EMU_TORCH=3: torch/all.h, the whole C++ frontend (torch::nn ...), without a PCH.
@@ -60,6 +61,37 @@ Tensor arange(const Scalar& start, const Scalar& end, TensorOptions o = {});
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o = {});
 Tensor rand(IntArrayRef size, TensorOptions o = {});
 Tensor randn(IntArrayRef size, TensorOptions o = {});
+
+// The operators host code reaches for as free functions (torch::cumsum(x, 0), torch::bincount(x, {}, 256)),
+// with ATen's signatures and defaults; defined in runtime.cpp on the Tensor methods of the same name. A call
+// that none of these overloads takes is built again with all of ATen (toolchain.needs_more_torch).
+using OptDtype = std::optional<at::ScalarType>;
+Tensor sum(const Tensor& self, OptDtype dtype = std::nullopt);
+Tensor sum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim = false, OptDtype dtype = std::nullopt);
+Tensor mean(const Tensor& self, OptDtype dtype = std::nullopt);
+Tensor mean(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim = false, OptDtype dtype = std::nullopt);
+Tensor max(const Tensor& self);
+std::tuple<Tensor, Tensor> max(const Tensor& self, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& self, const Tensor& other);
+Tensor min(const Tensor& self);
+std::tuple<Tensor, Tensor> min(const Tensor& self, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& self, const Tensor& other);
+Tensor amax(const Tensor& self, IntArrayRef dim = {}, bool keepdim = false);
+Tensor argmax(const Tensor& self, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor cumsum(const Tensor& self, int64_t dim, OptDtype dtype = std::nullopt);
+Tensor cumprod(const Tensor& self, int64_t dim, OptDtype dtype = std::nullopt);
+Tensor bincount(const Tensor& self, const std::optional<Tensor>& weights = {}, int64_t minlength = 0);
+Tensor matmul(const Tensor& self, const Tensor& other);
+Tensor mm(const Tensor& self, const Tensor& mat2);
+Tensor bmm(const Tensor& self, const Tensor& mat2);
+Tensor softmax(const Tensor& self, int64_t dim, OptDtype dtype = std::nullopt);
+Tensor log_softmax(const Tensor& self, int64_t dim, OptDtype dtype = std::nullopt);
+Tensor exp(const Tensor& self);
+Tensor sqrt(const Tensor& self);
+Tensor abs(const Tensor& self);
+Tensor relu(const Tensor& self);
+Tensor sigmoid(const Tensor& self);
+Tensor tanh(const Tensor& self);
 }  // namespace lite
 }  // namespace cuda_emu
 
@@ -122,6 +154,26 @@ using cuda_emu::lite::rand;
 using cuda_emu::lite::randn;
 using cuda_emu::lite::zeros;
 using cuda_emu::lite::zeros_like;
+using cuda_emu::lite::abs;
+using cuda_emu::lite::amax;
+using cuda_emu::lite::argmax;
+using cuda_emu::lite::bincount;
+using cuda_emu::lite::bmm;
+using cuda_emu::lite::cumprod;
+using cuda_emu::lite::cumsum;
+using cuda_emu::lite::exp;
+using cuda_emu::lite::log_softmax;
+using cuda_emu::lite::matmul;
+using cuda_emu::lite::max;
+using cuda_emu::lite::mean;
+using cuda_emu::lite::min;
+using cuda_emu::lite::mm;
+using cuda_emu::lite::relu;
+using cuda_emu::lite::sigmoid;
+using cuda_emu::lite::softmax;
+using cuda_emu::lite::sqrt;
+using cuda_emu::lite::sum;
+using cuda_emu::lite::tanh;
 #endif
 }  // namespace torch
 #endif
