@@ -826,7 +826,7 @@ __global__ void twice_k(const float* x, float* out, int n) {
     if (i < n) out[i] = 2.0f * x[i];
 }
 std::vector<torch::Tensor> lite_ops(torch::Tensor x, torch::Tensor a, torch::Tensor b, torch::Tensor bytes) {
-    auto twice = torch::empty_like(x);
+    auto twice = torch::full_like(x, NAN);   // poisoned: an element the kernel misses fails
     twice_k<<<cdiv(x.numel(), 64), 64>>>(x.data_ptr<float>(), twice.data_ptr<float>(), x.numel());
     auto [best, where] = torch::max(a, 1, true);
     return {torch::cumsum(twice, 0) - twice, torch::bincount(bytes.to(torch::kLong), {}, 256), torch::sum(a, {0}),
