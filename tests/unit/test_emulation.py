@@ -833,13 +833,14 @@ std::vector<torch::Tensor> lite_ops(torch::Tensor x, torch::Tensor a, torch::Ten
             torch::mean(a, torch::kDouble), best, where, torch::argmax(a), torch::matmul(a, b), torch::mm(a, b),
             torch::softmax(a, 1), torch::relu(a), torch::sqrt(torch::abs(a)), torch::max(a, b.t()),
             torch::amax(a, {1}, true), torch::cumprod(x, 0, torch::kDouble), torch::sum(a, 1),
-            torch::log_softmax(a, -1)};
+            torch::log_softmax(a, -1), at::cumsum(x, 0), cumsum(x, 0), at::zeros({3}, x.options())};
 }
 '''
 
 
 def test_the_lite_tier_has_the_operators_host_code_reaches_for_as_functions():
-    """torch::cumsum(x, 0), torch::bincount(x, {}, 256)... build without all of ATen (tier 1), with ATen's meaning."""
+    """torch::cumsum(x, 0), torch::bincount(x, {}, 256)... build without all of ATen (tier 1), with ATen's meaning;
+    at::cumsum and an unqualified cumsum (argument-dependent lookup) too, as in ATen."""
     cpp = "std::vector<torch::Tensor> lite_ops(torch::Tensor x, torch::Tensor a, torch::Tensor b, torch::Tensor bytes);"
     m = cuda_emu.load(LITE_OPS, cpp, ["lite_ops"], name="lite_ops")
     assert m.cuda_emu_info["tier"] == 1
@@ -850,7 +851,7 @@ def test_the_lite_tier_has_the_operators_host_code_reaches_for_as_functions():
     want = [torch.cumsum(2 * x, 0) - 2 * x, torch.bincount(bytes_.long(), minlength=256), a.sum(0),
             a.mean(dtype=torch.float64), best, where, a.argmax(), a @ b, a @ b, a.softmax(1), a.relu(),
             a.abs().sqrt(), torch.maximum(a, b.t()), a.amax(1, keepdim=True), torch.cumprod(x, 0, dtype=torch.float64),
-            a.sum(1), a.log_softmax(-1)]
+            a.sum(1), a.log_softmax(-1), x.cumsum(0), x.cumsum(0), torch.zeros(3)]
     assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)

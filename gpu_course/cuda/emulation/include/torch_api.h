@@ -96,6 +96,40 @@ Tensor tanh(const Tensor& self);
 }  // namespace cuda_emu
 
 namespace at {
+// The lite functions are ATen's: at::empty, torch::empty (torch has `using namespace at`) and, found by
+// argument-dependent lookup as in ATen, cumsum(x, 0) unqualified.
+using cuda_emu::lite::abs;
+using cuda_emu::lite::amax;
+using cuda_emu::lite::arange;
+using cuda_emu::lite::argmax;
+using cuda_emu::lite::bincount;
+using cuda_emu::lite::bmm;
+using cuda_emu::lite::cumprod;
+using cuda_emu::lite::cumsum;
+using cuda_emu::lite::empty;
+using cuda_emu::lite::empty_like;
+using cuda_emu::lite::exp;
+using cuda_emu::lite::full;
+using cuda_emu::lite::full_like;
+using cuda_emu::lite::log_softmax;
+using cuda_emu::lite::matmul;
+using cuda_emu::lite::max;
+using cuda_emu::lite::mean;
+using cuda_emu::lite::min;
+using cuda_emu::lite::mm;
+using cuda_emu::lite::ones;
+using cuda_emu::lite::ones_like;
+using cuda_emu::lite::rand;
+using cuda_emu::lite::randn;
+using cuda_emu::lite::relu;
+using cuda_emu::lite::sigmoid;
+using cuda_emu::lite::softmax;
+using cuda_emu::lite::sqrt;
+using cuda_emu::lite::sum;
+using cuda_emu::lite::tanh;
+using cuda_emu::lite::zeros;
+using cuda_emu::lite::zeros_like;
+
 // The free operators of ATen/TensorOperators.h (which includes all of ATen), on Tensor methods.
 #define CUDA_EMU_TENSOR_OP(op)                                 \
   Tensor operator op(const Tensor& x, const Tensor& y);        \
@@ -142,38 +176,5 @@ constexpr auto kI64 = kInt64;
 constexpr auto kF16 = kFloat16;
 constexpr auto kF32 = kFloat32;
 constexpr auto kF64 = kFloat64;
-#if CUDA_EMU_TORCH == 1
-using cuda_emu::lite::arange;
-using cuda_emu::lite::empty;
-using cuda_emu::lite::empty_like;
-using cuda_emu::lite::full;
-using cuda_emu::lite::full_like;
-using cuda_emu::lite::ones;
-using cuda_emu::lite::ones_like;
-using cuda_emu::lite::rand;
-using cuda_emu::lite::randn;
-using cuda_emu::lite::zeros;
-using cuda_emu::lite::zeros_like;
-using cuda_emu::lite::abs;
-using cuda_emu::lite::amax;
-using cuda_emu::lite::argmax;
-using cuda_emu::lite::bincount;
-using cuda_emu::lite::bmm;
-using cuda_emu::lite::cumprod;
-using cuda_emu::lite::cumsum;
-using cuda_emu::lite::exp;
-using cuda_emu::lite::log_softmax;
-using cuda_emu::lite::matmul;
-using cuda_emu::lite::max;
-using cuda_emu::lite::mean;
-using cuda_emu::lite::min;
-using cuda_emu::lite::mm;
-using cuda_emu::lite::relu;
-using cuda_emu::lite::sigmoid;
-using cuda_emu::lite::softmax;
-using cuda_emu::lite::sqrt;
-using cuda_emu::lite::sum;
-using cuda_emu::lite::tanh;
-#endif
 }  // namespace torch
 #endif
