@@ -14,7 +14,8 @@
   a timing achieves
 * ``results``: ``report`` and ``save_result``: results/<device>.csv, the README's table
 * ``roofline``: recorded matmul results placed under the measured roofs of their precision
-* ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU
+* ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU;
+  ``claim_everywhere``: one that holds in every mode, checked wherever it runs
 * ``display``: ``show_img``, ``capture_printf``, ``show_source``, ``say``
 * ``profiling``, ``inductor`` (imported by name: ``from gpu_course import profiling``): reading ncu's
   report and torch.profiler's tables; reading what torch.compile generated
@@ -38,7 +39,7 @@ can be imported; nothing else happens at import time.
 """
 from . import mode  # noqa: F401  first: sets NUMBA_ENABLE_CUDASIM / TRITON_INTERPRET for the mode
 
-from .claims import ClaimFailed, claim
+from .claims import ClaimFailed, claim, claim_everywhere
 from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, missing_ceilings,
                               spec_peak, throughput)
 from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
@@ -83,7 +84,7 @@ __all__ = [
     "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",
     "stored_results", "results_markdown", "results_file", "ROOT", "RESULTS_DIR",
     # claims: the prose's statements about measurements, checked on a GPU
-    "claim", "ClaimFailed",
+    "claim", "claim_everywhere", "ClaimFailed",
     # display
     "show_img", "capture_printf", "show_source", "source_of", "say",
 ]

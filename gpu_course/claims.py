@@ -2,66 +2,107 @@
 beside the measurement, so that a GPU re-run of the notebook fails where the words stopped being
 true.
 
->>> claim("2 + 2 is 4", 2 + 2 == 4, gpu_only=False)
+Two kinds: :func:`claim` for a sentence about the GPU's run (checked on a GPU, printed unchecked in
+cpu mode) and :func:`claim_everywhere` for one that holds in every mode (about a tool, an error, a
+count), checked wherever it runs.
+
+>>> claim_everywhere("2 + 2 is 4", 2 + 2 == 4)
 ✓ 2 + 2 is 4
 """
 from __future__ import annotations
 
 import os
 
+from . import mode
 from .mode import ON_GPU, device_name
 
-# The GPU the notebooks' prose was written against (their stored outputs come from it). There a
-# false claim fails the cell; on another GPU it is reported and the notebook goes on, since a T4's
-# numbers may rightly differ. COURSE_STRICT_CLAIMS=1 fails on any GPU, =0 on none.
-REFERENCE_GPU = "H100"
+# Where a false GPU claim fails the cell: on the exact GPU this notebook's stored outputs come from
+# (its metadata's ``outputs_from``, which the prose discusses), and while ``course.py execute`` makes
+# new stored outputs. Elsewhere (a T4, an H100 PCIe beside an SXM's outputs) it is reported with ✗
+# and the notebook goes on: another GPU's numbers may rightly differ. COURSE_STRICT_CLAIMS=1 fails on
+# any GPU, =0 on none.
 STRICT_ENV = "COURSE_STRICT_CLAIMS"
+SAVE_ENV = "COURSE_SAVE_RESULTS"   # set by `course.py execute` (see results.saving_results)
 
 
-def strict(reference: str = REFERENCE_GPU) -> bool:
-    """Whether a false GPU claim raises here: on the ``reference`` GPU (the one the prose was written
-    against), unless COURSE_STRICT_CLAIMS says otherwise."""
-    env = os.environ.get(STRICT_ENV, "")
-    if env in ("0", "1"):
-        return env == "1"
-    return ON_GPU and reference in device_name()
+def strict(env=None, device: str | None = None, stored: str | None = None) -> bool:
+    """Whether a false GPU claim raises here. ``device`` is this GPU's name, ``stored`` the one the
+    running notebook's stored outputs record (:func:`mode.stored_device`); both default to the
+    running ones.
+
+    >>> strict({}, "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3")
+    True
+    >>> strict({}, "NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3")   # same chip name, another GPU
+    False
+    >>> strict({"COURSE_SAVE_RESULTS": "1"}, "NVIDIA H200", "NVIDIA H100 80GB HBM3")  # storing anew
+    True
+    >>> strict({"COURSE_STRICT_CLAIMS": "0"}, "NVIDIA H200", "NVIDIA H200")
+    False
+    """
+    env = os.environ if env is None else env
+    if env.get(STRICT_ENV, "") in ("0", "1"):
+        return env[STRICT_ENV] == "1"
+    if env.get(SAVE_ENV) == "1":
+        return True
+    if device is None:
+        if not ON_GPU:
+            return False
+        device = device_name()
+    if stored is None:
+        stored = mode.stored_device(mode.current_notebook())
+    return bool(stored) and device == stored
 
 
 class ClaimFailed(AssertionError):
     """A claim the notebook's prose makes about a measurement is false on this run."""
 
 
-def claim(statement: str, holds, *, gpu_only: bool = True, evidence: str = "",
-          reference: str = REFERENCE_GPU) -> None:
-    """Check ``statement`` (a sentence the prose relies on) with ``holds`` and print one line.
+def _check_statement(statement) -> None:
+    if not isinstance(statement, str) or not statement.strip():
+        raise ValueError("claim: the statement must be a sentence (a non-empty string)")
 
-    On a GPU, or anywhere when ``gpu_only=False``: prints ``✓ statement`` when ``holds`` is true.
-    When it is false it raises :class:`ClaimFailed` on the reference GPU (the H100 the prose was
-    written against; see :func:`strict`), so that the cell fails and a GPU re-run with nbval or
-    ``course.py execute`` shows which claim drifted; on another GPU it prints ``✗`` and goes on.
-    ``evidence`` (e.g. the two numbers compared) is shown with the line. In cpu mode a GPU claim is
-    printed as such and not checked. ``reference`` names the GPU of a notebook whose stored outputs
-    come from another (notebook 13: two H200s). Returns nothing, so that a claim ending a cell prints
-    only its line.
+
+def claim(statement: str, holds, *, evidence: str = "") -> None:
+    """Check ``statement`` (a sentence the prose relies on, about the GPU's run) with ``holds`` and
+    print one line.
+
+    On a GPU: prints ``✓ statement`` when ``holds`` is true. When it is false it raises
+    :class:`ClaimFailed` where :func:`strict` says so (the GPU the notebook's stored outputs come
+    from), so that the cell fails and a GPU re-run with nbval or ``course.py execute`` shows which
+    claim drifted; on another GPU it prints ``✗`` and goes on. ``evidence`` (e.g. the two numbers
+    compared) is shown with the line. In cpu mode the claim is printed as such and not checked.
+    Returns nothing, so that a claim ending a cell prints only its line.
 
     >>> claim("flushed runs are slower", True, evidence="28.2 µs vs 12.7 µs")  # doctest: +SKIP
     ✓ flushed runs are slower (28.2 µs vs 12.7 µs)
-    >>> claim("one is more than two", 1 > 2, gpu_only=False)
+    """
+    _check_statement(statement)
+    if not ON_GPU:
+        print(f"(on a GPU: {statement}. Not checked in cpu mode: it is about the GPU's run.)")
+        return
+    detail = f" ({evidence})" if evidence else ""
+    if bool(holds):
+        print(f"✓ {statement}{detail}")
+        return
+    if strict():
+        raise ClaimFailed(f"claim does not hold on this run: {statement}{detail}")
+    stored = mode.stored_device(mode.current_notebook())
+    written = f"the run on {stored} stored in this notebook" if stored else "the run stored in this notebook"
+    print(f"✗ not on this GPU ({device_name()}): {statement}{detail}. The text was written for {written}.")
+
+
+def claim_everywhere(statement: str, holds, *, evidence: str = "") -> None:
+    """Check ``statement``, a sentence that holds in every mode (about a tool, an error, a count, an
+    exact result), and print ``✓ statement``; raise :class:`ClaimFailed` where it is false, on any
+    machine.
+
+    >>> claim_everywhere("one is more than two", 1 > 2)
     Traceback (most recent call last):
     ...
     gpu_course.claims.ClaimFailed: claim does not hold on this run: one is more than two
     """
-    if not isinstance(statement, str) or not statement.strip():
-        raise ValueError("claim: the statement must be a sentence (a non-empty string)")
-    ok = bool(holds)
+    _check_statement(statement)
     detail = f" ({evidence})" if evidence else ""
-    if gpu_only and not ON_GPU:
-        print(f"(on a GPU: {statement}. Not checked in cpu mode: it is about the GPU's run.)")
-        return
-    if not ok:
-        if not gpu_only or strict(reference):
-            raise ClaimFailed(f"claim does not hold on this run: {statement}{detail}")
-        print(f"✗ not on this GPU ({device_name()}): {statement}{detail}. The text was written "
-              f"for the {reference} run stored in this notebook.")
-        return
+    if not bool(holds):
+        raise ClaimFailed(f"claim does not hold on this run: {statement}{detail}")
     print(f"✓ {statement}{detail}")

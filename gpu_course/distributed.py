@@ -49,10 +49,6 @@ from .timing import fmt_ms
 # NVLink SHARP (multicast) off in every rank: the lent machines do not allow it.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
-# The GPUs notebook 13's prose was written against (its stored outputs come from two of them, NV18):
-# there a false claim fails the cell, as the H100's claims do in the other notebooks.
-REFERENCE_GPUS = "H200"
-
 # Spec sheet: NVLink 4 of an H100/H200 SXM, 18 links x 25 GB/s in each direction.
 LINK_SPEC_GBPS = {"H100": 450.0, "H200": 450.0}
 
@@ -574,11 +570,11 @@ def sweep_table(sweeps: dict, spec_gbps: float | None = None) -> str:
 
 def claim_on_nccl(ranks: "Ranks", statement: str, holds, evidence: str = "") -> None:
     """:func:`utils.claim` for a sentence about NCCL between GPUs: checked where the ranks are GPUs
-    with NCCL (a false one fails the cell on the :data:`REFERENCE_GPUS` the prose was written
-    against); elsewhere printed as such, unchecked."""
+    with NCCL (a false one fails the cell on the GPUs the notebook's stored outputs come from);
+    elsewhere printed as such, unchecked."""
     if ranks.backend == "nccl":
         from .claims import claim
-        claim(statement, holds, evidence=evidence, reference=REFERENCE_GPUS)
+        claim(statement, holds, evidence=evidence)
     else:
         print(f"(with NCCL between GPUs: {statement}. Not checked here: the ranks are CPU processes.)")
 

@@ -114,9 +114,34 @@ def device_name() -> str:
     return f"CPU ({model or platform.processor() or platform.machine()})"
 
 
-def banner() -> str:
+_NOTEBOOK: str | None = None   # the running notebook's name, as its banner call gives it
+
+
+def current_notebook(env=None) -> str | None:
+    """The running notebook's name without ``.ipynb`` (``"03_first_cuda_kernels"``): the one its
+    first cell gave :func:`banner`, else JupyterLab's ``JPY_SESSION_NAME``; ``None`` where neither
+    tells (a script).
+
+    >>> current_notebook({"JPY_SESSION_NAME": "/x/03_first_cuda_kernels.ipynb"}) in (_NOTEBOOK, "03_first_cuda_kernels")
+    True
+    """
+    if _NOTEBOOK:
+        return _NOTEBOOK
+    env = os.environ if env is None else env
+    name = Path(env.get("JPY_SESSION_NAME") or "").name
+    return name[:-len(".ipynb")] if name.endswith(".ipynb") else None
+
+
+def banner(notebook: str | None = None) -> str:
     """Where this notebook runs and what that means for its numbers, then (see
-    :func:`stored_outputs_note`) what running it does to the outputs it is stored with."""
+    :func:`stored_outputs_note`) what running it does to the outputs it is stored with. A notebook
+    names itself here (``utils.banner("03_first_cuda_kernels")``): its claims then know which GPU
+    its stored outputs come from (see :func:`claims.strict`)."""
+    global _NOTEBOOK
+    if notebook is not None:
+        if not isinstance(notebook, str) or not notebook.strip():
+            raise ValueError("banner: give the notebook's name, e.g. utils.banner(\"03_first_cuda_kernels\")")
+        _NOTEBOOK = notebook[:-len(".ipynb")] if notebook.endswith(".ipynb") else notebook
     if ON_GPU:
         p = torch.cuda.get_device_properties(0)
         line = (f"Mode gpu: {p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
@@ -150,8 +175,7 @@ def stored_outputs_note(env=None, colab: bool | None = None) -> str:
     env = os.environ if env is None else env
     if env.get("COURSE_SAVE_RESULTS") == "1":  # `execute`: these outputs become the stored ones
         return ""
-    name = Path(env.get("JPY_SESSION_NAME") or "NB.ipynb").name
-    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else "NB"
+    stem = current_notebook(env) or "NB"
     gpu = stored_gpu(stem)
     stored = (f"This notebook is stored with the outputs of a run on {gpu}, which its text "
               "discusses; running a cell replaces its stored output with this machine's.")
@@ -166,22 +190,34 @@ def stored_outputs_note(env=None, colab: bool | None = None) -> str:
             f"{stem} (this also undoes your edits to it).")
 
 
+def stored_device(stem: str | None) -> str | None:
+    """The GPU whose outputs notebook ``stem`` is stored with, exactly as its metadata records it
+    (``course.py execute`` writes ``outputs_from``: ``"NVIDIA H200"``); ``None`` where the notebook
+    or the record is not found, or the outputs are not a GPU's.
+
+    >>> stored_device("no_such_notebook") is None
+    True
+    """
+    import json
+    from .paths import ROOT
+    if not stem:
+        return None
+    try:
+        gpu = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["metadata"]["course"]["outputs_from"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return gpu if isinstance(gpu, str) and gpu.startswith("NVIDIA") else None
+
+
 def stored_gpu(stem: str) -> str:
-    """The GPU whose outputs notebook ``stem`` is stored with, as its metadata records it (``course.py
-    execute`` writes ``outputs_from``), with its article: ``"an NVIDIA H200"``; where the notebook or the
-    record is not found (Colab, which does not name the notebook), ``"an NVIDIA H100 or H200"``.
+    """:func:`stored_device` with its article, for a sentence: ``"an NVIDIA H200"``; where it is not
+    known (Colab, which does not name the notebook), ``"an NVIDIA H100 or H200"``.
 
     >>> stored_gpu("no_such_notebook")
     'an NVIDIA H100 or H200'
     """
-    import json
-    from .paths import ROOT
-    path = ROOT / "notebooks" / f"{stem}.ipynb"
-    try:
-        gpu = json.loads(path.read_text())["metadata"]["course"]["outputs_from"]
-    except (OSError, ValueError, KeyError, TypeError):
-        gpu = None
-    return f"an {gpu}" if gpu and gpu.startswith("NVIDIA") else "an NVIDIA H100 or H200"
+    gpu = stored_device(stem)
+    return f"an {gpu}" if gpu else "an NVIDIA H100 or H200"
 
 
 def versions() -> dict:
