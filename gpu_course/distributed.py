@@ -615,6 +615,17 @@ def ring_bytes_per_rank(nbytes: float, n: int) -> float:
     return 2 * (n - 1) / n * nbytes
 
 
+def ring_seconds(nbytes: float, n: int, alpha: float, bandwidth: float) -> float:
+    """Time of the ring all-reduce by hand (:func:`ring_all_reduce`) of ``nbytes`` over ``n`` ranks when each of its
+    ``2 (n - 1)`` steps, one after another, costs a latency ``alpha`` (s) plus its ``nbytes / n`` chunk over a link
+    of ``bandwidth`` bytes/s: ``2 (n - 1) (alpha + nbytes / (n bandwidth))``.
+
+    >>> ring_seconds(1e9, 2, 50e-6, 1e11) * 1e3
+    10.1
+    """
+    return 2 * (n - 1) * (alpha + nbytes / (n * bandwidth))
+
+
 def exchange(send: torch.Tensor, recv: torch.Tensor, right: int, left: int) -> None:
     """Send ``send`` to rank ``right`` while receiving ``recv`` from rank ``left`` (both posted
     before either waits: each rank sends first and receives first at once, so none blocks)."""

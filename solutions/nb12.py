@@ -140,11 +140,14 @@ SOLUTIONS = {
     "ex12-1-answer": WMMA_ANY,
     "ex12-2-answer": '''
 def swizzle(row, piece):
-    return piece ^ (row % 8)    # the 8 rows an ldmatrix reads at once: 8 different places, so 8 different bank groups
+    # rows 64 bytes apart alternate between the two halves of the banks, so rows r, r + 2, r + 4, r + 6 of a pass
+    # start in the same bank: XOR the piece with (row / 2) % 4, which differs for those four
+    return piece ^ ((row // 2) % 4)
 ''',
     "ex12-3-answer": '''
-def flops_per_sm_per_clock(tflops, sms, ghz):
-    return tflops * 1e12 / (sms * ghz * 1e9)
+def bytes_per_clock(bm, bn, flop_per_clock):
+    # a k-step of bk: (bm + bn) * bk halves of 2 bytes loaded, 2 * bm * bn * bk FLOP done
+    return flop_per_clock * (bm + bn) * 2 / (2 * bm * bn)
 ''',
 }
 
@@ -157,16 +160,18 @@ CHEATS = {
     },
     "ex12-2-answer": {
         "no swizzle": "swizzle = lambda row, piece: piece",
+        "rung 3's swizzle, for 128-byte rows": "swizzle = lambda row, piece: piece ^ (row % 8)",
+        "XOR with row % 4": "swizzle = lambda row, piece: piece ^ (row % 4)",
+        "a rotation by the row": "swizzle = lambda row, piece: (piece + row) % 4",
         "every piece at place 0": "swizzle = lambda row, piece: 0",
-        "XOR with row % 4 only": "swizzle = lambda row, piece: piece ^ (row % 4)",
-        "the same shift for every row": "swizzle = lambda row, piece: (piece + 1) % 8",
-        "a number": "swizzle = 7",
+        "a number": "swizzle = 3",
     },
     "ex12-3-answer": {
-        "the number read from the notebook": "flops_per_sm_per_clock = 4096",
-        "per tensor core instead of per SM": "flops_per_sm_per_clock = lambda tflops, sms, ghz: tflops * 1e12 / (sms * ghz * 1e9) / 4",
-        "the clock in Hz forgotten": "flops_per_sm_per_clock = lambda tflops, sms, ghz: tflops * 1e12 / (sms * ghz)",
-        "multiply-adds, not FLOP": "flops_per_sm_per_clock = lambda tflops, sms, ghz: tflops * 1e12 / (sms * ghz * 1e9) / 2",
+        "the number for rung 5's tile": "bytes_per_clock = 48",
+        "the tile's FLOP per byte instead": "bytes_per_clock = lambda bm, bn, flop_per_clock: bm * bn / (bm + bn)",
+        "fp32 operands": "bytes_per_clock = lambda bm, bn, flop_per_clock: flop_per_clock * (bm + bn) * 4 / (2 * bm * bn)",
+        "multiply-adds, not FLOP": "bytes_per_clock = lambda bm, bn, flop_per_clock: flop_per_clock * (bm + bn) * 2 / (bm * bn)",
+        "the course's own function": "bytes_per_clock = tc.feed_bytes_per_clock",
     },
 }
 

@@ -2,8 +2,8 @@
 
 SOLUTIONS = {
     "ex13-1-answer": '''
-def ring_bytes(size, n):
-    return 2 * (n - 1) * size / n   # n - 1 steps of each phase, one size / n chunk sent per step
+def ring_time(size, n, alpha, bw):
+    return 2 * (n - 1) * (alpha + size / n / bw)   # n - 1 steps of each phase, one after another, one chunk each
 ''',
     "ex13-2-answer": '''
 def my_all_reduce(t):
@@ -18,9 +18,11 @@ def my_all_reduce(t):
 
 CHEATS = {
     "ex13-1-answer": {
-        "the course's own function": "ring_bytes = gd.ring_bytes_per_rank",
-        "the whole buffer, twice": "def ring_bytes(size, n):\n    return 2 * size",
-        "one phase only": "def ring_bytes(size, n):\n    return (n - 1) * size / n",
+        "the course's own function": "ring_time = gd.ring_seconds",
+        "a pipelined all-reduce: the latency once": "def ring_time(size, n, alpha, bw):\n    return alpha + 2 * (n - 1) / n * size / bw",
+        "the bytes over the link, no latency": "def ring_time(size, n, alpha, bw):\n    return 2 * (n - 1) / n * size / bw",
+        "one phase only": "def ring_time(size, n, alpha, bw):\n    return (n - 1) * (alpha + size / n / bw)",
+        "the bytes a rank sends, from the course": "def ring_time(size, n, alpha, bw):\n    return gd.ring_bytes_per_rank(size, n) / bw + 2 * (n - 1) * alpha",
     },
     "ex13-2-answer": {
         "dist.all_reduce itself": "def my_all_reduce(t):\n    dist.all_reduce(t)\n    return t",

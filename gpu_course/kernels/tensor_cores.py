@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import NamedTuple
 
 from ..checking import check, poisoned
@@ -301,25 +302,162 @@ def banks_of(row: int, piece: int, row_bytes: int = 128) -> set:
     return {(start + i) % 32 for i in range(4)}
 
 
-def ldmatrix_conflicts(swizzle, r0: int = 0, c0: int = 0) -> list:
-    """The bank conflicts of an ``ldmatrix.x4`` from a tile whose piece p of row r is stored at piece
-    ``swizzle(r, p)`` of that row: a list of (matrix j, lane a, lane b, shared banks) for each pair of lanes of one
-    matrix (one pass of the hardware) whose 16 bytes share a bank. Empty: conflict-free.
+def ldmatrix_conflicts(swizzle, r0: int = 0, c0: int = 0, row_bytes: int = 128) -> list:
+    """The bank conflicts of an ``ldmatrix.x4`` from a tile with rows ``row_bytes`` long (128: rung 3's 64 halves; 64:
+    a tile 32 halves wide) whose piece p of row r is stored at piece ``swizzle(r, p)`` of that row: a list of
+    (matrix j, lane a, lane b, shared banks) for each pair of lanes of one matrix (one pass of the hardware) whose 16
+    bytes share a bank. Empty: conflict-free.
 
     >>> len(ldmatrix_conflicts(lambda r, p: p)) > 0, ldmatrix_conflicts(lambda r, p: p ^ (r % 8))
     (True, [])
+    >>> len(ldmatrix_conflicts(lambda r, p: p, row_bytes=64)) > 0
+    True
     """
     rows = ldmatrix_rows(r0, c0)
     found = []
     for j in range(4):
         lanes = range(8 * j, 8 * j + 8)
-        banks = {lane: banks_of(rows[lane][0], swizzle(*rows[lane])) for lane in lanes}
+        banks = {lane: banks_of(rows[lane][0], swizzle(*rows[lane]), row_bytes) for lane in lanes}
         for a in lanes:
             for b in lanes:
                 if a < b and banks[a] & banks[b]:
                     found.append((j, a, b, sorted(banks[a] & banks[b])))
     return found
 
+
+
+def feed_bytes_per_clock(bm: int, bn: int, flop_per_clock: float) -> float:
+    """Bytes of ``m`` and ``n`` (fp16) an SM must receive per clock for its tensor cores to do ``flop_per_clock`` FLOP
+    per clock with block tiles of ``bm`` x ``bn``: a k-step of ``bk`` brings ``(bm + bn) bk 2`` bytes for ``2 bm bn bk``
+    FLOP, so ``flop_per_clock (bm + bn) / (bm bn)`` (``bk`` cancels).
+
+    >>> feed_bytes_per_clock(128, 256, 4096)
+    48.0
+    """
+    return flop_per_clock * (bm + bn) / (bm * bn)
+
+
+def _definitions(text: str) -> dict:
+    """``{name: (first line, last line)}`` of each top-level definition of a CUDA C file (a function or a kernel,
+    with its template line and the comment block right above it), by braces at the start of a line."""
+    lines = text.splitlines()
+    found, i = {}, 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"^(?:template\s*<.*>\s*)?(?:__\w+__\s+|static\s+|inline\s+|constexpr\s+)*[\w:<>,\s*&]+?"
+                     r"(?:\s|\*|&)(\w+)\s*\(", line)
+        if m and not line.startswith((" ", "//", "#")) and not line.rstrip().endswith(";"):
+            name, start = m.group(1), i
+            if name == "__launch_bounds__":      # __global__ void __launch_bounds__(...) on a line of its own
+                name = re.match(r"^(\w+)\s*\(", lines[i + 1]).group(1)
+            while start > 0 and lines[start - 1].startswith(("//", "template")):
+                start -= 1
+            depth, j, opened = 0, i, False
+            while j < len(lines):
+                depth += lines[j].count("{") - lines[j].count("}")
+                opened = opened or "{" in lines[j]
+                if opened and depth <= 0:
+                    break
+                j += 1
+            found.setdefault(name, (start, j))
+            i = j + 1
+        else:
+            i += 1
+    return found
+
+
+def listing(file: str, names: list) -> str:
+    """The definitions ``names`` (functions or kernels, each with the comment above it) of ``file`` (under
+    ``cuda/tensor_cores/``), in the file's order, with one line saying how many lines were left out between them:
+    what the notebook's text reads, where :func:`rung_source` prints the whole file.
+
+    >>> print(listing("tc_ptx.cuh", ["smem_addr"]))
+    // ... (4 lines left out)
+    // The address of a shared-memory variable as PTX's shared-state space counts it (32 bits).
+    __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+    // ... (32 lines left out)
+    """
+    text = cuda_source(DIR + file).rstrip()
+    lines, defs = text.splitlines(), _definitions(text)
+    missing = [n for n in names if n not in defs]
+    if missing:
+        raise ValueError(f"listing: {file} defines no {', '.join(missing)}; it defines {', '.join(sorted(defs))}")
+    spans = sorted(defs[n] for n in names)
+    out, at = [], 0
+    for a, b in spans:
+        if a > at:
+            out.append(f"// ... ({a - at} line{'s' if a - at > 1 else ''} left out)")
+        out += lines[a:b + 1]
+        at = b + 1
+    if at < len(lines):
+        out.append(f"// ... ({len(lines) - at} line{'s' if len(lines) - at > 1 else ''} left out)")
+    return "\n".join(out)
+
+
+# ---- the ladder, timed against cuBLAS fp16 (notebook 12, section 10) -----------------------------------------------
+
+CUBLAS = "cuBLAS fp16 (torch.matmul)"
+# FLOP per byte of m and n that a block tile loads from global memory, BM BN / (BM + BN), per rung (notebook 12's table)
+INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 256 / 384, 5: 128 * 256 / 384}
+
+
+def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
+    """Time cuBLAS fp16 and every rung of ``rungs`` at each of ``sizes`` (``{label: (h, w, k)}``) with ``bench_user``,
+    printing and recording one line each (rungs 4 and 5 first autotuned, their tables printed): ``(ladder,
+    rung_ms)``, ``ladder`` a list of rows (kernel, size, TFLOP/s, ratio to cuBLAS fp16), ``rung_ms`` ``{(size, rung):
+    median GPU time in ms}``. GPU only."""
+    import torch
+    from ..mode import DEVICE
+    from ..results import report
+    from ..timing import bench_user
+    ladder, rung_ms = [], {}
+    for size, (h, w, k) in sizes.items():
+        m, n = torch.randn(h, k, device=DEVICE).half(), torch.randn(k, w, device=DEVICE).half()
+        o = torch.empty(h, w, device=DEVICE, dtype=torch.float16)
+        fl = flops(h, w, k)
+        t_cublas = bench_user(torch.matmul, m, n, out=o)   # GPU time, loop, CPU per call
+        report(notebook, CUBLAS, size, t_cublas, flops=fl, kind="fp16")
+        ladder.append(dict(kernel=CUBLAS, size=size, tflops=fl / t_cublas.median / 1e9, vs=1.0))
+        for rung, name in rungs.items():
+            cfg = 0
+            if rung in CONFIGS:
+                tuned = autotune(mod, rung, m, n)      # checks, then times, every shape of the rung
+                print(tuned, end="\n\n")
+                cfg = tuned.best
+            t = bench_user(run, mod, rung, m, n, o, cfg)
+            rung_ms[size, rung] = t.median
+            report(notebook, name, size, t, baseline=t_cublas, flops=fl, kind="fp16", baseline_name="cuBLAS fp16")
+            ladder.append(dict(kernel=name, size=size, tflops=fl / t.median / 1e9, vs=t_cublas.median / t.median))
+        print()
+    return ladder, rung_ms
+
+
+def ladder_rows(ladder: list, sizes: dict, notebook: str) -> tuple:
+    """``(rows, source)``: this run's ``ladder`` on a GPU; on the CPU the stored GPU results of ``notebook`` at
+    ``sizes`` (``([], None)`` where none are stored)."""
+    from ..mode import device_name
+    from ..results import stored_results
+    if ON_GPU:
+        return ladder, device_name() + " (this run)"
+    rows = [r for r in stored_results(notebook=notebook) if r["size"] in sizes]
+    out = [dict(kernel=r["kernel"], size=r["size"], tflops=float(r["rate"]),
+                vs=float(r["vs_baseline"]) if r["vs_baseline"] else 1.0) for r in rows]
+    return out, (f"stored results from {rows[0]['device']}, not this machine" if rows else None)
+
+
+def ladder_table(rows: list, source: str, sizes, spec: float) -> str:
+    """The ladder's table: per kernel its intensity (:data:`INTENSITY`), and at each size its TFLOP/s, % of the
+    spec-sheet peak ``spec`` and ratio to cuBLAS fp16."""
+    lines = [f"fp16 tensor-core ladder: {source}; % of the spec-sheet peak ({spec} TFLOP/s)\n",
+             f"{'kernel':40s} {'FLOP/B':>6s}" + "".join(f"{s:>29s}" for s in sizes)]
+    for name in [RUNGS[r] for r in sorted(RUNGS)] + [CUBLAS]:
+        rung = next((r for r, nm in RUNGS.items() if nm == name), None)
+        cells = []
+        for s in sizes:
+            r = next((r for r in rows if r["kernel"] == name and r["size"] == s), None)
+            cells.append(f"{r['tflops']:6.0f} TFLOP/s {100 * r['tflops'] / spec:3.0f} % {r['vs']:5.2f}×" if r else "")
+        lines.append(f"{name:40s} " + (f"{INTENSITY[rung]:6.0f}" if rung else " " * 6) + "".join(f"{c:>29s}" for c in cells))
+    return "\n".join(lines)
 
 # ---- what limits each rung: Nsight Compute's counters, measured once on a GPU and stored ---------------------------
 

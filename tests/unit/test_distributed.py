@@ -212,3 +212,9 @@ def test_the_composed_all_reduce_check_accepts_the_method_and_names_each_shortcu
     with pytest.raises(AssertionError, match="also calls broadcast"):
         gd.check_composed_all_reduce(ranks, answer(
             nb13.CHEATS["ex13-2-answer"]["the two collectives, then a broadcast of rank 0's result"]))
+
+
+def test_ring_seconds_pays_the_latency_at_every_step():
+    assert gd.ring_seconds(1000, 1, 1e-5, 1e9) == 0
+    assert gd.ring_seconds(2**30, 2, 0.0, 1e11) == gd.ring_bytes_per_rank(2**30, 2) / 1e11
+    assert abs(gd.ring_seconds(4096, 8, 1e-5, 1e11) - 14 * (1e-5 + 512 / 1e11)) < 1e-15

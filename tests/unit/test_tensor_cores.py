@@ -370,3 +370,39 @@ def test_the_stored_h100_measurement_has_every_profiled_kernel():
     assert "H100" in about
     assert [(r["variant"], r["rung"], r["cfg"]) for r in rows] == \
         [(v, r, c) for v, order in tc.PROFILED.items() for r, c in order]
+
+
+def test_feed_bytes_per_clock_is_the_rate_over_the_tile_intensity():
+    assert tc.feed_bytes_per_clock(128, 256, 4096) == 48.0
+    assert tc.feed_bytes_per_clock(16, 16, 4096) == 512.0
+    assert tc.feed_bytes_per_clock(128, 128, 2048) == 2048 / tc.INTENSITY[2]
+
+
+def test_ldmatrix_conflicts_for_64_byte_rows():
+    assert tc.ldmatrix_conflicts(lambda r, p: p, row_bytes=64)                      # rows 0, 2, 4, 6 share banks
+    assert tc.ldmatrix_conflicts(lambda r, p: p ^ (r % 4), row_bytes=64)
+    assert all(tc.ldmatrix_conflicts(lambda r, p: p ^ ((r // 2) % 4), r0, c0, row_bytes=64) == []
+               for r0 in range(0, 64, 16) for c0 in (0, 2))
+
+
+def test_listing_shows_the_named_definitions_in_order_and_counts_the_rest():
+    text = tc.listing("05_wgmma_tma.cu", ["wgmma_tma_k", "wg_desc"])
+    assert text.index("wg_desc(const void* tile") < text.index("wgmma_tma_k(const __grid_constant__")
+    assert "inline void mbar_init" not in text and "lines left out)" in text
+    assert text.rstrip().endswith("lines left out)")                              # the host code after the kernel
+    whole = tc.cuda_source(tc.DIR + "05_wgmma_tma.cu").rstrip().splitlines()
+    shown = [l for l in text.splitlines() if not l.startswith("// ... (")]
+    left = sum(int(l.split("(")[1].split(" ")[0]) for l in text.splitlines() if l.startswith("// ... ("))
+    assert len(shown) + left == len(whole)
+    with pytest.raises(ValueError, match="defines no nothing_here"):
+        tc.listing("tc_ptx.cuh", ["nothing_here"])
+
+
+def test_ladder_table_formats_rows_and_leaves_missing_cells_empty():
+    sizes = {"4096³": (4096, 4096, 4096), "8192³": (8192, 8192, 8192)}
+    rows = [dict(kernel=tc.RUNGS[5], size="4096³", tflops=635.0, vs=0.85),
+            dict(kernel=tc.CUBLAS, size="4096³", tflops=747.0, vs=1.0)]
+    table = tc.ladder_table(rows, "test", sizes, 989.4).splitlines()
+    assert table[0].startswith("fp16 tensor-core ladder: test;")
+    r5 = next(l for l in table if l.startswith(tc.RUNGS[5]))
+    assert "635 TFLOP/s  64 %  0.85×" in r5 and r5.split()[-1] == "0.85×"
