@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from ..launch import cdiv
-from ..mode import by_mode
+from ..mode import ON_GPU, by_mode, fits_shared_memory
 
 ACTIVATIONS = ("", "gelu")
 
@@ -73,7 +73,7 @@ def config(BM, BN, BK, stages, warps, group=8):
 def matmul_configs():
     """What the autotuner tries. GPU: Hopper-sized tiles for fp16 at 2048³ and up, narrower ones that
     fill 132 SMs at 1024³, 32-deep tiles for fp32 and TF32 (fp32 operands take twice the shared
-    memory); chosen with bench/triton_matmul_sweep.py on an H100. CPU: one small tile, never timed
+    memory); chosen by timing each on an H100. CPU: one small tile, never timed
     (tl.dot in the interpreter needs blocks of at least 16)."""
     return by_mode(gpu=[config(128, 256, 64, 3, 8), config(256, 128, 64, 3, 8), config(128, 256, 64, 4, 8),
                         config(128, 128, 64, 4, 8), config(128, 128, 64, 3, 4),
@@ -81,6 +81,49 @@ def matmul_configs():
                         config(128, 256, 32, 4, 8), config(128, 256, 32, 3, 8),  # TF32, k-major b
                         config(128, 128, 32, 4, 8), config(64, 128, 32, 4, 4), config(128, 64, 32, 4, 4)],
                    cpu=[config(32, 32, 32, 1, 4, group=2)])
+
+
+# The fixed tile of notebook 07's first sections, largest first: a GPU takes the first one whose pipeline
+# (num_stages blocks of a and of b) fits the shared memory it gives one block, in fp32, the widest type the
+# notebook runs it on. An H100 (227 KB) takes the first (192 KB in fp32, 96 KB in fp16); an A100 or an L4
+# the second (96 KB); Colab's T4 (64 KB) the third (32 KB). The CPU's interpreter takes CPU_FIXED.
+FIXED_CONFIGS = (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
+                 dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3),
+                 dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=2))
+CPU_FIXED = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=1)
+
+
+def gpu_fixed_config(itemsize=4, quiet=False):
+    """The first of :data:`FIXED_CONFIGS` whose pipeline fits this GPU's shared memory per block for inputs
+    of ``itemsize`` bytes (``COURSE_FAKE_CC=7.5`` answers as a T4); where it is not the first, one line says
+    why, unless ``quiet``.
+
+    >>> gpu_fixed_config(quiet=True)["BLOCK_M"] in (64, 128)
+    True
+    """
+    def tile(cfg):
+        return "{BLOCK_M}x{BLOCK_N}x{BLOCK_K}, {num_stages} stages".format(**cfg)
+
+    reasons = []
+    for cfg in FIXED_CONFIGS:
+        nbytes = cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * cfg["BLOCK_K"] * itemsize
+        ok, why = fits_shared_memory(nbytes, tile(cfg))
+        if ok:
+            if reasons and not quiet:
+                print(f"{reasons[0]}; FIXED is {tile(cfg)} instead")
+            return dict(cfg)
+        reasons.append(why)
+    raise RuntimeError(f"gpu_fixed_config: no tile of FIXED_CONFIGS fits: {reasons[-1]}")
+
+
+def fixed_config():
+    """Notebook 07's ``FIXED``: :func:`gpu_fixed_config` on a GPU, :data:`CPU_FIXED` in the interpreter
+    (``tl.dot`` there needs blocks of at least 16; small tiles keep the grid at a handful of programs).
+
+    >>> fixed_config() == (gpu_fixed_config(quiet=True) if ON_GPU else CPU_FIXED)
+    True
+    """
+    return gpu_fixed_config() if ON_GPU else dict(CPU_FIXED)
 
 
 # The strides are in the key: a b stored k-major (as nn.Linear's weight, used as w.T) tunes apart

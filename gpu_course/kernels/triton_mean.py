@@ -90,7 +90,7 @@ def tile_sum(x_ptr, pid, n, BLOCK: tl.constexpr, TILES: tl.constexpr):
     for t in tl.static_range(TILES):  # unrolled at compile time: all TILES loads in flight together
         offs = start + t * BLOCK + tl.arange(0, BLOCK)
         acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
-    return tl.sum(acc, axis=0)  # a tree sum across the block: log2(BLOCK) steps
+    return tl.sum(acc, axis=0)  # per thread a chain, then trees across a warp and across warps
 
 
 @triton.jit

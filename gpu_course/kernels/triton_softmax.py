@@ -44,7 +44,7 @@ def softmax_rows_kernel(x_ptr, out_ptr, x_row_stride, out_row_stride, h, w,
 def softmax_config(w):
     """Block width, rows per program and warps: short rows are packed several to a program (at
     least 512 floats each), and a program gets one warp per 512 floats (1 to 16 warps). Tuned on an
-    H100 with bench/triton_basics_bench.py --tune: more warps than that slowed short rows down."""
+    H100 by timing candidates: more warps than that slowed short rows down."""
     BLOCK_W = triton.next_power_of_2(w)
     ROWS = max(1, 512 // BLOCK_W)
     return dict(BLOCK_W=BLOCK_W, ROWS=ROWS, num_warps=max(1, min(16, BLOCK_W * ROWS // 512)))

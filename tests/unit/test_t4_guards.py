@@ -132,3 +132,19 @@ def test_the_fp32_reference_slices_the_batch_when_memory_is_short(monkeypatch):
     monkeypatch.setattr(ta, "reference_parts", lambda shape: 3)
     sliced = ta.fp32_reference(q, k, v, do, causal=True)
     assert all(torch.equal(a, b) for a, b in zip(whole, sliced))
+
+
+def test_notebook_07s_fixed_tile_fits_the_gpu_and_stays_hoppers_on_hopper(cc, capsys):
+    from gpu_course.kernels import triton_matmul as tm
+    cc(H100)                                   # 192 KB in fp32 fits 227 KB: the tile the stored run used
+    assert tm.gpu_fixed_config() == tm.FIXED_CONFIGS[0] and capsys.readouterr().out == ""
+    for value, kb in ((T4, 64), (A100, 163), (L4, 99)):
+        cc(value)
+        cfg = tm.gpu_fixed_config()
+        stages, bm, bn, bk = cfg["num_stages"], cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+        assert cfg != tm.FIXED_CONFIGS[0] and stages * (bm + bn) * bk * 4 <= kb * 1024, value
+        why = capsys.readouterr().out
+        assert why.count("\n") == 1 and "192 KB" in why and f"at most {kb} KB" in why and "FIXED is" in why
+    cc(T4)
+    assert tm.gpu_fixed_config(quiet=True) == tm.FIXED_CONFIGS[-1] and capsys.readouterr().out == ""
+    assert tm.fixed_config() == (tm.gpu_fixed_config(quiet=True) if mode.ON_GPU else tm.CPU_FIXED)
