@@ -40,9 +40,9 @@ def add_relu(a, b):
     return AddReLU.apply(a, b)
 '''
 
-FAKE = '''def fake_layer_norm(x, weight, bias, eps):
-    rows = x.numel() // x.shape[-1]
-    return (x.new_empty(x.shape), x.new_empty(rows, dtype=torch.float32), x.new_empty(rows, dtype=torch.float32))
+FAKE = '''def fake_dx_partials(dy, x, weight, mean, rstd, groups):
+    sums = torch.float64 if x.dtype == torch.float64 else torch.float32   # the kernel's ACC dtype
+    return x.new_empty(x.shape), x.new_empty(2, groups, x.shape[-1], dtype=sums)
 '''
 
 BYTES = '''def backward_bytes(h, w, elt, groups):
@@ -51,10 +51,16 @@ BYTES = '''def backward_bytes(h, w, elt, groups):
     return dx_kernel + reduction
 '''
 
+EXPLAINED = '''def explained_by_bytes(t1, t4):
+    extra = backward_bytes(4096, 8192, 2, 4 * 132) / backward_bytes(4096, 8192, 2, 132) - 1
+    return extra / (t4 / t1 - 1)
+'''
+
 SOLUTIONS = {
     "ex1-answer-10": ADD_RELU,
     "ex2-answer-10": FAKE,
     "ex3-answer-10": BYTES,
+    "ex3b-answer-10": EXPLAINED,
 }
 
 CHEATS = {
@@ -90,13 +96,14 @@ def add_relu(a, b):
         "no autograd.Function: torch's relu": "add_relu = lambda a, b: torch.relu(a + b)\n",
     },
     "ex2-answer-10": {
-        "the statistics in x's dtype": FAKE.replace(", dtype=torch.float32", ""),
-        "one statistic per row of the first dimension only": FAKE.replace(
-            "rows = x.numel() // x.shape[-1]", "rows = x.shape[0]"),
-        "the fake runs the real kernels": '''def fake_layer_norm(x, weight, bias, eps):
-    return ln.layer_norm_forward(x, weight, bias, eps)
+        "the partial sums in x's dtype": FAKE.replace("dtype=sums", "dtype=x.dtype"),
+        "one half of the buffer only": FAKE.replace("x.new_empty(2, groups,", "x.new_empty(groups,"),
+        "dx with x's strides (empty_like of a transposed view)": FAKE.replace("x.new_empty(x.shape),",
+                                                                              "torch.empty_like(x),"),
+        "the fake runs the real kernel": '''def fake_dx_partials(dy, x, weight, mean, rstd, groups):
+    return ln.layer_norm_backward_partials(dy, x, weight, mean, rstd, groups)
 ''',
-        "a fake that returns nothing": '''def fake_layer_norm(x, weight, bias, eps):
+        "a fake that returns nothing": '''def fake_dx_partials(dy, x, weight, mean, rstd, groups):
     return None
 ''',
     },
@@ -106,5 +113,12 @@ def add_relu(a, b):
     return 3 * h * w * elt + w * elt + 2 * h * 4 + 2 * groups * w * 4 + 2 * w * elt
 ''',
         "the number from the first case": "backward_bytes = 201998336\n",
+    },
+    "ex3b-answer-10": {
+        "the bytes' share alone, not set against the slowdown": '''def explained_by_bytes(t1, t4):
+    return backward_bytes(4096, 8192, 2, 528) / backward_bytes(4096, 8192, 2, 132) - 1
+''',
+        "the slowdown alone": "explained_by_bytes = lambda t1, t4: t4 / t1 - 1\n",
+        "the number for the sweep's figures, copied": "explained_by_bytes = lambda t1, t4: 0.43\n",
     },
 }

@@ -68,22 +68,76 @@ def attention_alibi(q, k, v, slopes, BLOCK=16):
     return out
 '''
 
+_TILE_FLOPS = '''
+def tile_flops(batch, heads, n, d, causal, block_m, block_n):
+    visits = 0
+    for i in range(-(-n // block_m)):                        # query blocks, the last one padded
+        hi = min((i + 1) * block_m, n) if causal else n      # its keys end with its own rows (causal)
+        visits += -(-hi // block_n)                          # key blocks starting below hi, each whole
+    return batch * heads * visits * 2 * (2 * block_m * block_n * d)
+'''
+
+_DQ_SIGNATURE = '''
+@triton.jit
+def attention_dq_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, do_ptr, dq_ptr, N, scale,
+                        D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+'''
+
+# the dQ kernel's body; {delta} and {ds} are replaced by the cheats
+_DQ_BODY = '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
+    base = bh * N * D
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, D)
+    offs = base + rows[:, None] * D + dims[None, :]
+    q = tl.load(q_ptr + offs, mask=rows[:, None] < N, other=0.0)
+    do = tl.load(do_ptr + offs, mask=rows[:, None] < N, other=0.0)
+    lse = tl.load(lse_ptr + bh * N + rows, mask=rows < N, other=0.0)
+{delta}
+    dq = tl.zeros((BLOCK_M, D), tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+        v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+        p = tl.where(cols[None, :] < N, tl.exp(s - lse[:, None]), 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+        dq += tl.dot({ds}, k, input_precision="ieee")
+    tl.store(dq_ptr + offs, dq * scale, mask=rows[:, None] < N)
+'''
+_DELTA = """    o = tl.load(o_ptr + offs, mask=rows[:, None] < N, other=0.0)
+    delta = tl.sum(do * o, 1)"""
+_DS = "p * (dp - delta[:, None])"
+
+_DQ_LAUNCHER = '''
+
+def attention_dq(q, k, v, o, lse, do, BLOCK=16):
+    B, H, N, D = q.shape
+    dq = utils.poisoned(B, H, N, D, device=q.device)
+    attention_dq_kernel[(utils.cdiv(N, BLOCK), B * H)](q, k, v, o, lse, do, dq, N, D ** -0.5,
+                                                       D=D, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    return dq
+'''
+
+
+def _dq(delta=_DELTA, ds=_DS, launcher=_DQ_LAUNCHER):
+    return _DQ_SIGNATURE + _DQ_BODY.format(delta=delta, ds=ds) + launcher
+
+
 SOLUTIONS = {
-    "ex11-1-answer": '''
-def attn_flops(batch, heads, n, d, causal):
-    flops = batch * heads * 2 * (2 * n * n * d)   # two N x N x d matmuls, 2 FLOPs per multiply-add
-    return flops // 2 if causal else flops
-''',
+    "ex11-1-answer": _TILE_FLOPS,
     "ex11-2-answer": _CAUSAL_SIGNATURE + _body(_CAUSAL_MASK, hi=_CAUSAL_HI) + _CAUSAL_LAUNCHER,
     "ex11-3-answer": _ALIBI_SIGNATURE + _body(_ALIBI, hi=_CAUSAL_HI, before=_SLOPE) + _ALIBI_LAUNCHER,
+    "ex11-4-answer": _dq(),
 }
 
 CHEATS = {
     "ex11-1-answer": {
-        "a number, not a function": "attn_flops = 4 * 4 * 16 * 4096**2 * 64",
-        "the course's attention_flops": "attn_flops = lambda b, h, n, d, causal: ta.attention_flops(b, h, n, d, causal)",
-        "one FLOP per multiply-add": "attn_flops = lambda b, h, n, d, causal: 2 * b * h * n * n * d // (2 if causal else 1)",
-        "causal not halved": "attn_flops = lambda b, h, n, d, causal: 4 * b * h * n * n * d",
+        "a number, not a function": "tile_flops = 4 * 4 * 16 * 4096**2 * 128 // 2",
+        "the course's tile_flops": "tile_flops = lambda b, h, n, d, causal, bm, bn: ta.tile_flops(b, h, n, d, causal, bm, bn)",
+        "the usual count": "tile_flops = lambda b, h, n, d, causal, bm, bn: ta.attention_flops(b, h, n, d, causal)",
+        "causal, only the key blocks left of the diagonal (floor)": _TILE_FLOPS.replace("-(-hi // block_n)", "hi // block_n"),
+        "causal, every key block visited": _TILE_FLOPS.replace("if causal else n", "if False else n"),
+        "one FLOP per multiply-add": _TILE_FLOPS.replace("* 2 * (2 * block_m", "* 2 * (block_m"),
     },
     "ex11-2-answer": {
         "SDPA": "attention_causal = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)",
@@ -124,5 +178,22 @@ def attention_alibi(q, k, v, slopes):
         "the causal kernel without the bias": _ALIBI_SIGNATURE + _body(_CAUSAL_MASK) + _ALIBI_LAUNCHER,
         "the bias with the wrong sign": _ALIBI_SIGNATURE + _body(_ALIBI.replace("s = s - slope", "s = s + slope"),
                                                                  before=_SLOPE) + _ALIBI_LAUNCHER,
+    },
+    "ex11-4-answer": {
+        "torch autograd": '''
+def attention_dq(q, k, v, o, lse, do):
+    q = q.clone().requires_grad_()
+    return torch.autograd.grad(naive_attention(q, k, v), q, do)[0]
+''',
+        "the course's backward kernels": '''
+def attention_dq(q, k, v, o, lse, do):
+    return ta.attention_backward(q, k, v, o, lse, do, False, cfg=SMALL_BWD)[0]
+''',
+        "delta computed in torch and handed over in O's place": _dq(
+            delta="    delta = tl.load(o_ptr + bh * N + rows, mask=rows < N, other=0.0)",
+            launcher=_DQ_LAUNCHER.replace("](q, k, v, o, lse,", "](q, k, v, (do * o).sum(-1).contiguous(), lse,")),
+        "delta left out (dS = P dP)": _dq(ds="p * dp"),
+        "P without the LSE (exp(S) unnormalised)": _dq().replace("tl.exp(s - lse[:, None])", "tl.exp(s)"),
+        "the scale forgotten at the end": _dq().replace("dq * scale, mask", "dq, mask"),
     },
 }

@@ -137,6 +137,20 @@ def attention_flops(batch, heads, n, d, causal=False, backward=False):
     return f * 5 // 2 if backward else f
 
 
+def tile_flops(batch, heads, n, d, causal, block_m, block_n):
+    """The FLOPs the two ``tl.dot`` s of :func:`attention_fwd_kernel` execute (notebook 11's exercise 1):
+    query block i visits the key blocks up to ``hi`` (:func:`_key_bounds`: N, or causal the end of
+    its own rows), each one whole, ``2 * block_m * block_n * d`` multiply-adds, masked scores and rows
+    past N included.
+
+    >>> tile_flops(1, 1, 256, 64, True, 128, 128) == 3 * 4 * 128 * 128 * 64   # 1 + 2 key blocks
+    True
+    """
+    visits = sum(-(-min((i + 1) * block_m, n) // block_n) if causal else -(-n // block_n)
+                 for i in range(-(-n // block_m)))
+    return batch * heads * visits * 4 * block_m * block_n * d
+
+
 # ------------------------------------------------------------------------------------- Triton forward
 @triton.jit
 def _fwd_inner(acc, m_i, l_i, q, k_base, v_base, rows, lo, hi, N, qk_scale,
@@ -1577,6 +1591,24 @@ def forward_peak_memory(fn):
         peak = math.inf
     torch.cuda.empty_cache()
     return peak
+
+
+def gib(x):
+    """Bytes as GiB with three decimals, or "out of memory" for ``math.inf`` (:func:`forward_memory`).
+
+    >>> gib(2**30), gib(math.inf)
+    ('1.000 GiB', 'out of memory')
+    """
+    return "out of memory" if math.isinf(x) else f"{x / 2**30:.3f} GiB"
+
+
+def memory_table(rows, batch, heads, d):
+    """The table of :func:`forward_memory`'s ``rows``: N, the naive forward's and ours' peak above the
+    inputs, and their ratio."""
+    lines = [f"peak memory of the forward above its inputs, batch {batch}, heads {heads}, d {d}, fp16, non-causal:",
+             f"{'N':>6} {'naive':>14} {'ours':>10} {'naive / ours':>13}"]
+    lines += [f"{r['n']:>6} {gib(r['naive']):>14} {gib(r['ours']):>10} {r['naive'] / r['ours']:>12,.0f}x" for r in rows]
+    return "\n".join(lines)
 
 
 def forward_memory(batch, heads, d, sizes, cfg=None, dtype=torch.float16):

@@ -300,11 +300,24 @@ def layer_norm_backward(dy, x, weight, mean, rstd, cfg=None, alloc=torch.empty):
     return _shaped(dx, x), dw, db
 
 
-def _backward(dy2, x2, weight, mean, rstd, cfg, alloc):
-    """The backward's two launches on checked inputs (``dy2``, ``x2``: (h, w) with contiguous rows;
-    ``mean``, ``rstd`` contiguous): ``(dx, dweight, dbias)``, ``dx`` (h, w)."""
+def layer_norm_backward_partials(dy, x, weight, mean, rstd, groups, alloc=torch.empty):
+    """The backward's first kernel alone, with ``groups`` programs: ``(dx, part)``, ``dx`` shaped like
+    ``x`` in its dtype, ``part`` the ``[2, groups, w]`` buffer of partial ``dweight`` and ``dbias`` sums
+    (fp32; fp64 for fp64 x) that :func:`layer_norm_backward`'s second kernel adds up (notebook 10's
+    exercise 2 wraps it in a custom op)."""
+    _check_inputs("layer_norm_backward_partials", x, weight)
+    rows = x.numel() // x.shape[-1]
+    if tuple(dy.shape) != tuple(x.shape) or mean.numel() != rows or rstd.numel() != rows:
+        raise ValueError("layer_norm_backward_partials: dy must have x's shape, mean and rstd one value a row")
+    x2 = _rows(x)
+    cfg = dict(_config(x2.shape[1], x2.shape[0], x2.device), GROUPS=int(groups))
+    dx, part, _ = _backward_dx(_rows(dy), x2, weight, mean.contiguous(), rstd.contiguous(), cfg, alloc)
+    return _shaped(dx, x), part
+
+
+def _backward_dx(dy2, x2, weight, mean, rstd, cfg, alloc):
+    """The backward's first launch (``dx`` and the partial sums) on checked inputs: ``(dx, part, weight)``."""
     h, w = x2.shape
-    cfg = cfg or _config(w, h, x2.device)
     groups = cfg["GROUPS"]
     sd = _stats_dtype(x2.dtype)
     dx = alloc(h, w, dtype=x2.dtype, device=x2.device)
@@ -313,6 +326,16 @@ def _backward(dy2, x2, weight, mean, rstd, cfg, alloc):
     key = _dx_key(dy2.dtype, aligned(dy2), dy2.stride(0), x2, weight, aligned(mean), aligned(rstd), groups)
     _dx_launch((groups,), key, dy2, x2, weight, mean, rstd, dx, part, dy2.stride(0), x2.stride(0),
                dx.stride(0), h, w, groups, **_dx_consts(cfg, x2.dtype))
+    return dx, part, weight
+
+
+def _backward(dy2, x2, weight, mean, rstd, cfg, alloc):
+    """The backward's two launches on checked inputs (``dy2``, ``x2``: (h, w) with contiguous rows;
+    ``mean``, ``rstd`` contiguous): ``(dx, dweight, dbias)``, ``dx`` (h, w)."""
+    h, w = x2.shape
+    cfg = cfg or _config(w, h, x2.device)
+    groups = cfg["GROUPS"]
+    dx, part, weight = _backward_dx(dy2, x2, weight, mean, rstd, cfg, alloc)
     dw = alloc(w, dtype=weight.dtype, device=x2.device)
     db = alloc(w, dtype=weight.dtype, device=x2.device)
     _dwdb_launch((cdiv(w, _BLOCK_N),), _dwdb_key(x2.dtype, weight.dtype, groups, w), part, dw, db, groups, w,
@@ -627,6 +650,13 @@ def layer_norm_node(x, weight, bias, eps=1e-5):
 EPS = 1e-5
 
 
+def backward_dram_bytes(h, w, elt, groups):
+    """Bytes the backward's two kernels read and write in DRAM (notebook 10's exercise 3): the dx kernel
+    reads dy, x, the weight, mean and rstd and writes dx and the ``[2, groups, w]`` fp32 partial sums;
+    the reduction reads the partial sums and writes dweight and dbias (``elt`` bytes an element)."""
+    return 3 * h * w * elt + w * elt + 2 * h * 4 + 2 * groups * w * 4 + 2 * groups * w * 4 + 2 * w * elt
+
+
 def bytes_moved(h, w, elt):
     """The bytes a fused LayerNorm of an (h, w) input of ``elt``-byte elements must move at least (the
     weights and statistics are small next to the rows and left out): the forward reads x and writes y;
@@ -649,7 +679,8 @@ def variants(w, eps=EPS, backend="inductor"):
     """name -> LayerNorm function of ``(x, weight, bias)`` over ``w`` features, torch's first: eager
     ``F.layer_norm``; ``torch.compile`` of it (``fullgraph=True``, ``backend``: Inductor's generated
     Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU); ours as a model
-    calls it in eager mode (:func:`layer_norm_op`: the ``autograd.Function``); the custom op called
+    calls it in eager mode (:func:`layer_norm_op`: the ``autograd.Function`` where a gradient is needed, the
+    forward launcher alone, without the statistics, under ``no_grad``); the custom op called
     directly (``torch.ops.gpu_course.layer_norm``: what the Python custom op's dispatch costs a call);
     and ``torch.compile`` of a function calling :func:`layer_norm_op` (the custom op in a graph). Once
     :func:`build_node` has built it, :func:`layer_norm_node` too, after ours."""
@@ -864,7 +895,8 @@ def cpu_layers(h, w, dtype, seed=0):
     """Where ours' CPU time per call goes, forward (under ``no_grad``) and forward + backward, layer by
     layer (``utils.cpu_ms_per_call``, ms): the forward launcher alone (argument checks, allocations,
     one Triton launch), and the same with its kernel launched through ``kernel[grid]`` rather than
-    its ``Launcher``'s direct path; the ``autograd.Function`` around it (:func:`layer_norm_op` in eager mode); the
+    its ``Launcher``'s direct path; :func:`layer_norm_op` (under ``no_grad`` it skips the
+    ``autograd.Function`` and the statistics, although its row is labelled "forward, autograd.Function"); the
     same launchers through the Python custom op's dispatch; and forward + backward through each
     wrapper (autograd's engine and the backward's two launches added)."""
     from ..timing import cpu_ms_per_call
