@@ -344,3 +344,30 @@ def test_a_unit_that_misses_a_name_one_unit_sees_builds_as_one_unit():
     assert out.tolist() == [2, 2, 2, 2]
     again = utils.load_cuda(t.HIDDEN, t.HIDDEN_CPP, ["bytes"])   # the split is not tried again
     assert "does not see ELEMENT_BYTES" in again.build_log
+
+
+def test_the_course_kernels_launch_on_torchs_current_stream():
+    """Every kernel the course ships launches on at::cuda::getCurrentCUDAStream(): it runs on the side stream of
+    torch.cuda.stream(s), in order with torch's work there, and a CUDA graph capture (which runs on a side stream and
+    refuses a launch on the legacy default stream) records it."""
+    from gpu_course.kernels import elementwise
+    src = elementwise.source("naive")
+    m = utils.load_cuda(src, utils.get_sig("square_naive", src), ["square_naive"])
+    x = torch.randn(1_000_003, device=utils.DEVICE)
+    out = torch.full_like(x, float("nan"))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(20_000_000)      # the side stream is busy: a launch on another stream would run first
+        y = x * 2                          # torch's work on s ...
+        m.square_naive(y, out)             # ... which the kernel must follow
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    assert torch.equal(out, (x * 2) * (x * 2))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        m.square_naive(x, out)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, x * x)

@@ -555,9 +555,42 @@ def test_warp_intrinsic_without_sync_refused():
 def test_refused_include_and_stream_argument():
     with pytest.raises(CudaEmulationError, match=r"cooperative groups .*#include <cooperative_groups.h>"):
         cuda_emu.load("#include <cooperative_groups.h>\n", "", [])
-    src = cuda_begin + "__global__ void k() {}\nvoid f(int s) { k<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(); }\n"
-    with pytest.raises(CudaEmulationError, match="CUDA streams"):
+    src = cuda_begin + "__global__ void k() {}\nvoid f(int s) { k<<<1, 1, 0, at::cuda::getStreamFromPool()>>>(); }\n"
+    with pytest.raises(CudaEmulationError, match="CUDA streams other than torch's current one"):
         cuda_emu.load(src, "void f(int s);", ["f"])
+
+
+STREAM_SRC = cuda_begin + r'''
+#include <ATen/cuda/CUDAContext.h>
+__global__ void scale_k(const float* __restrict__ x, float* __restrict__ out, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i];
+}
+// two launches on torch's current stream, spelled three ways; the second reads what the first wrote
+void scale_twice(torch::Tensor x, torch::Tensor tmp, torch::Tensor out) {
+    int n = x.numel();
+    scale_k<<<cdiv(n, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), tmp.data_ptr<float>(), 2.0f, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    scale_k<<<cdiv(n, 64), 64, 0, stream.stream()>>>(tmp.data_ptr<float>(), out.data_ptr<float>(), 3.0f, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+'''
+
+
+def test_a_launch_on_the_current_stream_under_torch_cuda_stream():
+    """A kernel launched on at::cuda::getCurrentCUDAStream() (what every kernel of the course does, so that
+    torch.cuda.stream(s), CUDA graphs and torch.compile can choose its stream) builds in the emulation and
+    gives the right result inside ``with torch.cuda.stream(s)``: one stream, every launch done in order.
+    (CPU torch cannot make a torch.cuda.Stream: there ``s`` is None, which torch.cuda.stream takes.)"""
+    m = cuda_emu.load(STREAM_SRC, "void scale_twice(torch::Tensor x, torch::Tensor tmp, torch::Tensor out);",
+                      ["scale_twice"], name="current_stream")
+    s = torch.cuda.Stream() if torch.cuda.is_available() else None
+    x = torch.randn(1003)
+    tmp, out = nan(1003), nan(1003)
+    with torch.cuda.stream(s):
+        m.scale_twice(x, tmp, out)
+    assert torch.equal(tmp, 2.0 * x) and torch.equal(out, 3.0 * (2.0 * x))
 
 
 def test_shared_initializer_refused():

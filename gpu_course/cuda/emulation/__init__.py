@@ -173,7 +173,8 @@ Host code is mapped to the CPU: ``x.is_cuda()`` becomes ``x.is_cpu()``, ``kCUDA`
 Refused at build time with :class:`CudaEmulationError` ("<feature> (<name>) is not supported by
 the CPU emulation; run on a GPU", with the line): the warp intrinsics without ``_sync``
 (``__shfl_down``, ``__ballot``..., removed for sm_70+) and lane-mask intrinsics; cooperative groups; ``cudaMalloc/cudaMemcpy/cudaFree`` and every other CUDA
-runtime call not listed above; streams (also a 4th launch argument other than 0) and events;
+runtime call not listed above; streams other than torch's current one (a 4th launch argument other than
+0 or ``at::cuda::getCurrentCUDAStream()``, which every launch runs on, in order) and events;
 the compiler's tensor-core builtins; inline ``asm`` (PTX: the message names the instruction, e.g.
 ``mma.sync.aligned.m16n8k16...``); bfloat16 and fp8 types; textures;
 ``__managed__``; ``clock()``; asynchronous copies other than the pipeline primitives

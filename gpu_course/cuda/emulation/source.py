@@ -26,9 +26,10 @@ _UNSUPPORTED = {
                 "cudaHostAlloc cudaMemcpy cudaMemcpyAsync cudaMemcpy2D cudaMemset cudaMemsetAsync "
                 "cudaFree cudaFreeHost cudaFreeAsync",
                 "CUDA memory management (use torch tensors instead)"),
+    # torch's current stream (at::cuda::getCurrentCUDAStream()) is emulated: the one stream there is
     **_features("cudaStream_t cudaStreamCreate cudaStreamDestroy cudaStreamSynchronize "
-                "cudaStreamWaitEvent getCurrentCUDAStream getStreamFromPool CUDAStream "
-                "cudaStreamDefault cudaStreamNonBlocking", "CUDA streams"),
+                "cudaStreamWaitEvent getStreamFromPool getDefaultCUDAStream setCurrentCUDAStream "
+                "cudaStreamDefault cudaStreamNonBlocking", "CUDA streams other than torch's current one"),
     **_features("cudaEvent_t cudaEventCreate cudaEventRecord cudaEventSynchronize "
                 "cudaEventElapsedTime cudaEventDestroy", "CUDA events"),
     # nvcuda::wmma (16x16x16 __half tiles) and __half are emulated (emu_wmma.h, emu_fp16.h); inline PTX is
@@ -63,7 +64,8 @@ _CUDA_API_OK = {"cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchroniz
                 "cudaSharedmemCarveoutDefault", "cudaSharedmemCarveoutMaxShared", "cudaSharedmemCarveoutMaxL1"}
 _INCLUDE_OK_CUDA = {"cuda_runtime.h", "cuda.h", "cuda_runtime_api.h",
                     "device_launch_parameters.h", "c10/cuda/CUDAException.h",
-                    "cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda_fp16.h", "mma.h"}
+                    "cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda_fp16.h", "mma.h",
+                    "c10/cuda/CUDAStream.h", "ATen/cuda/CUDAContext.h"}
 _INCLUDE_REFUSED = [
     (re.compile(r"cooperative_groups"), "cooperative groups"),
     (re.compile(r"^crt/mma"), "the compiler's tensor-core internals (include <mma.h>)"),

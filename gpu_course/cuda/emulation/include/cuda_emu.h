@@ -782,6 +782,23 @@ inline T&& track(T&& t) {
   return std::forward<T>(t);
 }
 
+}  // namespace cuda_emu
+
+// torch's current stream (at::cuda::getCurrentCUDAStream(), which at:: reaches through its
+// `using namespace c10::cuda`): the 4th <<<>>> argument of a kernel that torch.cuda.stream(s), a
+// CUDA graph capture or torch.compile may run on a stream of their choice. The emulation runs every
+// launch to completion, in order, on the calling thread: one stream, always the current one.
+namespace c10::cuda {
+struct CUDAStream {
+  CUDAStream stream() const { return *this; }  // NOLINT: cudaStream_t in CUDA; here the same object
+  int device_index() const { return 0; }
+  void synchronize() const {}
+  bool query() const { return true; }
+};
+inline CUDAStream getCurrentCUDAStream(int /*device_index*/ = -1) { return {}; }
+}  // namespace c10::cuda
+
+namespace cuda_emu {
 // ------------------------------------------------------------------------------------------
 // Launching: k<<<grid, block, smem, stream>>>(args) becomes
 // kernel("k", "param,names", line, [&](auto&&... a) { k(a...); }).config(grid, block, smem, stream)(args)
@@ -789,6 +806,7 @@ inline T&& track(T&& t) {
 struct StreamArg {
   StreamArg() = default;
   StreamArg(std::nullptr_t) {}  // NOLINT
+  StreamArg(c10::cuda::CUDAStream) {}  // NOLINT: torch's current stream, the only one emulated
   template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
   StreamArg(I v) {  // NOLINT
     if (v != 0)

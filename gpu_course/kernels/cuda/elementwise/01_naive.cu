@@ -2,7 +2,7 @@
 #define GPU_COURSE_ELEMENTWISE_01_NAIVE_CU
 #include "../common.cuh"
 // v0 (notebook 03): one thread per element; square_f and gelu_f are the elementwise functions every
-// later step reuses, CHECK_PAIR the host functions' checks. Read by bench/elementwise.py too.
+// later step reuses, CHECK_PAIR the host functions' checks.
 __device__ __forceinline__ float square_f(float x) { return x * x; }
 __device__ __forceinline__ float gelu_f(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));   // sqrt(2/pi)
@@ -24,13 +24,15 @@ __global__ void gelu_naive_k(const float* __restrict__ x, float* __restrict__ ou
 void square_naive(torch::Tensor x, torch::Tensor out) {
     CHECK_PAIR(x, out);
     int n = x.numel();
-    square_naive_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    square_naive_k<<<cdiv(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 void gelu_naive(torch::Tensor x, torch::Tensor out) {
     CHECK_PAIR(x, out);
     int n = x.numel();
-    gelu_naive_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    gelu_naive_k<<<cdiv(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_ELEMENTWISE_01_NAIVE_CU

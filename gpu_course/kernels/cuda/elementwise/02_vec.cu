@@ -24,13 +24,15 @@ __global__ void square_vec_k(const float* __restrict__ x, float* __restrict__ ou
 void gelu_vec(torch::Tensor x, torch::Tensor out) {
     CHECK_PAIR(x, out); CHECK_ALIGNED(x); CHECK_ALIGNED(out);
     int n = x.numel();
-    gelu_vec_k<<<cdiv(max(n / 4, n % 4), 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    gelu_vec_k<<<cdiv(max(n / 4, n % 4), 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 void square_vec(torch::Tensor x, torch::Tensor out) {
     CHECK_PAIR(x, out); CHECK_ALIGNED(x); CHECK_ALIGNED(out);
     int n = x.numel();
-    square_vec_k<<<cdiv(max(n / 4, n % 4), 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    square_vec_k<<<cdiv(max(n / 4, n % 4), 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_ELEMENTWISE_02_VEC_CU

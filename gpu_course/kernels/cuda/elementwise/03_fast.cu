@@ -39,10 +39,11 @@ void gelu_fast(torch::Tensor x, torch::Tensor out, int64_t blocks, int64_t threa
     CHECK_PAIR(x, out); CHECK_ALIGNED(x); CHECK_ALIGNED(out);
     int n = x.numel();
     const float* xp = x.data_ptr<float>(); float* op = out.data_ptr<float>();
-    if (unroll == 1) gelu_fast_k<1><<<blocks, threads>>>(xp, op, n);
-    else if (unroll == 2) gelu_fast_k<2><<<blocks, threads>>>(xp, op, n);
-    else if (unroll == 4) gelu_fast_k<4><<<blocks, threads>>>(xp, op, n);
-    else if (unroll == 8) gelu_fast_k<8><<<blocks, threads>>>(xp, op, n);
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    if (unroll == 1) gelu_fast_k<1><<<blocks, threads, 0, stream>>>(xp, op, n);
+    else if (unroll == 2) gelu_fast_k<2><<<blocks, threads, 0, stream>>>(xp, op, n);
+    else if (unroll == 4) gelu_fast_k<4><<<blocks, threads, 0, stream>>>(xp, op, n);
+    else if (unroll == 8) gelu_fast_k<8><<<blocks, threads, 0, stream>>>(xp, op, n);
     else TORCH_CHECK(false, "unroll must be 1, 2, 4 or 8, got ", unroll);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -50,10 +51,11 @@ void square_fast(torch::Tensor x, torch::Tensor out, int64_t blocks, int64_t thr
     CHECK_PAIR(x, out); CHECK_ALIGNED(x); CHECK_ALIGNED(out);
     int n = x.numel();
     const float* xp = x.data_ptr<float>(); float* op = out.data_ptr<float>();
-    if (unroll == 1) square_fast_k<1><<<blocks, threads>>>(xp, op, n);
-    else if (unroll == 2) square_fast_k<2><<<blocks, threads>>>(xp, op, n);
-    else if (unroll == 4) square_fast_k<4><<<blocks, threads>>>(xp, op, n);
-    else if (unroll == 8) square_fast_k<8><<<blocks, threads>>>(xp, op, n);
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    if (unroll == 1) square_fast_k<1><<<blocks, threads, 0, stream>>>(xp, op, n);
+    else if (unroll == 2) square_fast_k<2><<<blocks, threads, 0, stream>>>(xp, op, n);
+    else if (unroll == 4) square_fast_k<4><<<blocks, threads, 0, stream>>>(xp, op, n);
+    else if (unroll == 8) square_fast_k<8><<<blocks, threads, 0, stream>>>(xp, op, n);
     else TORCH_CHECK(false, "unroll must be 1, 2, 4 or 8, got ", unroll);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -42,15 +42,16 @@ void histogram(torch::Tensor x, torch::Tensor counts, double lo, double hi, bool
     TORCH_CHECK(bins >= 1 && bins <= 8192, "histogram: 1 to 8192 bins (they must fit in shared memory), got ", bins);
     counts.zero_();
     if (n == 0) return;
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     if (privatized) {
         TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0,
                     "histogram: x must be 16-byte aligned for float4 (a slice such as x[1:] is not): pass .clone()");
         TORCH_CHECK(blocks >= 1 && blocks <= (1 << 20), "histogram: blocks must be 1..2^20, got ", blocks);
-        histogram_privatized_k<<<blocks, 256, bins * sizeof(int)>>>(x.data_ptr<float>(), counts.data_ptr<int>(),
-                                                                    n, (float)lo, (float)hi, bins);
+        histogram_privatized_k<<<blocks, 256, bins * sizeof(int), stream>>>(x.data_ptr<float>(), counts.data_ptr<int>(),
+                                                                            n, (float)lo, (float)hi, bins);
     } else {
-        histogram_global_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), counts.data_ptr<int>(), n,
-                                                  (float)lo, (float)hi, bins);
+        histogram_global_k<<<cdiv(n, 256), 256, 0, stream>>>(x.data_ptr<float>(), counts.data_ptr<int>(), n,
+                                                             (float)lo, (float)hi, bins);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

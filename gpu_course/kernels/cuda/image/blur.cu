@@ -23,7 +23,8 @@ void blur(torch::Tensor grey, torch::Tensor out, int64_t radius) {
     TORCH_CHECK(radius >= 0 && radius <= 64, "blur: radius must be 0..64, got ", radius);
     int h = grey.size(0), w = grey.size(1);
     dim3 tpb(16, 16), blocks(cdiv(w, tpb.x), cdiv(h, tpb.y));
-    blur_k<<<blocks, tpb>>>(grey.data_ptr<unsigned char>(), out.data_ptr<unsigned char>(), h, w, radius);
+    blur_k<<<blocks, tpb, 0, at::cuda::getCurrentCUDAStream()>>>(
+            grey.data_ptr<unsigned char>(), out.data_ptr<unsigned char>(), h, w, radius);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_IMAGE_BLUR_CU

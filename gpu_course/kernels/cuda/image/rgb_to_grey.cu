@@ -21,7 +21,8 @@ void rgb_to_grey(torch::Tensor rgb, torch::Tensor grey) {
     TORCH_CHECK(grey.scalar_type() == torch::kByte && grey.dim() == 2 && grey.size(0) == h && grey.size(1) == w,
                 "rgb_to_grey: grey must be an h x w uint8 tensor");
     dim3 tpb(16, 16), blocks(cdiv(w, tpb.x), cdiv(h, tpb.y));
-    rgb_to_grey_k<<<blocks, tpb>>>(rgb.data_ptr<unsigned char>(), grey.data_ptr<unsigned char>(), h, w);
+    rgb_to_grey_k<<<blocks, tpb, 0, at::cuda::getCurrentCUDAStream()>>>(
+            rgb.data_ptr<unsigned char>(), grey.data_ptr<unsigned char>(), h, w);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_IMAGE_RGB_TO_GREY_CU

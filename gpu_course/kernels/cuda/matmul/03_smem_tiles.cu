@@ -32,9 +32,10 @@ torch::Tensor matmul_tiled(torch::Tensor m, torch::Tensor n, torch::Tensor out, 
     const float* np_ = n.data_ptr<float>();
     float* op = out.data_ptr<float>();
     dim3 blocks(cdiv(w, tw), cdiv(h, tw));
-    if (tw == 8) matmul_tiled_k<8><<<blocks, dim3(8, 8)>>>(mp, np_, op, h, w, k);
-    else if (tw == 16) matmul_tiled_k<16><<<blocks, dim3(16, 16)>>>(mp, np_, op, h, w, k);
-    else if (tw == 32) matmul_tiled_k<32><<<blocks, dim3(32, 32)>>>(mp, np_, op, h, w, k);
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    if (tw == 8) matmul_tiled_k<8><<<blocks, dim3(8, 8), 0, stream>>>(mp, np_, op, h, w, k);
+    else if (tw == 16) matmul_tiled_k<16><<<blocks, dim3(16, 16), 0, stream>>>(mp, np_, op, h, w, k);
+    else if (tw == 32) matmul_tiled_k<32><<<blocks, dim3(32, 32), 0, stream>>>(mp, np_, op, h, w, k);
     else TORCH_CHECK(false, "matmul_tiled: tw must be 8, 16 or 32, got ", tw);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;

@@ -163,8 +163,8 @@ torch::Tensor transposed_padded(torch::Tensor m) {
     const int h = m.size(0), k = m.size(1), hp = cdiv(h, 4) * 4;
     auto mt = torch::empty({k, hp}, m.options());
     if (k > 0 && hp > 0)
-        transpose_pad_k<<<dim3(cdiv(hp, 32), cdiv(k, 32)), dim3(32, 8)>>>(m.data_ptr<float>(), mt.data_ptr<float>(),
-                                                                           h, k, hp);
+        transpose_pad_k<<<dim3(cdiv(hp, 32), cdiv(k, 32)), dim3(32, 8), 0, at::cuda::getCurrentCUDAStream()>>>(
+                m.data_ptr<float>(), mt.data_ptr<float>(), h, k, hp);
     return mt;
 }
 
@@ -189,19 +189,20 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
     const int hp = mt.size(1), wp = np.size(1), g = (int)group;
     // Each case: its dynamic shared memory, allowed once above the default 48 KB, then the launch.
     static bool allowed[RUNG10_CFGS] = {};
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     switch (cfg) {
         case 0: {   // 256x128x16, warp tiles 64x64, 4x2 patches of 4x4, 256 threads, 5 stages (120 KB)
             const int smem = 5 * 16 * (256 + 128) * sizeof(float);
             if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1>,
                                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             allowed[0] = true;
-            mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(
+            mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 5, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem, stream>>>(
                 mp, np_, op, h, hp, w, wp, k, g);
             break;
         }
         case 1: {   // the same with 2 stages: double buffering (48 KB, the default limit)
             const int smem = 2 * 16 * (256 + 128) * sizeof(float);
-            mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 2, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(
+            mm_async_k<256, 128, 16, 64, 64, 2, 4, 4, 256, 2, 1><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem, stream>>>(
                 mp, np_, op, h, hp, w, wp, k, g);
             break;
         }
@@ -210,7 +211,7 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
             if (!allowed[2]) C10_CUDA_CHECK(cudaFuncSetAttribute(mm_async_k<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2>,
                                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             allowed[2] = true;
-            mm_async_k<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, smem>>>(
+            mm_async_k<128, 128, 16, 64, 64, 2, 4, 4, 128, 4, 2><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, smem, stream>>>(
                 mp, np_, op, h, hp, w, wp, k, g);
             break;
         }

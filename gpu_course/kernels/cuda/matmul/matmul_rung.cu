@@ -40,24 +40,25 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
     float* op = out.data_ptr<float>();
     // float4 paths (rungs 6-9): rows a multiple of 4 floats long and 16-byte aligned bases
     bool vm = k % 4 == 0 && aligned16(m), vn = w % 4 == 0 && aligned16(n) && aligned16(out);
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     switch (rung) {
-        case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
-        case 2: mm_cols_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16)>>>(mp, np_, op, h, w, k); break;
+        case 1: mm_rows_k<<<dim3(cdiv(h, 16), cdiv(w, 16)), dim3(16, 16), 0, stream>>>(mp, np_, op, h, w, k); break;
+        case 2: mm_cols_k<<<dim3(cdiv(w, 16), cdiv(h, 16)), dim3(16, 16), 0, stream>>>(mp, np_, op, h, w, k); break;
         case 3: return matmul_tiled(m, n, out, RUNG3_TW[cfg]);
         case 10: matmul_async(m, n, out, cfg, RUNG10_GROUP); break;   // transposes m first: needs the tensors
-        case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8>>>(mp, np_, op, h, w, k); break;
-        case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k); break;
+        case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8, 0, stream>>>(mp, np_, op, h, w, k); break;
+        case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k); break;
         case 6:
             switch (cfg) {
-                case 0: mm_vec_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
-                case 1: mm_vec_k<128, 128, 16, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
-                case 2: mm_vec_k<64, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 64)), 128>>>(mp, np_, op, h, w, k, vm, vn); break;
-                case 3: mm_vec_k<128, 64, 8, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 128)), 128>>>(mp, np_, op, h, w, k, vm, vn); break;
-                default: mm_vec_k<64, 64, 16, 4, 4><<<dim3(cdiv(w, 64), cdiv(h, 64)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 0: mm_vec_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 1: mm_vec_k<128, 128, 16, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 2: mm_vec_k<64, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 64)), 128, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
+                case 3: mm_vec_k<128, 64, 8, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 128)), 128, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
+                default: mm_vec_k<64, 64, 16, 4, 4><<<dim3(cdiv(w, 64), cdiv(h, 64)), 256, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
             }
             break;
-        case 7: mm_pipe_k<128, 128, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256>>>(mp, np_, op, h, w, k, vm, vn); break;
-        case 8: mm_warp_k<128, 128, 16, 64, 64, 2, 4, 4, 128><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128>>>(
+        case 7: mm_pipe_k<128, 128, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
+        case 8: mm_warp_k<128, 128, 16, 64, 64, 2, 4, 4, 128><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, 0, stream>>>(
                     mp, np_, op, h, w, k, vm, vn); break;
         default: mm_warp_tuned(cfg, mp, np_, op, h, w, k, vm, vn); break;   // rung 9: cfg picks the shape
     }

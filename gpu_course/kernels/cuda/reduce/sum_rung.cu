@@ -18,18 +18,20 @@
 
 // One pass of rung 2, 3 or 4 over n values: cdiv(n, RB) blocks, one partial each.
 static void tree_pass(int rung, const float* in, float* partial, int n) {
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     switch (rung) {
-        case 2: sum_tree_divergent_k<<<cdiv(n, RB), RB>>>(in, partial, n); break;
-        case 3: sum_tree_conflicts_k<<<cdiv(n, RB), RB>>>(in, partial, n); break;
-        case 4: sum_sequential_k<<<cdiv(n, RB), RB>>>(in, partial, n); break;
+        case 2: sum_tree_divergent_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
+        case 3: sum_tree_conflicts_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
+        case 4: sum_sequential_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // One pass of rung 5 or 6 over n values with `blocks` blocks, one partial each.
 static void stride_pass(int rung, const float* in, float* partial, int n, int blocks) {
-    if (rung == 5) sum_coarsened_k<<<blocks, RB>>>(in, partial, n);
-    else sum_shuffle_k<<<blocks, RB>>>(in, partial, n);
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    if (rung == 5) sum_coarsened_k<<<blocks, RB, 0, stream>>>(in, partial, n);
+    else sum_shuffle_k<<<blocks, RB, 0, stream>>>(in, partial, n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -48,6 +50,7 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
     float* op = out.data_ptr<float>();
     if (n == 0 || rung == 1 || rung == 7) out.zero_();   // the atomic rungs add into out
     if (n == 0) return;
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     if (rung >= 2 && rung <= 4) {
         // ping-pong between two arrays: a pass must not overwrite partials another block still reads
         int g = cdiv(n, RB);
@@ -65,7 +68,7 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
         return;
     }
     switch (rung) {
-        case 1: sum_atomic_k<<<cdiv(n, RB), RB>>>(xp, op, n); break;
+        case 1: sum_atomic_k<<<cdiv(n, RB), RB, 0, stream>>>(xp, op, n); break;
         case 5: case 6: {
             if (blocks == 1) { stride_pass(rung, xp, op, n, 1); return; }
             auto partials = torch::empty({blocks}, x.options());
@@ -73,10 +76,10 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
             stride_pass(rung, partials.data_ptr<float>(), op, blocks, 1);   // one block sums the partials
             return;
         }
-        case 7: sum_float4_k<SUM_U><<<blocks, RB>>>(xp, op, n); break;
+        case 7: sum_float4_k<SUM_U><<<blocks, RB, 0, stream>>>(xp, op, n); break;
         case 8: {
             auto partials = torch::empty({blocks}, x.options());
-            sum_last_block_k<SUM_U><<<blocks, RB>>>(xp, partials.data_ptr<float>(), op, n);
+            sum_last_block_k<SUM_U><<<blocks, RB, 0, stream>>>(xp, partials.data_ptr<float>(), op, n);
             break;
         }
     }

@@ -24,7 +24,8 @@ void scan_kogge_stone(torch::Tensor x, torch::Tensor out) {
     int n = x.numel();
     TORCH_CHECK(n <= 1024, "scan_kogge_stone: one block scans at most 1024 elements, got ", n);
     if (n == 0) return;
-    scan_kogge_stone_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    scan_kogge_stone_k<<<1, cdiv(n, 32) * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_SCAN_01_KOGGE_STONE_CU

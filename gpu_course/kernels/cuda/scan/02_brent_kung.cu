@@ -33,7 +33,8 @@ void scan_brent_kung(torch::Tensor x, torch::Tensor out) {
     if (n == 0) return;
     int threads = 32;
     while (2 * threads < n) threads *= 2;      // a power of two, 2 * threads >= n
-    scan_brent_kung_k<<<1, threads>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    scan_brent_kung_k<<<1, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_SCAN_02_BRENT_KUNG_CU

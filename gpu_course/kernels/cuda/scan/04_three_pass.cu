@@ -66,11 +66,12 @@ void scan_three_pass(torch::Tensor x, torch::Tensor out) {
     int n = x.numel(), tiles = cdiv(n, STILE);
     if (n == 0) return;
     auto sums = torch::empty({tiles}, x.options());
-    scan_tile_sums_k<<<tiles, ST>>>(x.data_ptr<float>(), sums.data_ptr<float>(), n);
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    scan_tile_sums_k<<<tiles, ST, 0, stream>>>(x.data_ptr<float>(), sums.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    scan_offsets_k<<<1, 1024>>>(sums.data_ptr<float>(), tiles);
+    scan_offsets_k<<<1, 1024, 0, stream>>>(sums.data_ptr<float>(), tiles);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    scan_add_tiles_k<<<tiles, ST>>>(x.data_ptr<float>(), out.data_ptr<float>(), sums.data_ptr<float>(), n);
+    scan_add_tiles_k<<<tiles, ST, 0, stream>>>(x.data_ptr<float>(), out.data_ptr<float>(), sums.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_SCAN_04_THREE_PASS_CU

@@ -68,8 +68,8 @@ void scan_lookback(torch::Tensor x, torch::Tensor out) {
     // one zeroed allocation: a status word per tile, then the tile counter
     auto state = torch::zeros({tiles + 1}, x.options().dtype(torch::kLong));
     auto* status = reinterpret_cast<unsigned long long*>(state.data_ptr<int64_t>());
-    scan_lookback_k<<<tiles, ST>>>(x.data_ptr<float>(), out.data_ptr<float>(), status,
-                                   reinterpret_cast<unsigned int*>(status + tiles), n);
+    scan_lookback_k<<<tiles, ST, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<float>(), out.data_ptr<float>(), status, reinterpret_cast<unsigned int*>(status + tiles), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_SCAN_05_LOOKBACK_CU

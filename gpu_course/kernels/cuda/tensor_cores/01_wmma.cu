@@ -48,7 +48,8 @@ torch::Tensor tc_wmma_global(torch::Tensor m, torch::Tensor n, torch::Tensor out
                 "global memory, so h, w and k must be multiples of 16; got h = ", std::to_string(h), ", w = ", std::to_string(w), ", k = ", std::to_string(k),
                 " (rung 2 takes any size)");
     dim3 blocks(cdiv(w, 32), cdiv(h, 32));
-    wmma_global_k<<<blocks, 32 * WMMA_WARPS>>>(half_ptr(m), half_ptr(n), half_ptr_mut(out), h, w, k);
+    wmma_global_k<<<blocks, 32 * WMMA_WARPS, 0, at::cuda::getCurrentCUDAStream()>>>(
+            half_ptr(m), half_ptr(n), half_ptr_mut(out), h, w, k);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }

@@ -113,8 +113,8 @@ torch::Tensor tc_wmma_shared(torch::Tensor m, torch::Tensor n, torch::Tensor out
     const int h = m.size(0), k = m.size(1), w = n.size(1);
     const bool vec_m = k % 8 == 0 && (uintptr_t)m.data_ptr() % 16 == 0;
     const bool vec_n = w % 8 == 0 && (uintptr_t)n.data_ptr() % 16 == 0;
-    wmma_shared_k<<<dim3(cdiv(w, W2_BN), cdiv(h, W2_BM)), W2_NT>>>(half_ptr(m), half_ptr(n), half_ptr_mut(out),
-                                                                     h, w, k, vec_m, vec_n);
+    wmma_shared_k<<<dim3(cdiv(w, W2_BN), cdiv(h, W2_BM)), W2_NT, 0, at::cuda::getCurrentCUDAStream()>>>(
+            half_ptr(m), half_ptr(n), half_ptr_mut(out), h, w, k, vec_m, vec_n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }

@@ -159,8 +159,8 @@ torch::Tensor tc_mma(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
     static bool allowed = false;
     if (!allowed) C10_CUDA_CHECK(cudaFuncSetAttribute(mma_ldmatrix_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     allowed = true;
-    mma_ldmatrix_k<<<dim3(cdiv(w, M3_BN), cdiv(h, M3_BM)), M3_NT, smem>>>(half_ptr(m), half_ptr(n), half_ptr_mut(out),
-                                                                          h, w, k);
+    mma_ldmatrix_k<<<dim3(cdiv(w, M3_BN), cdiv(h, M3_BM)), M3_NT, smem, at::cuda::getCurrentCUDAStream()>>>(
+            half_ptr(m), half_ptr(n), half_ptr_mut(out), h, w, k);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }

@@ -95,41 +95,42 @@ static void launch_async(const torch::Tensor& m, const torch::Tensor& n, torch::
     const __half* np_ = half_ptr(n);
     __half* op = half_ptr_mut(out);
     static bool allowed[ASYNC_CFGS] = {};
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
     switch (cfg) {
         case 0: {   // 128x256 blocks of 8 warps of 64x64, 3 stages: 144 KB, one block per SM
             const int smem = 3 * (128 + 256) * TC_BK * 2;
             if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(mma_async_k<128, 256, 64, 64, 3>, attr, smem));
             allowed[0] = true;
-            mma_async_k<128, 256, 64, 64, 3><<<dim3(cdiv(w, 256), cdiv(h, 128)), 256, smem>>>(mp, np_, op, h, w, k, group);
+            mma_async_k<128, 256, 64, 64, 3><<<dim3(cdiv(w, 256), cdiv(h, 128)), 256, smem, stream>>>(mp, np_, op, h, w, k, group);
             break;
         }
         case 1: {   // 128x128 blocks of 4 warps of 64x64, 3 stages: 96 KB, two blocks per SM
             const int smem = 3 * (128 + 128) * TC_BK * 2;
             if (!allowed[1]) C10_CUDA_CHECK(cudaFuncSetAttribute(mma_async_k<128, 128, 64, 64, 3>, attr, smem));
             allowed[1] = true;
-            mma_async_k<128, 128, 64, 64, 3><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, smem>>>(mp, np_, op, h, w, k, group);
+            mma_async_k<128, 128, 64, 64, 3><<<dim3(cdiv(w, 128), cdiv(h, 128)), 128, smem, stream>>>(mp, np_, op, h, w, k, group);
             break;
         }
         case 2: {   // 256x128 blocks of 8 warps of 64x64, 3 stages: 144 KB
             const int smem = 3 * (256 + 128) * TC_BK * 2;
             if (!allowed[2]) C10_CUDA_CHECK(cudaFuncSetAttribute(mma_async_k<256, 128, 64, 64, 3>, attr, smem));
             allowed[2] = true;
-            mma_async_k<256, 128, 64, 64, 3><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem>>>(mp, np_, op, h, w, k, group);
+            mma_async_k<256, 128, 64, 64, 3><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, smem, stream>>>(mp, np_, op, h, w, k, group);
             break;
         }
         case 3: {   // cfg 0 with 4 stages: 192 KB
             const int smem = 4 * (128 + 256) * TC_BK * 2;
             if (!allowed[3]) C10_CUDA_CHECK(cudaFuncSetAttribute(mma_async_k<128, 256, 64, 64, 4>, attr, smem));
             allowed[3] = true;
-            mma_async_k<128, 256, 64, 64, 4><<<dim3(cdiv(w, 256), cdiv(h, 128)), 256, smem>>>(mp, np_, op, h, w, k, group);
+            mma_async_k<128, 256, 64, 64, 4><<<dim3(cdiv(w, 256), cdiv(h, 128)), 256, smem, stream>>>(mp, np_, op, h, w, k, group);
             break;
         }
         default: {  // 128x128 blocks of 8 warps of 64x32 (rung 3's warps), 4 stages: 128 KB
             const int smem = 4 * (128 + 128) * TC_BK * 2;
             if (!allowed[4]) C10_CUDA_CHECK(cudaFuncSetAttribute(mma_async_k<128, 128, 64, 32, 4>, attr, smem));
             allowed[4] = true;
-            mma_async_k<128, 128, 64, 32, 4><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, smem>>>(mp, np_, op, h, w, k, group);
+            mma_async_k<128, 128, 64, 32, 4><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, smem, stream>>>(mp, np_, op, h, w, k, group);
             break;
         }
     }

@@ -288,13 +288,14 @@ torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int6
     if (cfg == 2) nt = n.t().contiguous();
     const CUtensorMap tm_n = cfg == 2 ? tensor_map(nt, 256, WG_BK) : tensor_map(n, WG_BK, 64);
     static bool allowed[WGMMA_CFGS] = {};
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
     switch (cfg) {
         case 0: {   // 128 x 256 tiles, 4 stages of 48 KB
             const int smem = 4 * (WG_BM + 256) * WG_BK * 2 + 1024 + 2 * 4 * 8;
             if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<256, 4, false>, attr, smem));
             allowed[0] = true;
-            wgmma_tma_k<256, 4, false><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
+            wgmma_tma_k<256, 4, false><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem, stream>>>(
                 tm_m, tm_n, half_ptr_mut(out), h, w, k, 8);
             break;
         }
@@ -302,7 +303,7 @@ torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int6
             const int smem = 5 * (WG_BM + 128) * WG_BK * 2 + 1024 + 2 * 5 * 8;
             if (!allowed[1]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<128, 5, false>, attr, smem));
             allowed[1] = true;
-            wgmma_tma_k<128, 5, false><<<dim3(cdiv(w, 128), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
+            wgmma_tma_k<128, 5, false><<<dim3(cdiv(w, 128), cdiv(h, WG_BM)), WG_THREADS, smem, stream>>>(
                 tm_m, tm_n, half_ptr_mut(out), h, w, k, 8);
             break;
         }
@@ -310,7 +311,7 @@ torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int6
             const int smem = 4 * (WG_BM + 256) * WG_BK * 2 + 1024 + 2 * 4 * 8;
             if (!allowed[2]) C10_CUDA_CHECK(cudaFuncSetAttribute(wgmma_tma_k<256, 4, true>, attr, smem));
             allowed[2] = true;
-            wgmma_tma_k<256, 4, true><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem>>>(
+            wgmma_tma_k<256, 4, true><<<dim3(cdiv(w, 256), cdiv(h, WG_BM)), WG_THREADS, smem, stream>>>(
                 tm_m, tm_n, half_ptr_mut(out), h, w, k, 8);
             break;
         }

@@ -101,9 +101,10 @@ std::vector<torch::Tensor> fragment_layouts(torch::Tensor like) {
     auto opt = like.options().dtype(torch::kFloat);
     auto w = torch::full({16, 16}, -1.0, opt), a = torch::full({16, 16}, -1.0, opt);
     auto b = torch::full({16, 8}, -1.0, opt), c = torch::full({16, 8}, -1.0, opt);
-    wmma_layout_k<<<1, 32>>>(w.data_ptr<float>());
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    wmma_layout_k<<<1, 32, 0, stream>>>(w.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    mma_layout_k<<<1, 32>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>());
+    mma_layout_k<<<1, 32, 0, stream>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return {w, a, b, c};
 }
