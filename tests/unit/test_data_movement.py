@@ -1,0 +1,83 @@
+"""Notebook 14's helpers: the sync counter, the exercises' checks, the copy sweep (cpu mode)."""
+import torch
+
+from gpu_course import data_movement as dm
+from gpu_course import streams
+from gpu_course import training_step as ts
+
+
+def test_sync_counter_counts_a_planted_item_and_a_mask():
+    x = torch.ones(8)
+    r = ts.count_syncs(lambda: [x.sum().item() for _ in range(3)] + [x[x > 0].numel()])
+    assert r.count == 4 and r.ops.count("item") == 3
+
+
+def test_sync_counter_sees_nothing_in_a_sync_free_loop():
+    b = ts.make_batches(2, 8, 16)
+    assert ts.count_syncs(ts.loop_without_syncs, *ts.setup(16, 1), b).count == 0
+    assert ts.count_syncs(ts.loop_with_syncs, *ts.setup(16, 1), b).count == 6
+
+
+def test_sync_exercise_refuses_the_given_loop_and_accepts_a_fix():
+    b = ts.make_batches(2, 8, 16)
+    try:
+        ts.check_sync_free(ts.loop_to_fix, 16, 1, b)
+        raise RuntimeError("not refused")
+    except AssertionError as e:
+        assert "synchronisation" in str(e)
+
+    def fixed(model, opt, batches):
+        losses, correct = [], 0
+        for x, y in batches:
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits, y)
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+            losses.append(loss.detach()); correct = correct + (logits.argmax(1) == y).sum()
+        return torch.stack(losses), correct
+    ts.check_sync_free(fixed, 16, 1, b)
+
+
+def test_overlap_exercise_refuses_one_stream():
+    chunks, w = streams.overlap_fixture(2, 4096, 32)
+    try:
+        streams.check_back_overlap(streams.back_serial, chunks, w, 1)
+        raise RuntimeError("not refused")
+    except AssertionError as e:
+        assert "side stream" in str(e)
+
+
+def test_copy_sweep_and_overlapped_result():
+    sw = dm.copy_sweep([4096, 8192], reps=2)
+    assert set(sw) == set(dm.KINDS) and all(len(v) == 2 for v in sw.values())
+    chunks, w = streams.overlap_fixture(3, 4096, 32)
+    assert torch.equal(streams.overlapped(chunks, w, 1), streams.serial(chunks, w, 1))
+
+
+def test_fresh_stream_variant_and_queue_time_give_the_same_sums():
+    chunks, w = streams.overlap_fixture(3, 4096, 32)
+    assert torch.equal(streams.overlapped_fresh(chunks, w, 1), streams.serial(chunks, w, 1))
+    assert streams.queue_ms(streams.overlapped, chunks, w, 1) >= 0
+
+
+def test_input_pipeline_helpers_in_cpu_mode():
+    from gpu_course import step_pipeline as sp
+    ds = sp.SlowDataset(40, 16, work=1)
+    model, opt = ts.setup(16, 1)
+    assert sp.steady_ms_per_step(model, opt, sp.loader(ds, 4, 0, False), skip=2) > 0
+    assert sp.first_batch_ms(lambda: sp.loader(ds, 4, 0, False)) > 0
+    assert sp.batch_cpu_ms(ds, 4, reps=2) > 0
+
+
+def test_allocation_bands_stack_in_order_and_slide_down():
+    from gpu_course import step_memory as mem
+    hist = {"before": [("p", 8, "parameter")], "marks": {"forward": 2, "backward": 4, "optimizer": 4},
+            "events": [("alloc", "a", 4, "activation"), ("alloc", "g", 8, "gradient"),
+                       ("free", "a", 0, ""), ("free", "g", 0, "")]}
+    bands, totals = mem.allocation_bands(hist["before"], hist["events"])
+    assert totals == [8, 12, 20, 16, 8]
+    assert [b[2] for b in bands if b[0] == "gradient"] == [[12, 8]]
+    at_peak, largest = mem.by_category(hist)
+    assert at_peak == {"parameter": 8 / 2**20, "activation": 4 / 2**20, "gradient": 8 / 2**20}
+    import matplotlib
+    matplotlib.use("Agg")
+    assert mem.plot_allocations(hist, "t").axes
