@@ -2,7 +2,8 @@
 
 Exercise 1 builds CUDA C (in CI through the CPU emulation, which runs WMMA; a build takes a few seconds and the check
 launches wmma_any_k itself): the solution pads the edge tiles with zeros in shared memory, and the cheats that a
-build refuses (no tensor cores; rung 2 under another name; the result written by torch; one warp doing all tiles).
+build refuses (no tensor cores; rung 2 under another name, or trimmed, whose geometry is not one warp per tile;
+the result written by torch; one warp doing all tiles).
 """
 
 WMMA_ANY = r'''wmma_any_src = utils.cuda_begin + r"""
@@ -86,6 +87,12 @@ torch::Tensor wmma_any(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
 # rung 2 of the notebook (tc_common.cuh and 02_wmma_shared.cu), renamed
 RUNG2_RENAMED = '''wmma_any_src = tc.source([2]).replace("wmma_shared_k", "wmma_any_k").replace("tc_wmma_shared", "wmma_any")'''
 
+# rung 2 renamed, with its two extra parameters dropped: the token stream differs from rung 2's, its geometry does not
+RUNG2_TRIMMED = '''wmma_any_src = (tc.source([2]).replace("wmma_shared_k", "wmma_any_k").replace("tc_wmma_shared", "wmma_any")
+                .replace("int h, int w, int k, bool vec_m, bool vec_n) {",
+                         "int h, int w, int k) {\\n    const bool vec_m = false, vec_n = false;")
+                .replace("h, w, k, vec_m, vec_n);", "h, w, k);"))'''
+
 # rung 1's kernel (a variable renamed) on copies of m and n padded to multiples of 16 by torch, the result copied
 # into out by torch
 PADDED_BY_TORCH = '''import re
@@ -145,9 +152,15 @@ def swizzle(row, piece):
     return piece ^ ((row // 2) % 4)
 ''',
     "ex12-3-answer": '''
-def bytes_per_clock(bm, bn, flop_per_clock):
-    # a k-step of bk: (bm + bn) * bk halves of 2 bytes loaded, 2 * bm * bn * bk FLOP done
-    return flop_per_clock * (bm + bn) * 2 / (2 * bm * bn)
+import math
+def smallest_tile(flop_per_clock, bytes_per_clock):
+    # a b x b tile loads 2 * b * bk halves (4 b bk bytes) per k-step for 2 b^2 bk FLOP: b / 2 FLOP per byte,
+    # which must reach the FLOP per byte the rates ask for
+    need = flop_per_clock / bytes_per_clock
+    b = 16
+    while b / 2 < need:
+        b += 16
+    return b
 ''',
 }
 
@@ -157,6 +170,7 @@ CHEATS = {
         "products one by one in float, no tensor cores": SCALAR,
         "rung 2 of the notebook under another name": RUNG2_RENAMED,
         "rung 1 on copies padded by torch, out written by torch": PADDED_BY_TORCH,
+        "rung 2 renamed, two parameters dropped": RUNG2_TRIMMED,
     },
     "ex12-2-answer": {
         "no swizzle": "swizzle = lambda row, piece: piece",
@@ -167,11 +181,12 @@ CHEATS = {
         "a number": "swizzle = 3",
     },
     "ex12-3-answer": {
-        "the number for rung 5's tile": "bytes_per_clock = 48",
-        "the tile's FLOP per byte instead": "bytes_per_clock = lambda bm, bn, flop_per_clock: bm * bn / (bm + bn)",
-        "fp32 operands": "bytes_per_clock = lambda bm, bn, flop_per_clock: flop_per_clock * (bm + bn) * 4 / (2 * bm * bn)",
-        "multiply-adds, not FLOP": "bytes_per_clock = lambda bm, bn, flop_per_clock: flop_per_clock * (bm + bn) * 2 / (bm * bn)",
-        "the course's own function": "bytes_per_clock = tc.feed_bytes_per_clock",
+        "a number": "smallest_tile = 128",
+        "the side not rounded to 16": "smallest_tile = lambda flop_per_clock, bytes_per_clock: 2 * flop_per_clock / bytes_per_clock",
+        "b FLOP per byte instead of b / 2": "import math\nsmallest_tile = lambda f, b: 16 * math.ceil(f / b / 16)",
+        "fp32 operands": "import math\nsmallest_tile = lambda f, b: 16 * math.ceil(4 * f / b / 16)",
+        "rounded down": "smallest_tile = lambda f, b: max(16, 16 * int(2 * f / b // 16))",
+        "the course's own function": "smallest_tile = tc.smallest_square_tile",
     },
 }
 

@@ -43,6 +43,17 @@ def my_all_reduce(t):
     return every.view(n, -1).sum(0)
 ''',
         "no communication: t times n": "def my_all_reduce(t):\n    return t * dist.get_world_size()",
+        "a reduce-scatter for show, then an all-gather of each raw chunk of t, summed locally": '''
+def my_all_reduce(t):
+    n = dist.get_world_size()
+    gd.reduce_scatter_into(torch.empty(t.numel() // n, dtype=t.dtype, device=t.device), t)
+    parts = []
+    for chunk in t.chunk(n):
+        every = torch.empty(t.numel(), dtype=t.dtype, device=t.device)
+        gd.all_gather_into(every, chunk.contiguous())
+        parts.append(every.view(n, -1).sum(0))
+    return torch.cat(parts)
+''',
         "the two collectives, then a broadcast of rank 0's result": '''
 def my_all_reduce(t):
     n = dist.get_world_size()

@@ -143,6 +143,19 @@ def shared_bytes(rung: int, cfg: int = 0) -> int:
     return 0
 
 
+def configs_here(rung: int) -> list:
+    """The shapes (cfg numbers) of rung ``rung`` whose shared memory fits a block on this GPU (every shape in cpu
+    mode; ``[0]`` for a rung with one shape): an A100 gives a block 163 KB, less than rung 4's cfg 3 needs.
+
+    >>> configs_here(1), len(configs_here(4)) >= 1
+    ([0], True)
+    """
+    if rung not in CONFIGS:
+        return [0]
+    return [cfg for cfg in range(len(CONFIGS[rung]))
+            if fits_shared_memory(shared_bytes(rung, cfg), f"{RUNGS[rung]} cfg {cfg}")[0]]
+
+
 def build(rungs=None, **load_cuda_kwargs):
     """Build (or load from the cache) ``rungs`` (default: those that run here, :func:`rungs_here`): a module with
     :func:`funcs`. On an sm_90 GPU the split build compiles for sm_90a, which rung 5's wgmma needs."""
@@ -193,7 +206,7 @@ class Tuned(NamedTuple):
     rung: int
     size: tuple        # (h, w, k)
     best: int          # the cfg to pass to run(mod, rung, m, n, out, cfg)
-    table: list        # one (cfg, name, Timing) per shape of CONFIGS[rung], in cfg order
+    table: list        # one (cfg, name, Timing) per shape of CONFIGS[rung] that fits here (configs_here), in order
 
     def __str__(self):
         h, w, k = self.size
@@ -201,8 +214,9 @@ class Tuned(NamedTuple):
         for cfg, name, t in self.table:
             rate = f"{flops(h, w, k) / t.median / 1e9:8.1f} TFLOP/s" if t.on_gpu else ""
             lines.append(f"{'*' if cfg == self.best else ' '} cfg {cfg} {name:46s} {fmt_ms(t.median):>10s} {rate}")
-        lines.append(f"best: cfg {self.best} ({self.table[self.best][1]})")
-        if not self.table[self.best][2].on_gpu:
+        best = next(row for row in self.table if row[0] == self.best)
+        lines.append(f"best: cfg {self.best} ({best[1]})")
+        if not best[2].on_gpu:
             lines.append(f"cpu mode: the emulation picked cfg {self.best}; its times say nothing about a GPU")
         return "\n".join(lines)
 
@@ -211,7 +225,7 @@ _TUNED: dict = {}  # (rung, h, w, k) -> Tuned, for this process
 
 
 def autotune(mod, rung: int, m, n, *, bench=_bench, retune: bool = False) -> Tuned:
-    """Check every shape of rung ``rung`` (:data:`CONFIGS`) on ``m @ n`` against float64 (:func:`tol`, poisoned
+    """Check every shape of rung ``rung`` that fits here (:data:`CONFIGS`, :func:`configs_here`) on ``m @ n`` against float64 (:func:`tol`, poisoned
     output), time each (``bench``, default ``utils.bench``: GPU time) and return the fastest with the table, as
     notebook 04's rung 9 does for its tile shapes. Cached per (rung, h, w, k) for this process (``retune=True``
     times again)."""
@@ -227,7 +241,8 @@ def autotune(mod, rung: int, m, n, *, bench=_bench, retune: bool = False) -> Tun
     ref = m.double() @ n.double()
     out = poisoned(h, w, dtype=m.dtype, device=m.device)
     table = []
-    for cfg, name in enumerate(CONFIGS[rung]):
+    for cfg in configs_here(rung):
+        name = CONFIGS[rung][cfg]
         check(run(mod, rung, m, n, poisoned(h, w, dtype=m.dtype, device=m.device), cfg), ref, **tol(k),
               name=f"rung {rung} cfg {cfg} ({name})")
         t = bench(run, mod, rung, m, n, out, cfg)
@@ -326,15 +341,17 @@ def ldmatrix_conflicts(swizzle, r0: int = 0, c0: int = 0, row_bytes: int = 128) 
 
 
 
-def feed_bytes_per_clock(bm: int, bn: int, flop_per_clock: float) -> float:
-    """Bytes of ``m`` and ``n`` (fp16) an SM must receive per clock for its tensor cores to do ``flop_per_clock`` FLOP
-    per clock with block tiles of ``bm`` x ``bn``: a k-step of ``bk`` brings ``(bm + bn) bk 2`` bytes for ``2 bm bn bk``
-    FLOP, so ``flop_per_clock (bm + bn) / (bm bn)`` (``bk`` cancels).
+def smallest_square_tile(flop_per_clock: float, bytes_per_clock: float) -> int:
+    """The side ``b`` (a multiple of 16) of the smallest square block tile with which an SM receiving
+    ``bytes_per_clock`` bytes of fp16 ``m`` and ``n`` a clock keeps its tensor cores at ``flop_per_clock`` FLOP a
+    clock: a k-step of ``bk`` brings ``2 b bk 2`` bytes for ``2 b² bk`` FLOP, ``b / 2`` FLOP per byte (``bk``
+    cancels), which must reach ``flop_per_clock / bytes_per_clock``: ``b >= 2 flop_per_clock / bytes_per_clock``.
 
-    >>> feed_bytes_per_clock(128, 256, 4096)
-    48.0
+    >>> smallest_square_tile(4096, 64), smallest_square_tile(4096, 48)
+    (128, 176)
     """
-    return flop_per_clock * (bm + bn) / (bm * bn)
+    need = 2 * flop_per_clock / bytes_per_clock        # the side that does exactly the FLOP per byte asked
+    return 16 * max(1, math.ceil(need / 16 - 1e-9))
 
 
 def _definitions(text: str) -> dict:
@@ -397,7 +414,8 @@ def listing(file: str, names: list) -> str:
 # ---- the ladder, timed against cuBLAS fp16 (notebook 12, section 10) -----------------------------------------------
 
 CUBLAS = "cuBLAS fp16 (torch.matmul)"
-# FLOP per byte of m and n that a block tile loads from global memory, BM BN / (BM + BN), per rung (notebook 12's table)
+# FLOP per byte of m and n that a block tile loads from global memory, BM BN / (BM + BN), per rung in its default shape
+# (cfg 0; the autotuner may run another: notebook 12's table)
 INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 256 / 384, 5: 128 * 256 / 384}
 
 
@@ -445,17 +463,20 @@ def ladder_rows(ladder: list, sizes: dict, notebook: str) -> tuple:
     return out, (f"stored results from {rows[0]['device']}, not this machine" if rows else None)
 
 
-def ladder_table(rows: list, source: str, sizes, spec: float) -> str:
-    """The ladder's table: per kernel its intensity (:data:`INTENSITY`), and at each size its TFLOP/s, % of the
-    spec-sheet peak ``spec`` and ratio to cuBLAS fp16."""
-    lines = [f"fp16 tensor-core ladder: {source}; % of the spec-sheet peak ({spec} TFLOP/s)\n",
+def ladder_table(rows: list, source: str, sizes, spec: float | None) -> str:
+    """The ladder's table: per kernel its intensity (:data:`INTENSITY`, of each rung's default shape), and at each size
+    its TFLOP/s, % of the spec-sheet peak ``spec`` (left out where ``spec`` is None: no sheet for this GPU) and ratio
+    to cuBLAS fp16."""
+    about = f"% of the spec-sheet peak ({spec} TFLOP/s)" if spec else "no spec sheet for this GPU"
+    lines = [f"fp16 tensor-core ladder: {source}; {about}\n",
              f"{'kernel':40s} {'FLOP/B':>6s}" + "".join(f"{s:>29s}" for s in sizes)]
     for name in [RUNGS[r] for r in sorted(RUNGS)] + [CUBLAS]:
         rung = next((r for r, nm in RUNGS.items() if nm == name), None)
         cells = []
         for s in sizes:
             r = next((r for r in rows if r["kernel"] == name and r["size"] == s), None)
-            cells.append(f"{r['tflops']:6.0f} TFLOP/s {100 * r['tflops'] / spec:3.0f} % {r['vs']:5.2f}×" if r else "")
+            pct = f"{100 * r['tflops'] / spec:3.0f} %" if r and spec else "  - %"
+            cells.append(f"{r['tflops']:6.0f} TFLOP/s {pct} {r['vs']:5.2f}×" if r else "")
         lines.append(f"{name:40s} " + (f"{INTENSITY[rung]:6.0f}" if rung else " " * 6) + "".join(f"{c:>29s}" for c in cells))
     return "\n".join(lines)
 

@@ -209,6 +209,9 @@ def test_the_composed_all_reduce_check_accepts_the_method_and_names_each_shortcu
         gd.check_composed_all_reduce(ranks, gathers_everything)
     with pytest.raises(AssertionError, match="calls dist.all_reduce"):
         gd.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
+    with pytest.raises(AssertionError, match="exactly one of each"):
+        gd.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"][
+            "a reduce-scatter for show, then an all-gather of each raw chunk of t, summed locally"]))
     with pytest.raises(AssertionError, match="also calls broadcast"):
         gd.check_composed_all_reduce(ranks, answer(
             nb13.CHEATS["ex13-2-answer"]["the two collectives, then a broadcast of rank 0's result"]))

@@ -372,10 +372,16 @@ def test_the_stored_h100_measurement_has_every_profiled_kernel():
         [(v, r, c) for v, order in tc.PROFILED.items() for r, c in order]
 
 
-def test_feed_bytes_per_clock_is_the_rate_over_the_tile_intensity():
-    assert tc.feed_bytes_per_clock(128, 256, 4096) == 48.0
-    assert tc.feed_bytes_per_clock(16, 16, 4096) == 512.0
-    assert tc.feed_bytes_per_clock(128, 128, 2048) == 2048 / tc.INTENSITY[2]
+def test_smallest_square_tile_does_the_flop_per_byte_the_rates_ask():
+    assert tc.smallest_square_tile(4096, 64) == 128             # b / 2 = 64 FLOP per byte, exactly
+    assert tc.smallest_square_tile(4096, 48) == 176             # 170.7 rounded up to a multiple of 16
+    assert tc.smallest_square_tile(4096, 10_000) == 16          # never below one tile of 16
+    assert tc.smallest_square_tile(2048, 128) / 2 >= 2048 / 128 > (tc.smallest_square_tile(2048, 128) - 16) / 2
+
+
+def test_configs_here_are_every_shape_in_cpu_mode_and_one_for_single_shape_rungs():
+    assert tc.configs_here(2) == [0]
+    assert tc.configs_here(4) == list(range(len(tc.CONFIGS[4])))
 
 
 def test_ldmatrix_conflicts_for_64_byte_rows():
@@ -406,3 +412,14 @@ def test_ladder_table_formats_rows_and_leaves_missing_cells_empty():
     assert table[0].startswith("fp16 tensor-core ladder: test;")
     r5 = next(l for l in table if l.startswith(tc.RUNGS[5]))
     assert "635 TFLOP/s  64 %  0.85×" in r5 and r5.split()[-1] == "0.85×"
+
+
+def test_configs_here_leave_out_shapes_too_large_for_this_gpu(monkeypatch):
+    monkeypatch.setattr(tc, "fits_shared_memory", lambda nbytes, what: (nbytes <= 163 * 1024, ""))   # an A100
+    assert tc.configs_here(4) == [0, 1, 2, 4]        # cfg 3 needs 192 KB
+
+
+def test_ladder_table_without_a_spec_sheet_leaves_the_percentages_out():
+    rows = [dict(kernel=tc.CUBLAS, size="4096³", tflops=100.0, vs=1.0)]
+    table = tc.ladder_table(rows, "test", {"4096³": (1, 1, 1)}, None)
+    assert "no spec sheet" in table and "100 TFLOP/s   - %  1.00×" in table
