@@ -113,3 +113,22 @@ def shown_path(path) -> str:
             rel = path.relative_to(base).as_posix()
             return label if rel == "." else f"{label}/{rel}"
     return path.as_posix().replace(user, "<user>")
+
+
+def slice_loads(offset: int, n: int, handle=None) -> tuple:
+    """The global loads each thread of notebook 08's ``gelu_kernel`` (BLOCK 1024 over 4 warps: 8 fp32
+    values a thread) executes on ``x[offset:offset + n]``, ``x`` an fp32 tensor from torch's allocator,
+    as ``(instruction, count)``. From the compiled kernel's PTX when ``handle`` (what the launch
+    returned) is given; else by Triton's specialization rule: a 16-byte vector load needs a pointer
+    argument that is a multiple of 16 bytes and a length that is a multiple of 16 (the mask
+    ``offs < n`` is known constant only over as many elements as ``n``'s divisibility allows).
+
+    >>> slice_loads(0, 4096), slice_loads(1, 4096), slice_loads(0, 4095)
+    (('ld.global.v4.b32', 2), ('ld.global.b32', 8), ('ld.global.b32', 8))
+    """
+    if handle is not None:
+        loads = re.findall(r"ld\.global(?:\.\w+)*", handle.asm["ptx"])
+        kinds = sorted(set(loads))
+        return (kinds[0], len(loads)) if len(kinds) == 1 else tuple(kinds)
+    vector = offset % 4 == 0 and n % 16 == 0
+    return ("ld.global.v4.b32", 2) if vector else ("ld.global.b32", 8)

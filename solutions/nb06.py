@@ -31,6 +31,38 @@ def layer_norm(x, weight, bias, eps=1e-5):
     return out
 '''
 
+_MAX_KERNEL = '''
+@triton.jit
+def max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))  # -inf never wins the max
+    tl.store(out_ptr + tl.program_id(0), tl.max(x, axis=0))
+'''
+
+_MAX_TWO_PASS = '''
+
+def max_two_pass(x, BLOCK=1024):
+    n = x.numel()
+    m = utils.cdiv(n, BLOCK)
+    partial = utils.poisoned(m, device=x.device)
+    out = utils.poisoned(1, device=x.device)
+    max_kernel[(m,)](x, partial, n, BLOCK=BLOCK)                         # pass 1: one max per block
+    max_kernel[(1,)](partial, out, m, BLOCK=triton.next_power_of_2(m))  # pass 2: one program
+    return out
+'''
+
+_ROW_MAX_LOOP = '''
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
+    r = tl.program_id(0)
+    best = tl.full((BLOCK_W,), -float("inf"), tl.float32)  # a running block of maxima
+    for start in range(0, w, BLOCK_W):                     # the row, one block of columns at a time
+        c = start + tl.arange(0, BLOCK_W)
+        x = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf"))  # -inf never wins
+        best = tl.maximum(best, x)
+    tl.store(out_ptr + r, tl.max(best, axis=0))
+'''
+
 SOLUTIONS = {
     "ex06-1-answer": '''
 @triton.jit
@@ -41,14 +73,7 @@ def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     y = tl.load(y_ptr + offs, mask=mask)
     tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=mask)
 ''' + _ADD_RELU_LAUNCHER,
-    "ex06-2-answer": '''
-@triton.jit
-def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-    r = tl.program_id(0)
-    c = tl.arange(0, BLOCK_W)
-    x = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf"))  # -inf never wins
-    tl.store(out_ptr + r, tl.max(x, axis=0))
-''' + _ROW_MAX_LAUNCHER,
+    "ex06-2-answer": _ROW_MAX_LOOP,
     "ex06-3-answer": '''
 @triton.jit
 def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
@@ -64,10 +89,7 @@ def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_ro
     bias = tl.load(bias_ptr + c, mask=mask)
     tl.store(out_ptr + r * out_row_stride + c, xc / tl.sqrt(var + eps) * weight + bias, mask=mask)
 ''' + _LAYER_NORM_LAUNCHER,
-    "ex06-4-answer": '''
-def programs(n, cfg):
-    return utils.cdiv(n, cfg["BLOCK"] * cfg["TILES"])  # one program per tile of BLOCK * TILES elements
-''',
+    "ex06-4-answer": _MAX_KERNEL + _MAX_TWO_PASS,
 }
 
 CHEATS = {
@@ -132,38 +154,19 @@ def add_relu(x, y, BLOCK=1024):
 ''',
     },
     "ex06-2-answer": {
-        "a torch one-liner": "row_max = lambda x: x.amax(dim=1)",
-        "other=0.0 for the masked-off lanes": '''
+        "a torch one-liner instead of a kernel": "row_max_kernel = lambda x_ptr, out_ptr, x_row_stride, w, BLOCK_W: None",
+        "one block only: the first 1024 columns": '''
 @triton.jit
 def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
     r = tl.program_id(0)
     c = tl.arange(0, BLOCK_W)
-    x = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=0.0)
+    x = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf"))
     tl.store(out_ptr + r, tl.max(x, axis=0))
-''' + _ROW_MAX_LAUNCHER,
-        "rows taken as w floats apart (the stride ignored)": '''
-@triton.jit
-def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
-    r = tl.program_id(0)
-    c = tl.arange(0, BLOCK_W)
-    x = tl.load(x_ptr + r * w + c, mask=c < w, other=-float("inf"))
-    tl.store(out_ptr + r, tl.max(x, axis=0))
-''' + _ROW_MAX_LAUNCHER,
-        "one program walking every row": '''
-@triton.jit
-def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, h, BLOCK_W: tl.constexpr):
-    c = tl.arange(0, BLOCK_W)
-    for r in range(h):
-        x = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf"))
-        tl.store(out_ptr + r, tl.max(x, axis=0))
-
-
-def row_max(x):
-    h, w = x.shape
-    out = utils.poisoned(h, device=x.device)
-    row_max_kernel[(1,)](x, out, x.stride(0), w, h, BLOCK_W=triton.next_power_of_2(w))
-    return out
 ''',
+        "other=0.0 for the masked-off lanes": _ROW_MAX_LOOP.replace('other=-float("inf"))', "other=0.0)"),
+        "the running maxima started at 0": _ROW_MAX_LOOP.replace('tl.full((BLOCK_W,), -float("inf"), tl.float32)',
+                                                                 "tl.zeros((BLOCK_W,), dtype=tl.float32)"),
+        "rows taken as w floats apart (the stride ignored)": _ROW_MAX_LOOP.replace("r * x_row_stride", "r * w"),
     },
     "ex06-3-answer": {
         "a torch one-liner": ("layer_norm = lambda x, weight, bias, eps=1e-5: "
@@ -208,14 +211,34 @@ def layer_norm(x, weight, bias, eps=1e-5):
 ''',
     },
     "ex06-4-answer": {
-        "a number, not a function": "programs = utils.cdiv(10**8, MEAN_GPU['BLOCK'] * MEAN_GPU['TILES'])",
-        "rounded down": "programs = lambda n, cfg: n // (cfg['BLOCK'] * cfg['TILES'])",
-        "one program per BLOCK, the tiles forgotten": "programs = lambda n, cfg: utils.cdiv(n, cfg['BLOCK'])",
-        "measured with mean_two_pass instead of worked out": '''
-def programs(n, cfg):
-    with utils.launches() as seen:
-        mean_two_pass(torch.rand(n, device=utils.DEVICE), cfg=cfg)
-    return seen.of("triton")[0].grid[0]
+        "a torch one-liner": "max_two_pass = lambda x: x.max().reshape(1)",
+        "one program walking the whole tensor": '''
+@triton.jit
+def max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    best = tl.full((BLOCK,), -float("inf"), tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        best = tl.maximum(best, tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")))
+    tl.store(out_ptr, tl.max(best, axis=0))
+
+
+def max_two_pass(x, BLOCK=1024):
+    out = utils.poisoned(1, device=x.device)
+    max_kernel[(1,)](x, out, x.numel(), BLOCK=BLOCK)
+    return out
+''',
+        "pass 2 left to torch": _MAX_KERNEL + '''
+
+def max_two_pass(x, BLOCK=1024):
+    m = utils.cdiv(x.numel(), BLOCK)
+    partial = utils.poisoned(m, device=x.device)
+    max_kernel[(m,)](x, partial, x.numel(), BLOCK=BLOCK)
+    return partial.max().reshape(1)
+''',
+        "other=0.0 for the masked-off lanes": _MAX_KERNEL.replace('other=-float("inf")', "other=0.0") + _MAX_TWO_PASS,
+        "section 3's mean in two passes": '''
+def max_two_pass(x, BLOCK=1024):
+    return mean_two_pass(x).reshape(1)
 ''',
     },
 }
@@ -229,17 +252,12 @@ CPU_CHEATS = {
 @triton.jit
 def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
     if tl.program_id(0) == 0:
-        cols = tl.arange(0, BLOCK_W)
         for r in range(tl.num_programs(0)):
-            v = tl.load(x_ptr + r * x_row_stride + cols, mask=cols < w, other=float("-inf"))
-            tl.store(out_ptr + r, tl.max(v, axis=0))
-
-
-def row_max(x):
-    h, w = x.shape
-    out = utils.poisoned(h, device=x.device)
-    row_max_kernel[(h,)](x, out, x.stride(0), w, BLOCK_W=triton.next_power_of_2(w))
-    return out
+            best = tl.full((BLOCK_W,), -float("inf"), tl.float32)
+            for start in range(0, w, BLOCK_W):
+                c = start + tl.arange(0, BLOCK_W)
+                best = tl.maximum(best, tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf")))
+            tl.store(out_ptr + r, tl.max(best, axis=0))
 ''',
     },
 }

@@ -534,8 +534,8 @@ def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=Non
     that is the reference itself, a torch function, or a function defined in the check cell is
     refused; a kernel whose body is still ``pass`` counts as not answered.
 
-    >>> kernel_exercise("fused add + ReLU", None, kind="triton", run=None, reference=None)
-    ⬜ fused add + ReLU: not answered yet
+    >>> kernel_exercise("a fused kernel", None, kind="triton", run=None, reference=None)
+    ⬜ a fused kernel: not answered yet
     """
     try:
         verdict = judge_kernel(title, answer, kind=kind, run=run, reference=reference, kernel=kernel,

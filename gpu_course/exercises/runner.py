@@ -65,6 +65,9 @@ def hint(title: str) -> None:
 
 
 def _hint_note(title: str, text: str | None) -> str:
+    if not text:  # a hint kept out of the notebook, in the package (hints.py), if there is one
+        from .hints import HINTS
+        text = HINTS.get(title)
     if not text:
         return ""
     _HINTS[title] = text

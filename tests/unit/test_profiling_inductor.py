@@ -107,3 +107,14 @@ def test_shown_path_hides_the_user(monkeypatch, tmp_path):
     assert inductor.shown_path(Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}" / "triton" / "0") \
         == "/tmp/torchinductor_<user>/triton/0"
     assert inductor.shown_path(Path.home() / ".triton" / "cache") == "~/.triton/cache"
+
+
+def test_slice_loads_rule_and_ptx():
+    """The vector-load rule of notebook 08's exercise 1, and the PTX reading it uses on a GPU."""
+    assert inductor.slice_loads(4, 1600) == ("ld.global.v4.b32", 2)
+    assert inductor.slice_loads(2, 1600) == ("ld.global.b32", 8)  # 8-byte aligned is not enough
+    assert inductor.slice_loads(8, 4099) == ("ld.global.b32", 8)  # a length not a multiple of 16
+
+    class Handle:
+        asm = {"ptx": "@%p1 ld.global.v4.b32 { %r1 }, [ %rd1 + 0 ];\n@%p2 ld.global.v4.b32 { %r5 }, [ %rd2 + 0 ];"}
+    assert inductor.slice_loads(1, 7, Handle()) == ("ld.global.v4.b32", 2)  # the PTX wins over the rule

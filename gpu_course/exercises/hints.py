@@ -1,0 +1,45 @@
+"""Hints kept out of the notebooks, keyed by exercise title: a check cell that passes no ``hint=``
+registers the one here, so the learner sees it only by asking (``utils.hint(title)``), never in the
+check cell's source. Titles are unique across the course."""
+
+HINTS: dict[str, str] = {
+    # 06 · Triton basics
+    "fused add + ReLU": "square_kernel_1d has the same skeleton: offsets, a mask, the loads, one store",
+    "row-wise max, rows wider than a block": (
+        "mean_serial_kernel walks n elements a block at a time with a running block of sums; here each "
+        "program walks its own row, and the running block holds maxima. What must it start from, and what "
+        "must the masked-off lanes hold?"),
+    "layer norm forward": ("compare your kernel with torch on a row whose length is a power of two, then on one "
+                           "that is not: if only the second is off, look at every lane a tl.sum adds"),
+    "global max in two passes": (
+        "section 3's two-pass mean: pass 1 gives every program its own block and writes one number per "
+        "program; pass 2, one program, reduces those numbers. Which combining operation, and which value "
+        "can never win it?"),
+    # 08 · torch.compile
+    "loads of the GeLU kernel for a slice of x": (
+        "two facts decide it, and Triton checks both at launch: is the slice's first element at an "
+        "address that is a multiple of 16 bytes, and is its length a multiple of 16? A BLOCK of 1024 over "
+        "128 threads gives each thread 8 floats"),
+    "clip without a graph break": (
+        "section 5 fixed a branch on a tensor's value by computing on the device what Python decided. Which "
+        "torch operations choose between values, or bound them, without leaving the device?"),
+    "one kernel, and the line still printed": (
+        "the print splits the graph wherever it sits inside the compiled function. Where else can Python "
+        "run, before or after the compiled part?"),
+    "compilations for a list of sizes": (
+        "a dynamic graph's size is a symbol, but not every value is left to the symbol: which sizes does "
+        "Dynamo always specialize, and what does a size it specializes need?"),
+    # 11 · FlashAttention
+    "FLOPs the forward's tiles execute": (
+        "_key_bounds (section 3) gives the key range a query block visits; a key block the range only touches "
+        "is still multiplied whole, and so is the last query block's padding"),
+    "a sliding-window mask": (
+        "section 2's online_softmax_attention meets the same danger in its causal case: a row whose keys so far "
+        "were all masked. What is its running maximum then, and what does exp of (that maximum minus itself) give?"),
+    "an ALiBi bias": ("the bias is a function of a row's index, a column's index and one number per head: all "
+                      "three are at hand in the program; where in the loop must it enter, relative to the mask "
+                      "and the row maximum?"),
+    "the gradient of ALiBi's slopes": (
+        "a slope enters every score of its head; section 4 gives the gradient with respect to each score, and "
+        "what each score's derivative with respect to the slope is, you can read off the bias itself"),
+}
