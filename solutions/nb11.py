@@ -1,8 +1,8 @@
 """Reference solutions of notebook 11 (FlashAttention in Triton) and the cheats its checks refuse."""
 
-_CAUSAL_SIGNATURE = '''
+_WINDOW_SIGNATURE = '''
 @triton.jit
-def attention_causal_kernel(q_ptr, k_ptr, v_ptr, o_ptr, N, scale,
+def attention_window_kernel(q_ptr, k_ptr, v_ptr, o_ptr, N, W, scale,
                             D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 '''
 
@@ -12,7 +12,8 @@ def attention_alibi_kernel(q_ptr, k_ptr, v_ptr, slopes_ptr, o_ptr, N, H, scale,
                            D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 '''
 
-# attention_small_kernel's body, cut where the scores are masked: {mask} is replaced by each variant
+# attention_small_kernel's body, cut where the scores are masked: {mask} is replaced by each variant, {m} is the
+# maximum the exponentials subtract ({safe} defines a finite one where needed)
 _BODY = '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
     base = bh * N * D
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -21,15 +22,15 @@ _BODY = '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
-{before}    for start in range(0, {hi}, BLOCK_N):
+{before}    for start in range({lo}, {hi}, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
         v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
 {mask}
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
+{safe}        p = tl.exp(s - {m}[:, None])
+        alpha = tl.exp(m_i - {m})
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
         m_i = m_new
@@ -38,6 +39,12 @@ _BODY = '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
 
 _NO_MASK = '''        s = tl.where(cols[None, :] < N, s, float("-inf"))'''
 _CAUSAL_MASK = '''        s = tl.where((cols[None, :] < N) & (cols[None, :] <= rows[:, None]), s, float("-inf"))'''
+_WINDOW_MASK = ('''        ok = (cols[None, :] < N) & (cols[None, :] <= rows[:, None]) & (cols[None, :] > rows[:, None] - W)'''
+                '''\n        s = tl.where(ok, s, float("-inf"))''')
+# a row whose visited keys are all masked has m_new = -inf: exp(-inf - -inf) is NaN, so subtract 0 there
+_SAFE = '''        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)\n'''
+# the bonus: only the key blocks that hold some key of the block's windows
+_WINDOW_LO = "tl.maximum(pid_m * BLOCK_M - W + 1, 0) // BLOCK_N * BLOCK_N"
 _ALIBI = '''        s = s - slope * (rows[:, None] - cols[None, :]).to(tl.float32)
 ''' + _CAUSAL_MASK
 # the bonus: no key block right of the diagonal is visited
@@ -45,16 +52,18 @@ _CAUSAL_HI = "tl.minimum(N, (pid_m + 1) * BLOCK_M)"
 _SLOPE = "    slope = tl.load(slopes_ptr + bh % H)\n"
 
 
-def _body(mask, hi="N", before=""):
-    return _BODY.format(mask=mask, hi=hi, before=before)
+def _body(mask, hi="N", before="", lo="0", safe=False):
+    return _BODY.format(mask=mask, hi=hi, before=before, lo=lo, safe=_SAFE if safe else "",
+                        m="m_safe" if safe else "m_new")
 
 
-_CAUSAL_LAUNCHER = '''
+_WINDOW_LAUNCHER = '''
 
-def attention_causal(q, k, v, BLOCK=16):
+def attention_window(q, k, v, W, BLOCK=16):
     B, H, N, D = q.shape
     out = utils.poisoned(B, H, N, D, device=q.device)
-    attention_causal_kernel[(utils.cdiv(N, BLOCK), B * H)](q, k, v, out, N, D ** -0.5, D=D, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    attention_window_kernel[(utils.cdiv(N, BLOCK), B * H)](q, k, v, out, N, W, D ** -0.5,
+                                                           D=D, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
     return out
 '''
 
@@ -77,58 +86,69 @@ def tile_flops(batch, heads, n, d, causal, block_m, block_n):
     return batch * heads * visits * 2 * (2 * block_m * block_n * d)
 '''
 
-_DQ_SIGNATURE = '''
+_DSLOPE_SIGNATURE = '''
 @triton.jit
-def attention_dq_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, do_ptr, dq_ptr, N, scale,
-                        D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def attention_dslope_kernel(q_ptr, k_ptr, v_ptr, slopes_ptr, o_ptr, lse_ptr, do_ptr, dslope_ptr, N, H, scale,
+                            D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 '''
 
-# the dQ kernel's body; {delta} and {ds} are replaced by the cheats
-_DQ_BODY = '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
+# one program per (batch, head); {delta}, {bias}, {ds} and {weight} are replaced by the cheats
+_DSLOPE_BODY = '''    bh = tl.program_id(0)
     base = bh * N * D
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slope = tl.load(slopes_ptr + bh % H)
     dims = tl.arange(0, D)
-    offs = base + rows[:, None] * D + dims[None, :]
-    q = tl.load(q_ptr + offs, mask=rows[:, None] < N, other=0.0)
-    do = tl.load(do_ptr + offs, mask=rows[:, None] < N, other=0.0)
-    lse = tl.load(lse_ptr + bh * N + rows, mask=rows < N, other=0.0)
+    total = tl.zeros((BLOCK_M,), tl.float32)
+    for row0 in range(0, N, BLOCK_M):
+        rows = row0 + tl.arange(0, BLOCK_M)
+        offs = base + rows[:, None] * D + dims[None, :]
+        q = tl.load(q_ptr + offs, mask=rows[:, None] < N, other=0.0)
+        do = tl.load(do_ptr + offs, mask=rows[:, None] < N, other=0.0)
+        lse = tl.load(lse_ptr + bh * N + rows, mask=rows < N, other=0.0)
 {delta}
-    dq = tl.zeros((BLOCK_M, D), tl.float32)
-    for start in range(0, N, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
-        v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
-        p = tl.where(cols[None, :] < N, tl.exp(s - lse[:, None]), 0.0)
-        dp = tl.dot(do, tl.trans(v), input_precision="ieee")
-        dq += tl.dot({ds}, k, input_precision="ieee")
-    tl.store(dq_ptr + offs, dq * scale, mask=rows[:, None] < N)
+        for start in range(0, row0 + BLOCK_M, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+            v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+            dist = (rows[:, None] - cols[None, :]).to(tl.float32)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale{bias}
+            ok = (rows[:, None] < N) & (cols[None, :] < N) & (cols[None, :] <= rows[:, None])
+            p = tl.where(ok, tl.exp(s - lse[:, None]), 0.0)
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            ds = {ds}
+            total += tl.sum(ds * {weight}, 1)
+    tl.store(dslope_ptr + bh, tl.sum(total, 0))
 '''
-_DELTA = """    o = tl.load(o_ptr + offs, mask=rows[:, None] < N, other=0.0)
-    delta = tl.sum(do * o, 1)"""
+_DELTA = '''        o = tl.load(o_ptr + offs, mask=rows[:, None] < N, other=0.0)
+        delta = tl.sum(do * o, 1)'''
 _DS = "p * (dp - delta[:, None])"
 
-_DQ_LAUNCHER = '''
+_DSLOPE_LAUNCHER = '''
 
-def attention_dq(q, k, v, o, lse, do, BLOCK=16):
+def attention_dslope(q, k, v, slopes, o, lse, do, BLOCK=16):
     B, H, N, D = q.shape
-    dq = utils.poisoned(B, H, N, D, device=q.device)
-    attention_dq_kernel[(utils.cdiv(N, BLOCK), B * H)](q, k, v, o, lse, do, dq, N, D ** -0.5,
-                                                       D=D, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
-    return dq
+    dslope = utils.poisoned(B, H, device=q.device)
+    attention_dslope_kernel[(B * H,)](q, k, v, slopes, o, lse, do, dslope, N, H, D ** -0.5,
+                                      D=D, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    return dslope
 '''
 
 
-def _dq(delta=_DELTA, ds=_DS, launcher=_DQ_LAUNCHER):
-    return _DQ_SIGNATURE + _DQ_BODY.format(delta=delta, ds=ds) + launcher
+def _dslope(delta=_DELTA, ds=_DS, weight="-dist", bias=" - slope * dist", launcher=_DSLOPE_LAUNCHER):
+    return _DSLOPE_SIGNATURE + _DSLOPE_BODY.format(delta=delta, ds=ds, weight=weight, bias=bias) + launcher
 
 
 SOLUTIONS = {
     "ex11-1-answer": _TILE_FLOPS,
-    "ex11-2-answer": _CAUSAL_SIGNATURE + _body(_CAUSAL_MASK, hi=_CAUSAL_HI) + _CAUSAL_LAUNCHER,
+    "ex11-2-answer": _WINDOW_SIGNATURE + _body(_WINDOW_MASK, lo=_WINDOW_LO, hi=_CAUSAL_HI, safe=True) + _WINDOW_LAUNCHER,
     "ex11-3-answer": _ALIBI_SIGNATURE + _body(_ALIBI, hi=_CAUSAL_HI, before=_SLOPE) + _ALIBI_LAUNCHER,
-    "ex11-4-answer": _dq(),
+    "ex11-4-answer": _dslope(),
 }
+
+_WINDOW_REF = """
+    n = q.shape[2]
+    i = torch.arange(n, device=q.device)
+    keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - W)
+"""
 
 CHEATS = {
     "ex11-1-answer": {
@@ -140,26 +160,21 @@ CHEATS = {
         "one FLOP per multiply-add": _TILE_FLOPS.replace("* 2 * (2 * block_m", "* 2 * (block_m"),
     },
     "ex11-2-answer": {
-        "SDPA": "attention_causal = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)",
-        "the course's flash_attention": "attention_causal = lambda q, k, v: flash_attention(q, k, v, causal=True)",
-        "the course's kernel launched directly": '''
-def attention_causal(q, k, v):
-    out, lse = ta.attention_forward(q, k, v, causal=True, alloc=utils.poisoned)
-    return out
-''',
-        "the non-causal kernel, the mask applied afterwards in torch": _CAUSAL_SIGNATURE + _body(_NO_MASK)
-        + _CAUSAL_LAUNCHER.replace("    return out\n",
-                                   "    return out.copy_(naive_attention(q, k, v, causal=True))\n"),
-        "torch's causal result handed to a kernel that copies it": _CAUSAL_SIGNATURE + '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, D)
-    offs = bh * N * D + rows[:, None] * D + dims[None, :]
-    tl.store(o_ptr + offs, tl.load(v_ptr + offs, mask=rows[:, None] < N) + 0 * tl.sum(tl.dot(tl.load(
-        q_ptr + offs, mask=rows[:, None] < N, other=0.0), tl.trans(tl.load(k_ptr + offs, mask=rows[:, None] < N,
-        other=0.0))), 1)[:, None], mask=rows[:, None] < N)
-''' + _CAUSAL_LAUNCHER.replace("(q, k, v, out, N,", "(q, k, naive_attention(q, k, v, causal=True), out, N,"),
-        "masked scores set to 0 instead of -inf": _CAUSAL_SIGNATURE
-        + _body(_CAUSAL_MASK.replace('float("-inf")', "0.0")) + _CAUSAL_LAUNCHER,
+        "SDPA with the window as a boolean mask": "\ndef attention_window(q, k, v, W):" + _WINDOW_REF
+        + "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n",
+        "the course's causal flash_attention (no window)":
+            "attention_window = lambda q, k, v, W: flash_attention(q, k, v, causal=True)",
+        "the causal mask alone, in the kernel": _WINDOW_SIGNATURE + _body(_CAUSAL_MASK, safe=True) + _WINDOW_LAUNCHER,
+        "the window mask with no finite maximum (a row whose first blocks are all masked gives NaN)":
+            _WINDOW_SIGNATURE + _body(_WINDOW_MASK) + _WINDOW_LAUNCHER,
+        "a window one key too wide (j >= i - W)": _WINDOW_SIGNATURE
+        + _body(_WINDOW_MASK.replace("> rows[:, None] - W", ">= rows[:, None] - W"), safe=True) + _WINDOW_LAUNCHER,
+        "the causal kernel, the window applied afterwards in torch": _WINDOW_SIGNATURE + _body(_CAUSAL_MASK, safe=True)
+        + _WINDOW_LAUNCHER.replace("    return out\n", "    return out.copy_(torch.softmax((q @ k.transpose(-2, -1) * D ** -0.5)"
+                                   ".masked_fill(~keep, float('-inf')), -1) @ v)\n").replace(
+            "    B, H, N, D = q.shape\n", "    B, H, N, D = q.shape" + _WINDOW_REF),
+        "masked scores set to 0 instead of -inf": _WINDOW_SIGNATURE
+        + _body(_WINDOW_MASK.replace('float("-inf")', "0.0"), safe=True) + _WINDOW_LAUNCHER,
     },
     "ex11-3-answer": {
         "SDPA with the bias as a mask": '''
@@ -181,19 +196,21 @@ def attention_alibi(q, k, v, slopes):
     },
     "ex11-4-answer": {
         "torch autograd": '''
-def attention_dq(q, k, v, o, lse, do):
-    q = q.clone().requires_grad_()
-    return torch.autograd.grad(naive_attention(q, k, v), q, do)[0]
+def attention_dslope(q, k, v, slopes, o, lse, do):
+    sl = slopes.expand(q.shape[0], -1).clone().requires_grad_()
+    n = q.shape[2]
+    i = torch.arange(n, device=q.device)
+    s = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5 - sl[..., None, None] * (i[:, None] - i[None, :])
+    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.autograd.grad(torch.softmax(s, -1) @ v, sl, do)[0]
 ''',
-        "the course's backward kernels": '''
-def attention_dq(q, k, v, o, lse, do):
-    return ta.attention_backward(q, k, v, o, lse, do, False, cfg=SMALL_BWD)[0]
-''',
-        "delta computed in torch and handed over in O's place": _dq(
-            delta="    delta = tl.load(o_ptr + bh * N + rows, mask=rows < N, other=0.0)",
-            launcher=_DQ_LAUNCHER.replace("](q, k, v, o, lse,", "](q, k, v, (do * o).sum(-1).contiguous(), lse,")),
-        "delta left out (dS = P dP)": _dq(ds="p * dp"),
-        "P without the LSE (exp(S) unnormalised)": _dq().replace("tl.exp(s - lse[:, None])", "tl.exp(s)"),
-        "the scale forgotten at the end": _dq().replace("dq * scale, mask", "dq, mask"),
+        "delta computed in torch and handed over in O's place": _dslope(
+            delta="        delta = tl.load(o_ptr + bh * N + rows, mask=rows < N, other=0.0)",
+            launcher=_DSLOPE_LAUNCHER.replace("](q, k, v, slopes, o, lse,",
+                                              "](q, k, v, slopes, (do * o).sum(-1).contiguous(), lse,")),
+        "delta left out (dS = P dP)": _dslope(ds="p * dp"),
+        "P without the bias (exp(scale q k - LSE))": _dslope(bias=""),
+        "the slope's derivative with the wrong sign (+(i - j))": _dslope(weight="dist"),
+        "dS summed without the derivative of the bias": _dslope(weight="1.0"),
     },
 }

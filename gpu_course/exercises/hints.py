@@ -42,4 +42,30 @@ HINTS: dict[str, str] = {
     "the gradient of ALiBi's slopes": (
         "a slope enters every score of its head; section 4 gives the gradient with respect to each score, and "
         "what each score's derivative with respect to the slope is, you can read off the bias itself"),
+    # 10 · Backward passes and custom ops
+    "add + ReLU with a Triton backward": (
+        "section 1's GeLU is the model: what must forward keep for the backward, and could the output itself "
+        "tell the backward where the gradient passes? One gradient tensor may serve both inputs"),
+    "a fake for the backward's partial sums": (
+        "no kernel, no data: new_empty with the real outputs' shapes and dtypes. Is dx contiguous when x is a "
+        "transposed view? How many rows has part, and in which dtype does the kernel keep sums of fp16?"),
+    "bytes moved by the LayerNorm backward": (
+        "go through each kernel's pointer arguments in section 3's source: which does it load, which does it "
+        "store, and how many elements of which dtype does each hold?"),
+    "the backward's time predicted by its bytes": (
+        "a kernel limited by memory takes bytes / rate; if the rate does not change with GROUPS, what does the "
+        "time at one program per SM tell you about the rate?"),
+    # 07 · Triton matmul
+    "the last round's share of the GPU": (
+        "count the programs first (a tile that sticks out is still a program), then the rounds of sms × per_sm "
+        "programs; how many programs do the rounds before the last one take?"),
+    "stages that fit in shared memory": (
+        "one stage holds a block of a and a block of b: how many bytes for inputs of dtype (a torch dtype knows "
+        "its itemsize)? Then count only whole stages"),
+    "the program of a tile": (
+        "start from the first program of the tile's group of rows: how many programs do the groups above it "
+        "hold? Mind the last group, which may be shorter"),
+    "matmul + ReLU + residual, fused": (
+        "section 5's bias is the model: it meets acc in registers, between the loop and the store. The residual "
+        "is a whole h × w tensor, not a row: which offsets and which mask does reading it need?"),
 }

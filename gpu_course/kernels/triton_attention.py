@@ -933,9 +933,10 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
 def _dkdv_dq_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base, keys, lo, hi, N, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
                    DOT_PRECISION: tl.constexpr):
-    """:func:`_dkdv_inner` that also adds this key block's share of dQ, ``dS Kᵀ`` (unscaled, fp32), into
-    ``dq_base`` with atomic adds: five matmuls per pair of blocks instead of the two kernels' seven, but the
-    order in which the key blocks' shares arrive, and so the rounding of the sum, changes from run to run."""
+    """:func:`_dkdv_inner` that also adds this key block's share of dQ, ``dS K`` (here ``tl.trans(dSᵀ)`` times
+    k; unscaled, fp32), into ``dq_base`` with atomic adds: five matmuls per pair of blocks instead of the two
+    kernels' seven, but the order in which the key blocks' shares arrive, and so the rounding of the sum, changes
+    from run to run."""
     dims = tl.arange(0, HEAD_DIM)
     for start in range(lo, hi, BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M)
@@ -1658,8 +1659,9 @@ NCU_ORDER = (("ours forward d=128, step 3 (descriptors)", "attention_fwd_desc_ke
 def ncu_launches():
     """The functions bench/flash_attention_ncu.py launches once each under ncu, in the order of :data:`NCU_ORDER`:
     our forward at d = 128 (ladder steps 3 and 5) and cuDNN's, our forward at d = 64 (step 3) and cuDNN's (with
-    autograd, for its backward), then our two backward kernels at d = 64 (with the tiles the autotuners keep at this
-    size on the H100) and cuDNN's backward. GPU only."""
+    autograd, for its backward), then our two backward kernels at d = 64 (dQ with the 128x64 tile its autotuner keeps at this
+    size; dK/dV with ``_DKDV_CONFIGS[2]``, 32x128 with 4 warps and 3 stages, not the 32x64 with 4 stages that its
+    autotuner keeps) and cuDNN's backward. GPU only."""
     def inputs(d):
         g = torch.Generator(device=DEVICE).manual_seed(d)
         return [torch.randn(*NCU_SHAPE, d, device=DEVICE, dtype=torch.float16, generator=g) for _ in range(4)]
