@@ -7,6 +7,9 @@ False
 """
 from __future__ import annotations
 
+import dataclasses
+import statistics
+
 import torch
 
 from .checking import check
@@ -16,9 +19,37 @@ from .results import report, stored_results
 from .timing import bench
 
 
+def bench_interleaved(fns: dict, *args, rounds: int = 4, budget_ms: float | None = None) -> dict:
+    """:func:`bench` of each of ``fns`` (name -> function) in ``rounds`` rounds, the order reversed every other
+    round (A B, B A, A B, ...), each round with ``budget_ms / rounds`` of run time; each name's runs pooled
+    into one :class:`Timing` (its ``launch_ms`` the median of the rounds'). Timings taken one after another
+    drift over a run; interleaved, the drift falls on every function alike instead of on whichever ran last.
+
+    >>> t = bench_interleaved({"ones": torch.ones, "zeros": torch.zeros}, 64, rounds=2, budget_ms=4)
+    >>> sorted(t), t["ones"].n >= 2, "interleaved" in t["zeros"].method
+    (['ones', 'zeros'], True, True)
+    """
+    if rounds < 1:
+        raise ValueError(f"bench_interleaved: rounds must be >= 1, got {rounds}")
+    per_round = None if budget_ms is None else budget_ms / rounds
+    taken = {name: [] for name in fns}
+    for r in range(rounds):
+        for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            taken[name].append(bench(fns[name], *args, budget_ms=per_round))
+    out = {}
+    for name, ts in taken.items():
+        launches = [t.launch_ms for t in ts if t.launch_ms is not None]
+        out[name] = dataclasses.replace(
+            ts[0], times_ms=tuple(x for t in ts for x in t.times_ms),
+            method=f"{ts[0].method}; interleaved with {len(fns) - 1} other(s) over {rounds} rounds",
+            launch_ms=statistics.median(launches) if launches else None)
+    return out
+
+
 def live_sweep(sizes, notebook, kernel_name, matmul, tuned) -> list:
     """Time ``matmul`` (autotuned by ``tuned``) and ``torch.matmul`` on ``n x n`` fp16 inputs for each ``n`` of
-    ``sizes``, each result checked first, both recorded with ``report`` under ``kernel_name``. One row a size:
+    ``sizes``, each result checked first, the two timed in alternating rounds (:func:`bench_interleaved`), both
+    recorded with ``report`` under ``kernel_name``. One row a size:
     TFLOP/s of each, the GPU and launch times (µs), the tile the autotuner kept, its programs and waves (programs
     over SMs: rounds of one program per SM)."""
     rows = []
@@ -26,8 +57,8 @@ def live_sweep(sizes, notebook, kernel_name, matmul, tuned) -> list:
         a = torch.randn(n, n, device=DEVICE, dtype=torch.float16)
         b = torch.randn(n, n, device=DEVICE, dtype=torch.float16)
         check(matmul(a, b), a @ b, atol=0.05, rtol=1e-2, name=f"matmul {n}^3")  # check before timing
-        t_cublas = bench(torch.matmul, a, b)
-        t = bench(matmul, a, b)
+        timed = bench_interleaved({"cuBLAS": torch.matmul, "ours": matmul}, a, b)  # A B, B A, ...: drift shared
+        t_cublas, t = timed["cuBLAS"], timed["ours"]
         kept = tuned.best_config.kwargs  # the configuration the autotuner chose for this shape
         work = 2 * n**3  # FLOP of an n³ product
         report(notebook, kernel_name, f"{n}³", t, baseline=t_cublas, baseline_name="cuBLAS", flops=work, kind="fp16")

@@ -52,15 +52,24 @@ def matmul_relu_res(a, b, res, cfg=FIXED):
 
 SOLUTIONS = {
     "ex07-1-answer": '''
-def programs(h, w, BLOCK_M, BLOCK_N):
-    return utils.cdiv(h, BLOCK_M) * utils.cdiv(w, BLOCK_N)  # one program per output tile
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    programs = utils.cdiv(h, BLOCK_M) * utils.cdiv(w, BLOCK_N)  # one program per tile, edges included
+    slots = sms * per_sm                                         # programs running at once
+    rounds = utils.cdiv(programs, slots)
+    return (programs - (rounds - 1) * slots) / slots             # what the last round holds
+
+
+for tile, per_sm in (((128, 128), 1), ((128, 128), 2), ((128, 256), 1)):
+    print(f"3072^3, {tile[0]}x{tile[1]} tiles, {per_sm} a SM: last round {last_round(3072, 3072, *tile, 132, per_sm):.0%}")
 ''',
     "ex07-2-answer": '''
-def pipeline_smem(BLOCK_M, BLOCK_N, BLOCK_K, stages, dtype):
-    return stages * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * dtype.itemsize
+def max_stages(BLOCK_M, BLOCK_N, BLOCK_K, dtype, smem):
+    stage = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * dtype.itemsize  # a block of a and a block of b
+    return smem // stage                                               # whole stages only
 
 
-print(f"config(128, 256, 64, stages=3): {pipeline_smem(128, 256, 64, 3, torch.float16) / 1024:.0f} KiB of 228")
+print("128x256x64 fp16: H100", max_stages(128, 256, 64, torch.float16, 232448),
+      "stages, T4", max_stages(128, 256, 64, torch.float16, 65536))
 ''',
     "ex07-3-answer": '''
 def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
@@ -73,20 +82,47 @@ def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
 
 CHEATS = {
     "ex07-1-answer": {
-        "a number, not a function": "programs = (4096 // 128) * (4096 // 256)",
-        "rounded down": "programs = lambda h, w, BLOCK_M, BLOCK_N: (h // BLOCK_M) * (w // BLOCK_N)",
-        "measured with matmul instead of worked out": '''
-def programs(h, w, BLOCK_M, BLOCK_N):
-    cfg = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=16, GROUP_M=8, num_warps=4, num_stages=1)
-    with utils.launches() as seen:
-        matmul(torch.randn(h, 16, device=utils.DEVICE), torch.randn(16, w, device=utils.DEVICE), cfg=cfg)
-    return seen.of("triton")[0].grid[0]
+        "a number, not a function": "last_round = 0.36",
+        "the rounds' average fill, as the claim under the sweep": '''
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    waves = utils.cdiv(h, BLOCK_M) * utils.cdiv(w, BLOCK_N) / (sms * per_sm)
+    return waves / -(-waves // 1)
+''',
+        "a remainder: 0 when the last round is full": '''
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    return (utils.cdiv(h, BLOCK_M) * utils.cdiv(w, BLOCK_N)) % (sms * per_sm) / (sms * per_sm)
+''',
+        "tiles rounded down": '''
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    programs, slots = (h // BLOCK_M) * (w // BLOCK_N), sms * per_sm
+    return (programs - (utils.cdiv(programs, slots) - 1) * slots) / slots
+''',
+        "one program per SM, per_sm ignored": '''
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    programs = utils.cdiv(h, BLOCK_M) * utils.cdiv(w, BLOCK_N)
+    return (programs - (utils.cdiv(programs, sms) - 1) * sms) / sms
+''',
+        "the package's reference, called": '''
+from gpu_course.kernels.triton_matmul import last_round_fill as last_round
+''',
+        "the package's reference, wrapped": '''
+from gpu_course.kernels import triton_matmul
+
+
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    return triton_matmul.last_round_fill(h, w, BLOCK_M, BLOCK_N, sms, per_sm)
 ''',
     },
     "ex07-2-answer": {
-        "a number, not a function": "pipeline_smem = 3 * (128 * 64 + 64 * 256) * 2",
-        "the bytes per element forgotten": "pipeline_smem = lambda bm, bn, bk, stages, dtype: stages * (bm * bk + bk * bn)",
-        "one stage only": "pipeline_smem = lambda bm, bn, bk, stages, dtype: (bm * bk + bk * bn) * dtype.itemsize",
+        "a number, not a function": "max_stages = 4",
+        "the bytes per element forgotten": "max_stages = lambda bm, bn, bk, dtype, smem: smem // ((bm + bn) * bk)",
+        "rounded to the nearest stage": "max_stages = lambda bm, bn, bk, dtype, smem: round(smem / ((bm + bn) * bk * dtype.itemsize))",
+        "the block of b forgotten": "max_stages = lambda bm, bn, bk, dtype, smem: smem // (bm * bk * dtype.itemsize)",
+        "the package's reference, wrapped": '''
+def max_stages(BLOCK_M, BLOCK_N, BLOCK_K, dtype, smem):
+    from gpu_course.kernels.triton_matmul import stages_that_fit
+    return stages_that_fit(BLOCK_M, BLOCK_N, BLOCK_K, dtype, smem)
+''',
     },
     "ex07-3-answer": {
         "a number, not a function": "program_of = 26",

@@ -138,6 +138,30 @@ def dot_precision(dtype, tf32=False):
     return "tf32" if dtype != torch.float32 or tf32 else "ieee"
 
 
+def last_round_fill(h, w, BLOCK_M, BLOCK_N, sms, per_sm=1):
+    """Notebook 07's exercise 1: the share of the GPU's program slots (``sms`` SMs, ``per_sm`` programs
+    resident on each at once) that the last round of an ``h x w`` output's tiles fills: one program per tile,
+    rounds of ``sms * per_sm`` programs; a last round that is full gives 1.0.
+
+    >>> last_round_fill(3072, 3072, 128, 128, 132), last_round_fill(4096, 4096, 128, 256, 128)
+    (0.36363636363636365, 1.0)
+    """
+    programs, slots = cdiv(h, BLOCK_M) * cdiv(w, BLOCK_N), sms * per_sm
+    return (programs - (cdiv(programs, slots) - 1) * slots) / slots
+
+
+def stages_that_fit(BLOCK_M, BLOCK_N, BLOCK_K, dtype, smem):
+    """Notebook 07's exercise 2, with the course's model of a pipeline's shared memory (each stage one
+    ``BLOCK_M x BLOCK_K`` block of a and one ``BLOCK_K x BLOCK_N`` block of b): the most stages that fit
+    in ``smem`` bytes, 0 when not even one does. A model: the compiler may keep fewer buffers, and adds
+    scratch of its own.
+
+    >>> stages_that_fit(128, 256, 64, torch.float16, 232448), stages_that_fit(128, 128, 64, torch.float32, 232448)
+    (4, 3)
+    """
+    return smem // ((BLOCK_M + BLOCK_N) * BLOCK_K * dtype.itemsize)
+
+
 def check_shapes(a, b):
     assert a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0], \
         f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match (a is h x k, b is k x w)"
