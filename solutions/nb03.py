@@ -10,7 +10,7 @@ void {f}(torch::Tensor x, torch::Tensor out) {{
     CHECK_INPUT(x); CHECK_INPUT(out);
     TORCH_CHECK(x.numel() == out.numel(), "out must have as many elements as x");
     int n = x.numel();
-    {f}_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    {f}_k<<<cdiv(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }}
 """
@@ -39,7 +39,29 @@ void axpb(torch::Tensor x, torch::Tensor out, double a, double b) {
     CHECK_INPUT(x); CHECK_INPUT(out);
     TORCH_CHECK(x.numel() == out.numel(), "out must have as many elements as x");
     int n = x.numel();
-    axpb_k<<<cdiv(n, 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n, (float)a, (float)b);
+    axpb_k<<<cdiv(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), n, (float)a, (float)b);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+'''
+
+RELU4 = r'''relu4_src = utils.cuda_begin + r"""
+__global__ void relu4_k(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x, n4 = n / 4;
+    if (j < n4) {
+        float4 v = reinterpret_cast<const float4*>(x)[j];
+        reinterpret_cast<float4*>(out)[j] = make_float4(fmaxf(v.x, 0.0f), fmaxf(v.y, 0.0f), fmaxf(v.z, 0.0f), fmaxf(v.w, 0.0f));
+    }
+    if (j < n % 4) out[4 * n4 + j] = fmaxf(x[4 * n4 + j], 0.0f);
+}
+
+void relu4(torch::Tensor x, torch::Tensor out) {
+    CHECK_INPUT(x); CHECK_INPUT(out);
+    TORCH_CHECK(x.numel() == out.numel(), "out must have as many elements as x");
+    int n = x.numel();
+    relu4_k<<<cdiv(max(n / 4, n % 4), 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 """
@@ -50,7 +72,8 @@ SOLUTIONS = {
     "ex03-2-answer": SILU,
     "ex03-3-answer": AXPB,
     "ex03-4-answer": "bytes_unfused = lambda n: 3 * (4 * n + 4 * n)   # three ops, each reads and writes n floats",
-    "ex03-5-answer": "grid_for = lambda h, w, tile: utils.dim3(utils.cdiv(w, tile), utils.cdiv(h, tile))",
+    "ex03-5-answer": "grid_for = lambda h, w: utils.dim3(utils.cdiv(w, 4 * 32), utils.cdiv(h, 8))",
+    "ex03-6-answer": RELU4,
 }
 
 CHEATS = {
@@ -69,6 +92,9 @@ void relu(torch::Tensor x, torch::Tensor out) {
 """
 ''',
         "a torch function": "relu_src = torch.relu",
+        "one thread of one block loops over everything (<<<1, 1>>>)": RELU.replace(
+            "if (i < n) out[i] = fmaxf(x[i], 0.0f);", "if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);"
+        ).replace("relu_k<<<cdiv(n, 256), 256, 0,", "relu_k<<<1, 1, 0,"),
         "the course's square kernel under the exercise's name": (
             'relu_src = utils.cuda_begin + r"""\n'
             "__global__ void relu_k(const float* __restrict__ x, float* __restrict__ out, int n) {\n"
@@ -128,9 +154,23 @@ void axpb(torch::Tensor x, torch::Tensor out, double a, double b) {
         "counted as one fused pass": "bytes_unfused = lambda n: 2 * 4 * n",
     },
     "ex03-5-answer": {
-        "the grid for 1080 x 1920, copied": "grid_for = utils.dim3(120, 68)",
-        "rows and columns swapped": "grid_for = lambda h, w, tile: utils.dim3(utils.cdiv(h, tile), utils.cdiv(w, tile))",
-        "rounded down": "grid_for = lambda h, w, tile: utils.dim3(w // tile, h // tile)",
+        "the grid for 1080 x 1920, copied": "grid_for = utils.dim3(15, 135)",
+        "section 2's grid, 16 x 16 blocks of one column a thread": (
+            "grid_for = lambda h, w: utils.dim3(utils.cdiv(w, 16), utils.cdiv(h, 16))"),
+        "one column a thread": "grid_for = lambda h, w: utils.dim3(utils.cdiv(w, 32), utils.cdiv(h, 8))",
+        "rows and columns swapped": "grid_for = lambda h, w: utils.dim3(utils.cdiv(h, 8), utils.cdiv(w, 128))",
+        "rounded down": "grid_for = lambda h, w: utils.dim3(w // 128, h // 8)",
+    },
+    "ex03-6-answer": {
+        "one thread per float (section 5's kernel)": RELU.replace("relu_src", "relu4_src").replace("relu_k", "relu4_k")
+                                                         .replace("void relu(", "void relu4("),
+        "no tail: the last n % 4 elements are never written": RELU4.replace(
+            "    if (j < n % 4) out[4 * n4 + j] = fmaxf(x[4 * n4 + j], 0.0f);\n", ""),
+        "one thread does it all, in a loop": RELU4.replace(
+            "relu4_k<<<cdiv(max(n / 4, n % 4), 256), 256, 0,", "relu4_k<<<1, 1, 0,").replace(
+            "    int j = blockIdx.x * blockDim.x + threadIdx.x, n4 = n / 4;\n    if (j < n4) {",
+            "    int n4 = n / 4;\n    for (int j = 0; j < n4; ++j) {").replace(
+            "    if (j < n % 4) out", "    for (int j = 0; j < n % 4; ++j) out"),
     },
 }
 

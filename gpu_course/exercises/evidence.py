@@ -294,21 +294,62 @@ def _cuda_calls(a: Attempt, names) -> str | None:
     return None
 
 
-def splits_work(share: float = 1 / 16):
+def splits_work(share: float = 1 / 16, *, items: int | None = None, per_thread: int | None = None):
     """Evidence (CUDA C): the work is split between threads: in the course's own launch no thread
     made more than ``share`` of the kernel's global memory accesses (loads, stores, atomics),
     counted per thread by the emulation (cpu mode; on a GPU there is no count to read, and it
-    holds). A kernel where one thread loops over everything is refused."""
+    holds). A kernel where one thread loops over everything is refused.
+
+    With ``items`` (the elements the learner's call covers), in both modes: the learner's launches
+    of the kernel started at least ``items * share`` threads in all (grid × block, from the module's
+    launch log; on a GPU the evidence of the split). With ``per_thread`` too: at most 1.5 threads per
+    ``per_thread`` items (plus one block), and, where the emulation counts them (cpu mode), at most
+    1.5 global loads per ``per_thread`` items (plus ``per_thread``, for a tail done one by one):
+    each thread covers ``per_thread`` items with wide loads (a ``float4`` for 4 floats)."""
     def holds(a: Attempt):
         if a.kind != "cuda":
             raise _SetupError("splits_work applies to CUDA C kernels (Triton and Numba: the course's own "
                               "launch with a single program or block shows it)")
+        if items is not None:
+            why = _threads_started(a, items, share, per_thread)
+            if why:
+                return why
         if a.execution is None:
             return None
         from .cuda_evidence import work_split
         why = work_split(a.name, a.execution, share)
-        return why or None
+        if why:
+            return why
+        if per_thread and items is not None and a.execution.launches:
+            loads = sum(int(L.field("gload").sum()) for L in a.execution.launches)
+            most = int(1.5 * -(-items // per_thread)) + per_thread
+            if loads > most:
+                return (f"in the check's launch, {a.name} made {loads:,} global loads for {items:,} elements: "
+                        f"with one {per_thread}-wide load per thread it would make about "
+                        f"{-(-items // per_thread):,} (plus the tail)")
+        return None
     return _evidence(holds)
+
+
+def _threads_started(a: Attempt, items: int, share: float, per_thread: int | None) -> str | None:
+    """Why the learner's launches started too few (or, with ``per_thread``, too many) threads for
+    ``items`` elements, from the grids and blocks of the launch log; None when they fit or nothing
+    was logged."""
+    configs = [(c.grid, c.block) for L in a.launches for c in L.calls]
+    if not configs:
+        return None
+    count = lambda d: d[0] * d[1] * d[2]
+    threads = sum(count(g) * count(b) for g, b in configs)
+    least = int(items * share)
+    if threads < least:
+        return (f"{a.name} was launched with {threads:,} threads in all for {items:,} elements (at least "
+                f"{least:,} expected): split the work so that each thread handles its own part")
+    if per_thread:
+        most = int(1.5 * -(-items // per_thread)) + max(count(b) for _, b in configs)
+        if threads > most:
+            return (f"{a.name} was launched with {threads:,} threads for {items:,} elements: with "
+                    f"{per_thread} elements per thread, about {-(-items // per_thread):,} threads are enough")
+    return None
 
 
 def shared_atomics():

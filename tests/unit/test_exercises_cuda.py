@@ -278,6 +278,27 @@ def test_3_one_thread_doing_all_the_work_is_refused(capsys):
     assert verdict(capsys, strided, "k", evidence=[utils.splits_work()]) == OK
 
 
+def test_3_threads_started_and_wide_loads_from_the_launch_log(capsys):
+    """splits_work(items=...) reads the launch's grid and block (a GPU has no per-thread count);
+    per_thread=4 also asks for one float4 load per thread (cpu mode: the counted loads)."""
+    loop = elementwise("    if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);").replace(
+        "k<<<cdiv(n, 256), 256>>>", "k<<<1, 1>>>")
+    why = verdict(capsys, loop, "k", evidence=[utils.splits_work(items=1000)])
+    assert why == ("❌ t: not yet: k was launched with 1 threads in all for 1,000 elements (at least 62 "
+                   "expected): split the work so that each thread handles its own part"), why
+    assert verdict(capsys, RELU, "k", evidence=[utils.splits_work(items=1000)]) == OK
+    why = verdict(capsys, RELU, "k", evidence=[utils.splits_work(items=1000, per_thread=4)])
+    assert "launched with 1,024 threads for 1,000 elements: with 4 elements per thread" in why, why
+    scalar4 = elementwise("    for (int k = 0; k < 4; ++k) if (4 * i + k < n) out[4 * i + k] = fmaxf(x[4 * i + k], 0.0f);"
+                          ).replace("cdiv(n, 256)", "cdiv(n, 4 * 256)")
+    why = verdict(capsys, scalar4, "k", evidence=[utils.splits_work(items=1000, per_thread=4)])
+    assert "made 1,000 global loads for 1,000 elements: with one 4-wide load per thread" in why, why
+    vec = elementwise("""    if (i < n / 4) { float4 v = reinterpret_cast<const float4*>(x)[i];
+        reinterpret_cast<float4*>(out)[i] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f)); }"""
+                      ).replace("cdiv(n, 256)", "cdiv(n / 4, 256)")
+    assert verdict(capsys, vec, "k", evidence=[utils.splits_work(items=1000, per_thread=4)]) == OK
+
+
 # ----------------------------------------------------------------------------------------------
 # the pieces
 
