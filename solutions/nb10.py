@@ -51,16 +51,16 @@ BYTES = '''def backward_bytes(h, w, elt, groups):
     return dx_kernel + reduction
 '''
 
-EXPLAINED = '''def explained_by_bytes(t1, t4):
-    extra = backward_bytes(4096, 8192, 2, 4 * 132) / backward_bytes(4096, 8192, 2, 132) - 1
-    return extra / (t4 / t1 - 1)
+PREDICTED = '''def predicted_time(t1, groups):
+    rate = backward_bytes(4096, 8192, 2, 132) / t1          # bytes per µs at one program per SM
+    return backward_bytes(4096, 8192, 2, groups) / rate    # the same rate with groups programs
 '''
 
 SOLUTIONS = {
     "ex1-answer-10": ADD_RELU,
     "ex2-answer-10": FAKE,
     "ex3-answer-10": BYTES,
-    "ex3b-answer-10": EXPLAINED,
+    "ex3b-answer-10": PREDICTED,
 }
 
 CHEATS = {
@@ -115,10 +115,16 @@ def add_relu(a, b):
         "the number from the first case": "backward_bytes = 201998336\n",
     },
     "ex3b-answer-10": {
-        "the bytes' share alone, not set against the slowdown": '''def explained_by_bytes(t1, t4):
-    return backward_bytes(4096, 8192, 2, 528) / backward_bytes(4096, 8192, 2, 132) - 1
+        "the time at one program per SM, whatever GROUPS": "predicted_time = lambda t1, groups: t1\n",
+        "time in proportion to the number of programs": "predicted_time = lambda t1, groups: t1 * groups / 132\n",
+        "the ratio of the bytes, not a time": '''def predicted_time(t1, groups):
+    return backward_bytes(4096, 8192, 2, groups) / backward_bytes(4096, 8192, 2, 132)
 ''',
-        "the slowdown alone": "explained_by_bytes = lambda t1, t4: t4 / t1 - 1\n",
-        "the number for the sweep's figures, copied": "explained_by_bytes = lambda t1, t4: 0.43\n",
+        "the rate taken at the wrong GROUPS (t1 as if measured at groups)": '''def predicted_time(t1, groups):
+    return t1 * backward_bytes(4096, 8192, 2, 132) / backward_bytes(4096, 8192, 2, groups)
+''',
+        "the sweep's measured times, copied": (
+            "predicted_time = lambda t1, groups: {66: 152.1, 264: 127.6, 528: 160.6}.get(groups, t1)\n"),
+        "one number, copied": "predicted_time = lambda t1, groups: 128.1\n",
     },
 }

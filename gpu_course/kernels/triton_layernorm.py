@@ -239,7 +239,8 @@ def _shaped(t, like):
 def _forward(x2, weight, bias, eps, cfg, alloc, save=True):
     """The forward launch on checked inputs: ``x2`` (h, w) with contiguous rows. ``save=False``: the kernel
     does not store the statistics, and ``mean`` and ``rstd`` come back as None (one allocation instead of
-    three: ~10 µs of CPU less a call where nothing needs a gradient)."""
+    three: 19 µs of CPU less a call in notebook 10's run on an H100 host, 26.5 against 45.5 µs, where
+    nothing needs a gradient)."""
     h, w = x2.shape
     cfg = cfg or _config(w, h, x2.device)
     y = alloc(h, w, dtype=x2.dtype, device=x2.device)
@@ -473,10 +474,11 @@ def _register_ops():
     def ln_setup(ctx, inputs, output):
         x, weight, _bias, _eps = inputs
         _y, mean, rstd = output
+        ctx.mark_non_differentiable(mean, rstd)   # saved for the backward, which has no gradient for them
         ctx.save_for_backward(x, weight, mean, rstd)
 
-    def ln_backward(ctx, dy, _dmean, _drstd):  # mean and rstd are saved for the backward, not
-        x, weight, mean, rstd = ctx.saved_tensors  # differentiated: their gradients are ignored
+    def ln_backward(ctx, dy, _dmean, _drstd):  # _dmean, _drstd: None (mean, rstd are not differentiable)
+        x, weight, mean, rstd = ctx.saved_tensors
         dx, dw, db = torch.ops.gpu_course.layer_norm_backward(dy, x, weight, mean, rstd)
         return dx, dw, db, None
 
@@ -515,8 +517,10 @@ def layer_norm_op(x, weight, bias, eps=1e-5):
     """LayerNorm for a model: the custom op ``torch.ops.gpu_course.layer_norm`` (``y`` only) while
     ``torch.compile`` traces, so that ``fullgraph=True`` keeps the Triton kernels in its graph as one
     opaque call; in eager mode the same launchers through :class:`LayerNorm` (or the forward launcher
-    alone when nothing needs a gradient), because a Python custom op's dispatch costs ~100 µs of CPU a
-    call forward and more with autograd (measured on an H100), more than the kernel takes on the GPU."""
+    alone when nothing needs a gradient), because a Python custom op's dispatch costs tens of µs of CPU a
+    call (notebook 10's H100 run: ~43 µs forward, ~150 µs forward + backward; see pytorch/pytorch#176592
+    and #177109), about as much as the forward kernel takes on the GPU. Neither wrapper's backward is
+    itself differentiable (it launches kernels autograd cannot see): no second derivative through it."""
     if torch.compiler.is_compiling():
         return torch.ops.gpu_course.layer_norm(x, weight, bias, eps)[0]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
@@ -651,10 +655,20 @@ EPS = 1e-5
 
 
 def backward_dram_bytes(h, w, elt, groups):
-    """Bytes the backward's two kernels read and write in DRAM (notebook 10's exercise 3): the dx kernel
-    reads dy, x, the weight, mean and rstd and writes dx and the ``[2, groups, w]`` fp32 partial sums;
-    the reduction reads the partial sums and writes dweight and dbias (``elt`` bytes an element)."""
+    """Bytes the backward's two kernels read and write, each tensor counted once per kernel (notebook
+    10's exercise 3): the dx kernel reads dy, x, the weight, mean and rstd and writes dx and the
+    ``[2, groups, w]`` fp32 partial sums; the reduction reads the partial sums and writes dweight and
+    dbias (``elt`` bytes an element). Bytes to and from memory as the kernels ask for them: the partial
+    sums (8.7 MB at 132 programs, 34.6 MB at 528, for w = 8192) fit in an H100's 50 MB L2 cache, so
+    part of them may never reach DRAM."""
     return 3 * h * w * elt + w * elt + 2 * h * 4 + 2 * groups * w * 4 + 2 * groups * w * 4 + 2 * w * elt
+
+
+def backward_time_from_bytes(t1, groups, h=4096, w=8192, elt=2, sms=132):
+    """The backward's time with ``groups`` programs predicted from its time ``t1`` at one program per
+    SM (``sms`` programs), if it moved its bytes (:func:`backward_dram_bytes`) at the same rate at every
+    ``groups`` (notebook 10's exercise 3b)."""
+    return t1 * backward_dram_bytes(h, w, elt, groups) / backward_dram_bytes(h, w, elt, sms)
 
 
 def bytes_moved(h, w, elt):
@@ -838,15 +852,18 @@ def node_comparison(h, w, dtype, seed=0):
     first, else it is layer_norm_op), each checked against torch in float64 (after a first step that
     compiles the kernels), then timed, the backward on autograd's worker thread as a training loop runs
     it, plain and each captured in a CUDA graph: ``{name: UserTiming}``, graph rows named
-    ``"<variant>, CUDA graph"``."""
+    ``"<variant>, CUDA graph"``. Where the node is not built (:func:`node_status` says why), its rows are
+    left out: the rest are eager torch, the ``autograd.Function`` and eager torch's CUDA graph."""
     from ..timing import cuda_graph
     x, wt, b, dy = inputs(h, w, dtype, seed)
     fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
-    fns[NODE] = lambda x, wt, b: layer_norm_node(x, wt, b, EPS)   # also before the build: then layer_norm_op
-    fwd_bwd(fns[NODE])(x, wt, b, dy)           # a shape's first step compiles through the Python path
+    built = node_status() is None              # not built (cpu mode, a failed build): no node rows at all
+    if built:
+        fns[NODE] = lambda x, wt, b: layer_norm_node(x, wt, b, EPS)
+        fwd_bwd(fns[NODE])(x, wt, b, dy)       # a shape's first step compiles through the Python path
     check_variants(fns, x, wt, b, dy)
     out = time_users({name: fwd_bwd(f) for name, f in fns.items()}, x, wt, b, dy)
-    for name in (EAGER, NODE):
+    for name in (EAGER, NODE) if built else (EAGER,):
         replay = cuda_graph(fwd_bwd(fns[name]), x, wt, b, dy)
         replay()
         check_variants({f"{name}, CUDA graph": lambda *_: None}, x, wt, b, dy, ran=True)

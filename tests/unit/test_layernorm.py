@@ -201,6 +201,20 @@ def test_opcheck_on_the_custom_ops():
     torch.library.opcheck(torch.ops.gpu_course.gelu.default, (xt,))
 
 
+def test_the_custom_op_statistics_are_not_differentiable():
+    # mean and rstd are outputs of the op, saved for its backward, whose registered backward has no
+    # gradient for them: they must not claim one (a loss on them would get a silent 0, not 1/w)
+    x, wt, b = _inputs(h=3, w=37, grad=True)
+    y, mean, rstd = torch.ops.gpu_course.layer_norm(x, wt, b, 1e-5)
+    assert y.requires_grad
+    assert not mean.requires_grad and not rstd.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        torch.autograd.grad(mean.sum(), x)
+    (dx,) = torch.autograd.grad(y.sum(), x)             # y's gradient is unchanged by the above
+    (rdx,) = torch.autograd.grad(F.layer_norm(x, (37,), wt, b, 1e-5).sum(), x)
+    utils.check(dx, rdx, atol=1e-5, rtol=1e-5, name="dx of y.sum()")
+
+
 class TinyBlock(torch.nn.Module):
     """Linear, LayerNorm and GeLU through the custom ops, the way notebook 10's model calls them."""
 
@@ -395,6 +409,10 @@ def test_bytes_moved_and_inputs():
     again = ln.inputs(5, 7, torch.float16, seed=3)
     assert x.dtype == dy.dtype == torch.float16 and x.requires_grad and not dy.requires_grad
     assert all(torch.equal(p, q) for p, q in zip((x, wt, b, dy), again))  # the seed decides them
+    # exercise 3b's reference: the time at one program per SM, scaled by the bytes
+    assert ln.backward_time_from_bytes(100.0, 132) == 100.0
+    assert ln.backward_time_from_bytes(100.0, 528) == pytest.approx(
+        100.0 * ln.backward_dram_bytes(4096, 8192, 2, 528) / ln.backward_dram_bytes(4096, 8192, 2, 132))
 
 
 
