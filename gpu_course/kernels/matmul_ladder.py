@@ -159,6 +159,20 @@ def rung10_shared_bytes(cfg: int) -> int:
     return stages * shape.BK * (shape.BM + shape.BN) * 4
 
 
+def grid_global_loads(h: int, w: int, k: int, bm: int, bn: int) -> int:
+    """Floats a grid of BM x BN block tiles loads from global memory for ``out = m @ n`` (m h x k, n k x w),
+    each block loading its strip of m and of n once and nothing outside the matrices (partial tiles at the
+    edges): every row of m is loaded once per column of blocks, every column of n once per row of blocks.
+    The reference of notebook 04's exercise 1.
+
+    >>> grid_global_loads(4096, 4096, 4096, 128, 128) == 32 * 32 * 4096 * (128 + 128)
+    True
+    >>> grid_global_loads(100, 90, 70, 64, 32)   # 3 columns of blocks read m, 2 rows of blocks read n
+    33600
+    """
+    return k * (h * -(-w // bn) + w * -(-h // bm))
+
+
 def runs_here(rung: int, cfg: int = 0) -> tuple:
     """``(True, "")`` where rung ``rung`` in its shape ``cfg`` runs on this GPU, else ``(False, reason)``,
     the reason one line. Rungs 1 to 9 run anywhere (at most 48 KB of static shared memory); rung 10 needs

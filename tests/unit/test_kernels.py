@@ -139,6 +139,21 @@ def test_every_rung_and_tile_shape_matches_torch(ladder):
         utils.check(ladder.matmul_tiled(m, n, utils.poisoned(h, w), tw), ref, **utils.dot_tol(k), name=f"tw={tw}")
 
 
+def test_wrong_shapes_raise_a_readable_error(ladder):
+    """Every check of the ladder's host functions raises (never writes out of bounds) with a message built as
+    one C string, numbers included."""
+    m, n, out = torch.randn(10, 7), torch.randn(7, 9), torch.empty(10, 9)
+    for call, message in [
+            (lambda: ladder.matmul_rung(m, torch.randn(6, 9), out, 5), "do not fit: 10x7 and 6x9"),
+            (lambda: ladder.matmul_rung(m, n, torch.empty(10), 8), "out must be h x w = 10x9, got 10"),
+            (lambda: ladder.matmul_rung(m, n, out, 11), "rung must be 1..10, got 11"),
+            (lambda: ladder.matmul_tiled(m, n, torch.empty(9, 9), 16), "matmul_tiled: out must be 10x9"),
+            (lambda: ladder.matmul_tiled(m, n, out, 64), "tw must be 8, 16 or 32, got 64"),
+            (lambda: ladder.matmul_rung10_order(m, n, out, 5000), "group must be 0..1024 rows of blocks, got 5000")]:
+        with pytest.raises(RuntimeError, match=message):
+            call()
+
+
 def test_float4_rungs_with_aligned_rows(ladder):
     h, k, w = 36, 68, 92  # k and w multiples of 4 (the float4 path) but of no tile
     m, n = torch.randn(h, k), torch.randn(k, w)

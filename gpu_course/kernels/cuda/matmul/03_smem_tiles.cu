@@ -26,8 +26,11 @@ __global__ void matmul_tiled_k(const float* __restrict__ m, const float* __restr
 torch::Tensor matmul_tiled(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t tw) {
     CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
     int h = m.size(0), k = m.size(1), w = n.size(1);
-    TORCH_CHECK(n.size(0) == k, "matmul_tiled: m is ", h, "x", k, " but n has ", n.size(0), " rows");
-    TORCH_CHECK(out.size(0) == h && out.size(1) == w, "matmul_tiled: out must be ", h, "x", w);
+    // each message is one C string (numbers joined into a std::string first): the form every build handles
+    TORCH_CHECK(n.size(0) == k, ("matmul_tiled: m is " + std::to_string(h) + "x" + std::to_string(k) +
+                                 " but n has " + std::to_string(n.size(0)) + " rows").c_str());
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == h && out.size(1) == w,
+                ("matmul_tiled: out must be " + std::to_string(h) + "x" + std::to_string(w)).c_str());
     const float* mp = m.data_ptr<float>();
     const float* np_ = n.data_ptr<float>();
     float* op = out.data_ptr<float>();
@@ -36,7 +39,7 @@ torch::Tensor matmul_tiled(torch::Tensor m, torch::Tensor n, torch::Tensor out, 
     if (tw == 8) matmul_tiled_k<8><<<blocks, dim3(8, 8), 0, stream>>>(mp, np_, op, h, w, k);
     else if (tw == 16) matmul_tiled_k<16><<<blocks, dim3(16, 16), 0, stream>>>(mp, np_, op, h, w, k);
     else if (tw == 32) matmul_tiled_k<32><<<blocks, dim3(32, 32), 0, stream>>>(mp, np_, op, h, w, k);
-    else TORCH_CHECK(false, "matmul_tiled: tw must be 8, 16 or 32, got ", tw);
+    else TORCH_CHECK(false, ("matmul_tiled: tw must be 8, 16 or 32, got " + std::to_string(tw)).c_str());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }

@@ -15,11 +15,20 @@
 // out, rung) runs a rung in the shape notebook 04 teaches; matmul_rung_cfg(m, n, out, rung, cfg) one of its compiled
 // tile shapes (cfg 0 is that default), written once, here and in 09/10's cases: matmul_ladder.py reads RUNG3_TW and
 // the launches, in cfg order (a switch's default last). A new rung: a file, an #include, a case, a name in RUNGS.
+static std::string shape_of(const torch::Tensor& t) {   // "1000x777"
+    std::string s = t.dim() ? "" : "a scalar";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "x" : "") + std::to_string(t.size(i));
+    return s;
+}
+
 static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch::Tensor& out) {
     CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
+    // each message is one C string (numbers joined into a std::string first): the form every build handles
     TORCH_CHECK(m.dim() == 2 && n.dim() == 2 && m.size(1) == n.size(0),
-                "matmul: m (h x k) and n (k x w) do not fit: ", m.sizes(), " and ", n.sizes());
-    TORCH_CHECK(out.size(0) == m.size(0) && out.size(1) == n.size(1), "matmul: out must be h x w");
+                ("matmul: m (h x k) and n (k x w) do not fit: " + shape_of(m) + " and " + shape_of(n)).c_str());
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == m.size(0) && out.size(1) == n.size(1),
+                ("matmul: out must be h x w = " + std::to_string(m.size(0)) + "x" + std::to_string(n.size(1)) +
+                 ", got " + shape_of(out)).c_str());
     TORCH_CHECK(m.numel() < (1LL << 31) && n.numel() < (1LL << 31) && out.numel() < (1LL << 31),
                 "matmul: the kernels index with 32-bit ints; matrices must have < 2^31 elements");
 }
@@ -31,9 +40,9 @@ static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1, 1, RUNG9_CFGS, RUNG10_CF
 
 torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung, int64_t cfg) {
     mm_check(m, n, out);
-    TORCH_CHECK(rung >= 1 && rung <= 10, "matmul_rung: rung must be 1..10, got ", rung);
-    TORCH_CHECK(cfg >= 0 && cfg < RUNG_CFGS[rung], "matmul_rung_cfg: rung ", rung, " has tile shapes 0..",
-                RUNG_CFGS[rung] - 1, ", got cfg ", cfg);
+    TORCH_CHECK(rung >= 1 && rung <= 10, ("matmul_rung: rung must be 1..10, got " + std::to_string(rung)).c_str());
+    TORCH_CHECK(cfg >= 0 && cfg < RUNG_CFGS[rung], ("matmul_rung_cfg: rung " + std::to_string(rung) +
+                " has tile shapes 0.." + std::to_string(RUNG_CFGS[rung] - 1) + ", got cfg " + std::to_string(cfg)).c_str());
     int h = m.size(0), k = m.size(1), w = n.size(1);
     const float* mp = m.data_ptr<float>();
     const float* np_ = n.data_ptr<float>();
@@ -73,7 +82,8 @@ torch::Tensor matmul_rung(torch::Tensor m, torch::Tensor n, torch::Tensor out, i
 // Rung 10 in its default shape with launch order `group` (0: row order; matmul_rung uses RUNG10_GROUP).
 torch::Tensor matmul_rung10_order(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t group) {
     mm_check(m, n, out);
-    TORCH_CHECK(group >= 0 && group <= 1024, "matmul_rung10_order: group must be 0..1024 rows of blocks, got ", group);
+    TORCH_CHECK(group >= 0 && group <= 1024,
+                ("matmul_rung10_order: group must be 0..1024 rows of blocks, got " + std::to_string(group)).c_str());
     matmul_async(m, n, out, 0, group);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
