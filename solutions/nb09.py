@@ -1,203 +1,245 @@
 """Reference solutions of notebook 09's exercises, and answers their checks must refuse (see README.md)."""
 
-SUMSQ = r'''sumsq_src = utils.cuda_begin + r"""
-__global__ void sumsq_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    __shared__ float warp_totals[32];
-    float s = 0.0f;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i] * x[i];
-    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset);
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (lane == 0) warp_totals[warp] = s;
-    __syncthreads();
-    if (warp == 0) {
-        s = lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f;
-        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset);
-        if (lane == 0) atomicAdd(out, s);
+ABSMAX = r'''absmax_src = utils.cuda_begin + r"""
+// (|v|, i) beats (|w|, j) when |v| > |w|, or |v| == |w| and i < j: the first index of the largest |x|
+__device__ __forceinline__ void better(float& v, int& i, float w, int j) {
+    if (w > v || (w == v && j < i)) { v = w; i = j; }
+}
+
+__device__ __forceinline__ void warp_best(float& v, int& i) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_down_sync(0xffffffffu, v, o);   // lane + o's pair
+        int j = __shfl_down_sync(0xffffffffu, i, o);
+        better(v, i, w, j);
     }
 }
 
-void sumsq(torch::Tensor x, torch::Tensor out) {
-    CHECK_INPUT(x); CHECK_INPUT(out);
-    out.zero_();
-    sumsq_k<<<64, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+__global__ void absmax_k(const float* __restrict__ x, int* __restrict__ idx, int n) {
+    __shared__ float wv[32];
+    __shared__ int wi[32];
+    float v = -1.0f;
+    int i = 0x7fffffff;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) better(v, i, fabsf(x[k]), k);
+    warp_best(v, i);
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) { wv[warp] = v; wi[warp] = i; }
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? wv[lane] : -1.0f;
+        i = lane < blockDim.x / 32 ? wi[lane] : 0x7fffffff;
+        warp_best(v, i);
+        if (lane == 0) *idx = i;
+    }
+}
+
+void absmax(torch::Tensor x, torch::Tensor idx) {
+    CHECK_INPUT(x); CHECK_INPUT(idx);
+    absmax_k<<<1, 1024>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 """
 '''
 
-BYTE_HIST = r'''byte_hist_src = utils.cuda_begin + r"""
-__global__ void byte_hist_k(const unsigned char* __restrict__ x, int* __restrict__ counts, int n) {
-    __shared__ int local[256];
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+HIST32 = r'''hist32_src = utils.cuda_begin + r"""
+constexpr int CHUNK = 32;   // each thread counts CHUNK neighbouring bytes
+
+__global__ void hist32_k(const unsigned char* __restrict__ x, int* __restrict__ counts, int n) {
+    __shared__ int local[32];
+    for (int b = threadIdx.x; b < 32; b += blockDim.x) local[b] = 0;
     __syncthreads();
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        atomicAdd(&local[x[i]], 1);
+    int start = (blockIdx.x * blockDim.x + threadIdx.x) * CHUNK, stride = gridDim.x * blockDim.x * CHUNK;
+    for (int s = start; s < n; s += stride) {
+        int run_bin = -1, run = 0;
+        for (int i = s; i < min(s + CHUNK, n); i++) {
+            int b = x[i] >> 3;
+            if (b == run_bin) { run++; continue; }          // the run goes on: count it in a register
+            if (run > 0) atomicAdd(&local[run_bin], run);   // one atomic for the whole run
+            run_bin = b; run = 1;
+        }
+        if (run > 0) atomicAdd(&local[run_bin], run);
+    }
     __syncthreads();
-    for (int b = threadIdx.x; b < 256; b += blockDim.x)
+    for (int b = threadIdx.x; b < 32; b += blockDim.x)
         if (local[b] > 0) atomicAdd(&counts[b], local[b]);
 }
 
-void byte_hist(torch::Tensor x, torch::Tensor counts) {
+void hist32(torch::Tensor x, torch::Tensor counts) {
     CHECK_INPUT(x); CHECK_INPUT(counts);
-    TORCH_CHECK(counts.numel() == 256, "byte_hist: counts must have 256 elements");
+    TORCH_CHECK(counts.numel() == 32, "hist32: counts must have 32 elements");
     counts.zero_();
-    byte_hist_k<<<32, 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), x.numel());
+    int n = x.numel();
+    hist32_k<<<min(cdiv(n, 256 * CHUNK), 64), 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 """
 '''
 
-EXCL_SCAN = r'''excl_scan_src = utils.cuda_begin + r"""
-__global__ void excl_scan_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    __shared__ float warp_before[32];
-    int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    float v = t < n ? x[t] : 0.0f, incl = v;
+SEG_SCAN = r'''seg_scan_src = utils.cuda_begin + r"""
+// (v, f): a sum v and whether a segment starts in it. Left (a, fa) then right (b, fb): fb ? b : a + b.
+__device__ __forceinline__ void seg_warp_scan(float& v, int& f) {
+    int lane = threadIdx.x % 32;
     for (int s = 1; s < 32; s *= 2) {
-        float left = __shfl_up_sync(0xffffffffu, incl, s);
-        if (lane >= s) incl += left;
+        float lv = __shfl_up_sync(0xffffffffu, v, s);
+        int lf = __shfl_up_sync(0xffffffffu, f, s);
+        if (lane >= s) { if (!f) v += lv; f |= lf; }
     }
-    if (lane == 31) warp_before[warp] = incl;
+}
+
+__global__ void seg_scan_k(const float* __restrict__ x, const int* __restrict__ flags, float* __restrict__ out, int n) {
+    __shared__ float wv[32];
+    __shared__ int wf[32];
+    int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    float v = t < n ? x[t] : 0.0f;
+    int f = t < n ? (t == 0 || flags[t] != 0) : 0;
+    float x_own = v;
+    int f_own = f;
+    seg_warp_scan(v, f);                       // inclusive within the warp
+    if (lane == 31) { wv[warp] = v; wf[warp] = f; }
+    __syncthreads();
+    if (warp == 0) {                           // scan the warps' (sum, flag) pairs, then make it exclusive
+        float a = lane < blockDim.x / 32 ? wv[lane] : 0.0f;
+        int af = lane < blockDim.x / 32 ? wf[lane] : 0;
+        seg_warp_scan(a, af);
+        float pa = __shfl_up_sync(0xffffffffu, a, 1);
+        wv[lane] = lane == 0 ? 0.0f : pa;      // what the warps before this one carry in
+    }
+    __syncthreads();
+    if (!f) v += wv[warp];                     // no start in this warp up to me: add the carry
+    if (t < n) out[t] = f_own ? 0.0f : v - x_own;
+}
+
+void seg_scan(torch::Tensor x, torch::Tensor flags, torch::Tensor out) {
+    CHECK_INPUT(x); CHECK_INPUT(flags); CHECK_INPUT(out);
+    int n = x.numel();
+    TORCH_CHECK(n >= 1 && n <= 1024, "seg_scan: one block scans 1 to 1024 elements");
+    seg_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), flags.data_ptr<int>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+'''
+
+SOLUTIONS = {"ex1-answer-09": ABSMAX, "ex2-answer-09": HIST32, "ex3-answer-09": SEG_SCAN}
+
+# rung 6's kernel of the printed ladder, copied under the exercise's name with max for +: the value, no index
+RUNG6_COPIED = r'''absmax_src = utils.cuda_begin + r"""
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+__global__ void absmax_k(const float* __restrict__ x, int* __restrict__ out, int n) {
+    __shared__ float warp_maxes[32];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaxf(s, fabsf(x[i]));
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    s = warp_max(s);
+    if (lane == 0) warp_maxes[warp] = s;
     __syncthreads();
     if (warp == 0) {
-        float w = lane < blockDim.x / 32 ? warp_before[lane] : 0.0f, wi = w;
-        for (int s = 1; s < 32; s *= 2) {
-            float left = __shfl_up_sync(0xffffffffu, wi, s);
-            if (lane >= s) wi += left;
-        }
-        warp_before[lane] = wi - w;
+        s = warp_max(lane < blockDim.x / 32 ? warp_maxes[lane] : 0.0f);
+        if (lane == 0) atomicMax(out, __float_as_int(s));
     }
-    __syncthreads();
-    float mine = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) mine = 0.0f;
-    if (t < n) out[t] = warp_before[warp] + mine;
 }
 
-void excl_scan(torch::Tensor x, torch::Tensor out) {
-    CHECK_INPUT(x); CHECK_INPUT(out);
-    int n = x.numel();
-    TORCH_CHECK(n >= 1 && n <= 1024, "excl_scan: one block scans 1 to 1024 elements");
-    excl_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+void absmax(torch::Tensor x, torch::Tensor idx) {
+    idx.zero_();
+    absmax_k<<<1, 1024>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());
 }
 """
 '''
 
-# the shared-memory tree of the cheat below, with a shuffle in a branch no thread takes
-TREE_WITH_DEAD_SHUFFLE = r'''sumsq_src = utils.cuda_begin + r"""
-__global__ void sumsq_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    __shared__ float sh[256];
-    float s = 0.0f;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i] * x[i];
-    if (n < 0) s += __shfl_down_sync(0xffffffffu, s, 16);   // never true
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    for (int k = 128; k > 0; k >>= 1) {
-        if (threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(out, sh[0]);
-}
+# the notebook's privatized histogram (PMPP's privatization, no aggregation), for 32 bins of bytes
+PRIVATIZED_ONLY = (HIST32[:HIST32.index("    for (int s = start;")]
+                   + """    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        atomicAdd(&local[x[i] >> 3], 1);"""
+                   + HIST32[HIST32.index("\n    __syncthreads();\n    for (int b = threadIdx.x; b < 32"):])
 
-void sumsq(torch::Tensor x, torch::Tensor out) {
-    out.zero_();
-    sumsq_k<<<64, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
-}
-"""
-'''
+# scan_offsets_k of the printed three-pass scan, under the exercise's name: an exclusive scan, flags ignored
+def _printed(path: str, start: str) -> str:
+    """The lines of the notebook's CUDA file ``path`` from the one that starts with ``start`` to the
+    function's closing brace: what a learner copies from the printed listing."""
+    from gpu_course.kernels import cuda_source
+    lines = cuda_source(path).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    last = next(i for i in range(first, len(lines)) if lines[i] == "}")
+    return "\n".join(lines[first:last + 1]) + "\n"
 
-SOLUTIONS = {
-    "ex1-answer-09": SUMSQ,
-    "ex2-answer-09": BYTE_HIST,
-    "ex3-answer-09": EXCL_SCAN,
+
+# scan_offsets_k of the printed three-pass scan (and warp_scan, which it calls), under the exercise's name, reading
+# x instead of scanning in place: an exclusive scan that ignores the flags
+OFFSETS_COPIED = ("seg_scan_src = utils.cuda_begin + r\"\"\"\n"
+                  + _printed("scan/03_tiles.cu", "__device__ __forceinline__ float warp_scan(")
+                  + _printed("scan/04_three_pass.cu", "__global__ void scan_offsets_k(").replace(
+                      "scan_offsets_k(float* __restrict__ sums, int m)",
+                      "seg_scan_k(const float* __restrict__ x, float* __restrict__ sums, int m)").replace(
+                      "float a = i < m ? sums[i] : 0.0f;", "float a = i < m ? x[i] : 0.0f;")
+                  + """
+void seg_scan(torch::Tensor x, torch::Tensor flags, torch::Tensor out) {
+    seg_scan_k<<<1, 1024>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
 }
+\"\"\"
+""")
 
 CHEATS = {
     "ex1-answer-09": {
-        "torch computes the sum, the kernel is never launched": SUMSQ.replace(
-            "sumsq_k<<<64, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());",
-            "out.copy_((x * x).sum().reshape(1));"),
-        "a shared-memory tree without warp shuffles": r'''sumsq_src = utils.cuda_begin + r"""
-__global__ void sumsq_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    __shared__ float sh[256];
-    float s = 0.0f;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i] * x[i];
-    sh[threadIdx.x] = s;
+        "torch finds the index, the kernel is never launched": ABSMAX.replace(
+            "    absmax_k<<<1, 1024>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());",
+            "    idx.copy_(x.abs().argmax().reshape(1));"),
+        "rung 6's warp_sum copied with fmaxf: the largest |x|, not its index": RUNG6_COPIED,
+        "no tie-break: the first index of the largest |x| is not always the one kept": ABSMAX.replace(
+            "if (w > v || (w == v && j < i))", "if (w > v)"),
+        "a shared-memory tree without warp shuffles": ABSMAX[:ABSMAX.index("    warp_best(v, i);\n    int lane")] + """\
+    __shared__ float sv[1024];
+    __shared__ int si[1024];
+    sv[threadIdx.x] = v; si[threadIdx.x] = i;
     __syncthreads();
-    for (int k = 128; k > 0; k >>= 1) {
-        if (threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) {
+            better(v, i, sv[threadIdx.x + k], si[threadIdx.x + k]);
+            sv[threadIdx.x] = v; si[threadIdx.x] = i;
+        }
         __syncthreads();
     }
-    if (threadIdx.x == 0) atomicAdd(out, sh[0]);
-}
-
-void sumsq(torch::Tensor x, torch::Tensor out) {
-    out.zero_();
-    sumsq_k<<<64, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
-}
-"""
-''',
-        "shuffles under #if 0, a shared-memory tree does the sum": TREE_WITH_DEAD_SHUFFLE.replace(
-            "    if (n < 0) s += __shfl_down_sync(0xffffffffu, s, 16);   // never true",
-            "#if 0\n    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);\n#endif"),
-        "another kernel of the source sums; sumsq_k, launched after it, adds zeros": SUMSQ.replace(
-            "s += x[i] * x[i];", "s += 0.0f * x[i];").replace(
-            "void sumsq(torch::Tensor x, torch::Tensor out) {", """__global__ void helper_k(const float* x, float* out, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) atomicAdd(out, x[i] * x[i]);
-}
-
-void sumsq(torch::Tensor x, torch::Tensor out) {""").replace(
-            "    sumsq_k<<<64, 256>>>", "    helper_k<<<cdiv(x.numel(), 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), "
-            "x.numel());\n    sumsq_k<<<64, 256>>>"),
+    if (threadIdx.x == 0) *idx = i;""" + ABSMAX[ABSMAX.index("\n}\n\nvoid absmax"):],
     },
     "ex2-answer-09": {
-        "torch.bincount in the host function": BYTE_HIST.replace(
-            "byte_hist_k<<<32, 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), x.numel());",
-            "counts.copy_(torch::bincount(x.to(torch::kLong), {}, 256));"),
-        "one global atomic per element, no shared memory": r'''byte_hist_src = utils.cuda_begin + r"""
-__global__ void byte_hist_k(const unsigned char* __restrict__ x, int* __restrict__ counts, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) atomicAdd(&counts[x[i]], 1);
-}
-
-void byte_hist(torch::Tensor x, torch::Tensor counts) {
-    counts.zero_();
-    int n = x.numel();
-    byte_hist_k<<<cdiv(n, 256), 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), n);
-}
-"""
-''',
-        "__shared__ counters zeroed and read back, every element counted by a global atomic": BYTE_HIST.replace(
-            "atomicAdd(&local[x[i]], 1);", "atomicAdd(&counts[x[i]], 1);"),
-        "__shared__ counters under #if 0, global atomics": BYTE_HIST.replace(
-            "    __shared__ int local[256];", "#if 0\n    __shared__ int local[256];").replace(
-            "        atomicAdd(&local[x[i]], 1);\n    __syncthreads();", "        atomicAdd(&local[x[i]], 1);\n#endif\n"
-            "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)\n"
-            "        atomicAdd(&counts[x[i]], 1);\n#if 0\n    __syncthreads();").replace(
-            "        if (local[b] > 0) atomicAdd(&counts[b], local[b]);", "        if (local[b] > 0) atomicAdd(&counts[b], local[b]);\n#endif"),
+        "torch.bincount in the host function": HIST32.replace(
+            "hist32_k<<<min(cdiv(n, 256 * CHUNK), 64), 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), n);",
+            "counts.copy_(torch::bincount(x.to(torch::kLong).div(8, \"floor\"), {}, 32));"),
+        "runs aggregated in registers, one global atomic per run, no shared bins": HIST32.replace(
+            "atomicAdd(&local[run_bin], run)", "atomicAdd(&counts[run_bin], run)").replace(
+            """    for (int b = threadIdx.x; b < 32; b += blockDim.x)
+        if (local[b] > 0) atomicAdd(&counts[b], local[b]);""", ""),
     },
     "ex3-answer-09": {
-        "torch.cumsum in the host function": EXCL_SCAN.replace(
-            "excl_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);",
-            "out.copy_(torch::cumsum(x, 0) - x);"),
-        "a shared-memory Kogge-Stone without shuffles": r'''excl_scan_src = utils.cuda_begin + r"""
-__global__ void excl_scan_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    __shared__ float sh[1024];
+        "torch in the host function": SEG_SCAN.replace(
+            "seg_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), flags.data_ptr<int>(), out.data_ptr<float>(), n);",
+            "out.copy_(torch::cumsum(x, 0) - x);   // flags ignored: refused already as torch in the host"),
+        "scan_offsets_k of the three-pass scan, copied: an exclusive scan that ignores the flags": OFFSETS_COPIED,
+        "a shared-memory Kogge-Stone of (sum, flag) pairs, without shuffles": r'''seg_scan_src = utils.cuda_begin + r"""
+__global__ void seg_scan_k(const float* __restrict__ x, const int* __restrict__ flags, float* __restrict__ out, int n) {
+    __shared__ float sv[1024];
+    __shared__ int sf[1024];
     int t = threadIdx.x;
-    sh[t] = t > 0 && t - 1 < n ? x[t - 1] : 0.0f;
+    sv[t] = t < n ? x[t] : 0.0f;
+    sf[t] = t < n ? (t == 0 || flags[t] != 0) : 0;
+    float own = sv[t];
+    int own_f = sf[t];
     __syncthreads();
     for (int s = 1; s < blockDim.x; s *= 2) {
-        float left = t >= s ? sh[t - s] : 0.0f;
+        float lv = t >= s ? sv[t - s] : 0.0f;
+        int lf = t >= s ? sf[t - s] : 0;
         __syncthreads();
-        sh[t] += left;
+        if (t >= s) { if (!sf[t]) sv[t] += lv; sf[t] |= lf; }
         __syncthreads();
     }
-    if (t < n) out[t] = sh[t];
+    if (t < n) out[t] = own_f ? 0.0f : sv[t] - own;
 }
 
-void excl_scan(torch::Tensor x, torch::Tensor out) {
+void seg_scan(torch::Tensor x, torch::Tensor flags, torch::Tensor out) {
     int n = x.numel();
-    excl_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    seg_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), flags.data_ptr<int>(), out.data_ptr<float>(), n);
 }
 """
 ''',
@@ -205,55 +247,20 @@ void excl_scan(torch::Tensor x, torch::Tensor out) {
 }
 
 # Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did; on
-# a GPU the evidence is the compiled kernel, where a branch whose condition depends on the arguments stays
-# and the split of the work between threads does not show.
+# a GPU the evidence is the compiled kernel, where the split of the work between threads and the number of
+# shared-memory atomics do not show.
 CPU_CHEATS = {
     "ex1-answer-09": {
-        "shuffles in a branch no thread takes, a shared-memory tree does the sum": TREE_WITH_DEAD_SHUFFLE,
-        "thread 0 of block 0 sums every element, the shuffles add zeros": SUMSQ.replace(
-            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i] * x[i];",
-            "if (blockIdx.x == 0 && threadIdx.x == 0) for (int i = 0; i < n; ++i) s += x[i] * x[i];"),
+        "thread 0 scans everything, the shuffles compare what the others hold": ABSMAX.replace(
+            "for (int k = threadIdx.x; k < n; k += blockDim.x)", "if (threadIdx.x == 0) for (int k = 0; k < n; ++k)"),
+    },
+    "ex2-answer-09": {
+        "privatized bins without aggregation: one shared atomic per byte": PRIVATIZED_ONLY,
     },
     "ex3-answer-09": {
-        "__shfl_up_sync in a branch no thread takes, a shared-memory Kogge-Stone does the scan": r'''excl_scan_src = utils.cuda_begin + r"""
-__global__ void excl_scan_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    __shared__ float sh[1024];
-    int t = threadIdx.x;
-    sh[t] = t > 0 && t - 1 < n ? x[t - 1] : 0.0f;
-    if (n > (1 << 30)) sh[t] += __shfl_up_sync(0xffffffffu, sh[t], 1);   // never true
-    __syncthreads();
-    for (int s = 1; s < blockDim.x; s *= 2) {
-        float left = t >= s ? sh[t - s] : 0.0f;
-        __syncthreads();
-        sh[t] += left;
-        __syncthreads();
-    }
-    if (t < n) out[t] = sh[t];
-}
-
-void excl_scan(torch::Tensor x, torch::Tensor out) {
-    int n = x.numel();
-    excl_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-}
-"""
-''',
-        "thread 0 scans every element, the other threads shuffle their own": r'''excl_scan_src = utils.cuda_begin + r"""
-__global__ void excl_scan_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    int t = threadIdx.x;
-    float v = t < n ? x[t] : 0.0f;
-    float left = __shfl_up_sync(0xffffffffu, v, 1);
-    if (left != left) return;   // uses left (never NaN here)
-    if (t == 0) {
-        float acc = 0.0f;
-        for (int i = 0; i < n; ++i) { out[i] = acc; acc += x[i]; }
-    }
-}
-
-void excl_scan(torch::Tensor x, torch::Tensor out) {
-    int n = x.numel();
-    excl_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-}
-"""
-''',
+        "thread 0 scans every segment, the other threads shuffle their own": SEG_SCAN.replace(
+            "    if (t < n) out[t] = f_own ? 0.0f : v - x_own;",
+            "    if (t == 0) {\n        float acc = 0.0f;\n        for (int i = 0; i < n; ++i) {\n"
+            "            if (i == 0 || flags[i]) acc = 0.0f;\n            out[i] = acc;\n            acc += x[i];\n        }\n    }"),
     },
 }

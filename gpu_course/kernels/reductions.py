@@ -189,3 +189,69 @@ def plot_lookback(steps, ax=None):
     ax.set_ylim(0, len(steps) + 0.6)
     ax.axis("off")
     return ax
+
+
+# ------------------------------------------------------------------ the exercises' references and evidence
+def segmented_exclusive_scan(x, starts):
+    """The exclusive scan of ``x`` restarted at every ``True`` of ``starts`` (element 0 always starts a
+    segment): ``out[i]`` is the sum of the elements of i's segment before i, in float64.
+
+    >>> import torch
+    >>> segmented_exclusive_scan(torch.tensor([1., 2., 3., 4., 5.]), torch.tensor([0, 0, 1, 0, 0]).bool()).tolist()
+    [0.0, 1.0, 0.0, 3.0, 7.0]
+    """
+    import torch
+
+    xd = x.double().cpu()
+    before = torch.cumsum(xd, 0) - xd                        # exclusive scan of the whole array
+    idx = torch.arange(len(xd))
+    start = torch.where(starts.cpu().bool() | (idx == 0), idx, 0).cummax(0).values   # each element's segment start
+    return (before - before[start]).to(x.device)
+
+
+def aggregated(items: int, at_most: float = 0.5):
+    """Evidence (CUDA C, for notebook 09's aggregation exercise): the kernel made at most
+    ``at_most * items`` atomic updates in shared memory in the course's own launch (counted by the
+    emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
+    one atomic for the run. On a GPU there is no count to read, and it holds."""
+    from ..exercises.guard import genuine
+
+    def holds(a):
+        ex = a.execution
+        if ex is None or not getattr(ex, "launches", None):
+            return None
+        s = sum(int(L.field("satomic").sum()) for L in ex.launches)
+        if s > at_most * items:
+            return (f"when the check launched {a.name}, it made {s:,} atomic updates in shared memory for "
+                    f"{items:,} bytes: with aggregation, a run of neighbouring bytes in the same bin costs one "
+                    f"atomic, and on this image that is at most {at_most:.0%} of the bytes")
+        return None
+    return genuine(holds)
+
+
+def kernel_source(path: str) -> str:
+    """The CUDA C of ``path`` (as :func:`cuda_source` gives it) without its host functions: the
+    top-level functions that return ``void`` and are not ``__global__`` or ``__device__`` (the
+    launchers and their checks) with the comment lines just above them, which the notebook's text
+    does not read.
+
+    >>> "void scan_kogge_stone(" in kernel_source(SCANS["kogge_stone"])
+    False
+    >>> "__global__ void scan_kogge_stone_k(" in kernel_source(SCANS["kogge_stone"])
+    True
+    """
+    out, skipping = [], False
+    for line in cuda_source(path).splitlines():
+        if not skipping and (line.startswith("void ") or line.startswith("static void ")):
+            skipping = True
+            while out and out[-1].startswith("//"):   # the host function's own comment
+                out.pop()
+        if skipping:
+            if line.startswith("}"):
+                skipping = False
+            continue
+        out.append(line)
+    text = "\n".join(out)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.rstrip() + "\n"

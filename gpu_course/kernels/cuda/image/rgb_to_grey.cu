@@ -1,7 +1,7 @@
 #ifndef GPU_COURSE_IMAGE_RGB_TO_GREY_CU
 #define GPU_COURSE_IMAGE_RGB_TO_GREY_CU
 #include "../common.cuh"
-// RGB -> grey (notebook 09; the first kernel of lecture 1 of GPU MODE), on a 2-D grid: one
+// RGB -> grey (notebook 09; the first kernel of lecture 3 of GPU MODE), on a 2-D grid: one
 // thread per pixel, c from the x coordinates, r from the y ones. The image is h x w x 3 bytes,
 // channels last, as an image file is read.
 __global__ void rgb_to_grey_k(const unsigned char* __restrict__ rgb, unsigned char* __restrict__ grey,

@@ -5,6 +5,9 @@
 // rung 8: deterministic, with no floating-point atomics. Each block writes its sum to
 // partials[block]; the block that finishes LAST (counted with an integer atomic, exact in any order)
 // adds all the partials in a fixed order. Same result on every run, and still one launch.
+// One counter for every launch of the module: two rung-8 sums running at the same time (on two
+// streams) would count into it together and corrupt each other. torch's reductions allocate their
+// counter per call (as scan_lookback does with its ticket); this one keeps the kernel short.
 __device__ unsigned int sum_blocks_done = 0;   // blocks finished; the last one resets it to 0
 
 template <int U>

@@ -6,7 +6,8 @@
 #include "../reduce/06_warp_shuffle.cu" // warp_sum
 // Single-pass scan with decoupled look-back (notebook 09; the scheme of CUB's DeviceScan, which
 // torch.cumsum calls): x is read once and out written once. Each block takes the next tile number
-// from a counter (so every tile before it has started), scans its tile, publishes the tile's total
+// from a counter (so every tile before it has started; our addition: CUB's AgentScan takes
+// blockIdx.x and relies on blocks being launched in increasing order), scans its tile, publishes the tile's total
 // (flag AGG), then looks back at the tiles before it, 32 at a time with one warp: it adds their
 // totals until it meets one that published its inclusive prefix (flag PREFIX), publishes its own
 // prefix, and writes its tile. A status word is a flag (high 32 bits) and a float (low 32 bits),
