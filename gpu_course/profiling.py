@@ -284,3 +284,60 @@ def read_limiter_csv(path, texts=(), ints=()) -> tuple:
                 row[k] = float(v) if v not in ("", "None") else None
         rows.append(row)
     return rows, about
+
+
+# --- the references of notebook 02's exercises (the checks compare the learner's answers with these) ---
+
+def _cpu_profile(fn):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return p.events()
+
+
+def operators_under(fn, op: str) -> set:
+    """Names of the ``aten::`` operators that run inside operator ``op``, at any depth, during one call
+    of ``fn()`` (CPU activity: no CUDA runtime rows)."""
+    found = set()
+
+    def walk(e):
+        for c in e.cpu_children:
+            if c.name.startswith("aten::"):
+                found.add(c.name)
+            walk(c)
+    for e in _cpu_profile(fn):
+        if e.name == op:
+            walk(e)
+    return found
+
+
+def top_level_calls(fn) -> dict:
+    """``{name: calls}`` of the ``aten::`` operators that Python called directly (no parent operator)
+    during one call of ``fn()``; an operator also reached through another one counts only its direct
+    calls (the table's ``# of Calls`` counts both)."""
+    counts: dict = {}
+    for e in _cpu_profile(fn):
+        if e.cpu_parent is None and e.name.startswith("aten::"):
+            counts[e.name] = counts.get(e.name, 0) + 1
+    return counts
+
+
+def steps_a_schedule_records(wait: int, warmup: int, active: int, repeat: int) -> list:
+    """The step numbers (from 0, one ``prof.step()`` per step) whose operators a profile with
+    ``schedule(wait, warmup, active, repeat)`` keeps, in a loop longer than all its cycles (every
+    cycle's events collected by ``on_trace_ready``)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    kept: list = []
+
+    def collect(p):
+        kept.extend(int(e.name.split()[1]) for e in p.events() if e.name.startswith("step "))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        with profile(activities=[ProfilerActivity.CPU], on_trace_ready=collect,
+                     schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)) as p:
+            for step in range(repeat * (wait + warmup + active) + 2):
+                with record_function(f"step {step}"):
+                    torch.ones(1)
+                p.step()
+    return sorted(set(kept))

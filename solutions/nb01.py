@@ -2,72 +2,78 @@
 
 SOLUTIONS = {
     "ex01-1-answer": '''
-def relu_vs_clamp(x):
-    t_relu = utils.bench(torch.relu, x)
-    t_clamp = utils.bench(lambda: x.clamp(min=0))
-    # one comparison per element for 8 bytes moved: far below the ridge point of section 4
-    return t_relu, t_clamp, "memory"
+def flops_to_compute_bound(tflops, gbs, dtype, inputs):
+    ridge = tflops * 1e12 / (gbs * 1e9)               # FLOP the device does per byte it moves
+    bytes_per_element = (inputs + 1) * dtype.itemsize  # each input read once, the output written once
+    return ridge * bytes_per_element                   # intensity = FLOP / bytes reaches the ridge
 ''',
     "ex01-2-answer": '''
-def my_timer(fn):
+def two_clocks(fn):
     utils.synchronize()                 # nothing queued before counts
     t0 = time.perf_counter()
     fn()
+    t1 = time.perf_counter()            # the call has returned: its work is only queued
     utils.synchronize()                 # wait for the work fn queued
-    return (time.perf_counter() - t0) * 1e3
+    t2 = time.perf_counter()
+    return (t1 - t0) * 1e3, (t2 - t0) * 1e3
 ''',
-    "ex01-3-answer": "square_bytes = lambda t: 2 * t.numel() * t.element_size()   # read once, write once",
+    "ex01-3-answer": '''
+def mean_bytes(t, dim):
+    out = t.numel() // t.shape[dim]            # one result per position of the other dimensions
+    return (t.numel() + out) * t.element_size()
+''',
 }
 
 CHEATS = {
     "ex01-1-answer": {
-        "the conclusion without measuring": "relu_vs_clamp = lambda x: (None, None, 'memory')",
-        "the H100's timings typed in": '''
-def relu_vs_clamp(x):
-    typed = utils.Timing([0.142] * 100, "CUDA events", "NVIDIA H100 80GB HBM3", True)
-    return typed, utils.Timing([0.143] * 100, "CUDA events", "NVIDIA H100 80GB HBM3", True), "memory"
-''',
-        "one measurement returned twice": '''
-def relu_vs_clamp(x):
-    t = utils.bench(torch.relu, x)
-    return t, t, "memory"
-''',
-        "timed something else": '''
-def relu_vs_clamp(x):
-    return utils.bench(torch.square, x), utils.bench(torch.abs, x), "memory"
-''',
-        "the wrong conclusion": '''
-def relu_vs_clamp(x):
-    return utils.bench(torch.relu, x), utils.bench(lambda: x.clamp(min=0)), "compute"
-''',
+        "the ridge point of section 4, typed in": "flops_to_compute_bound = lambda tflops, gbs, dtype, inputs: 17.2",
+        "the ridge point in FLOP per byte, not per element": (
+            "flops_to_compute_bound = lambda tflops, gbs, dtype, inputs: tflops * 1e12 / (gbs * 1e9)"),
+        "fp32 and one input assumed (the square's 8 bytes)": (
+            "flops_to_compute_bound = lambda tflops, gbs, dtype, inputs: tflops * 1e12 / (gbs * 1e9) * 8"),
+        "the write forgotten": (
+            "flops_to_compute_bound = lambda tflops, gbs, dtype, inputs: "
+            "tflops * 1e12 / (gbs * 1e9) * inputs * dtype.itemsize"),
+        "the course's reference called": "flops_to_compute_bound = timing.flops_per_element_at_ridge",
     },
     "ex01-2-answer": {
+        "section 2b's wall_ms for both": "two_clocks = lambda fn: (wall_ms(fn), wall_ms(fn))",
+        "section 3's benchmark for both": '''
+def two_clocks(fn):
+    ms = benchmark("", fn, num_warmups=0, num_trials=1)
+    return ms, ms
+''',
         "no synchronize": '''
-def my_timer(fn):
+def two_clocks(fn):
     t0 = time.perf_counter()
     fn()
-    return (time.perf_counter() - t0) * 1e3
+    t1 = time.perf_counter()
+    return (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3
 ''',
-        "synchronize before the call only": '''
-def my_timer(fn):
+        "synchronize before the first clock stops": '''
+def two_clocks(fn):
     utils.synchronize()
     t0 = time.perf_counter()
     fn()
-    return (time.perf_counter() - t0) * 1e3
+    utils.synchronize()
+    t1 = time.perf_counter()
+    return (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3
 ''',
         "seconds, not milliseconds": '''
-def my_timer(fn):
-    utils.synchronize()
+def two_clocks(fn):
     t0 = time.perf_counter()
     fn()
+    t1 = time.perf_counter()
     utils.synchronize()
-    return time.perf_counter() - t0
+    return t1 - t0, time.perf_counter() - t0
 ''',
-        "a constant": "my_timer = lambda fn: 50.0",
+        "constants": "two_clocks = lambda fn: (10.0, 60.0)",
     },
     "ex01-3-answer": {
-        "the number for a, copied": "square_bytes = 2 * a.numel() * 4",
-        "fp32 assumed": "square_bytes = lambda t: 2 * t.numel() * 4",
-        "forgets the write": "square_bytes = lambda t: t.numel() * t.element_size()",
+        "the square's count (read once, write once)": "mean_bytes = lambda t, dim: 2 * t.nbytes",
+        "the full mean's count (the one-number write ignored)": "mean_bytes = lambda t, dim: t.nbytes",
+        "fp32 assumed": "mean_bytes = lambda t, dim: (t.numel() + t.numel() // t.shape[dim]) * 4",
+        "the wrong dimension kept": "mean_bytes = lambda t, dim: (t.numel() + t.shape[dim]) * t.element_size()",
+        "the course's reference called": "mean_bytes = timing.reduction_bytes",
     },
 }

@@ -2,51 +2,82 @@
 
 SOLUTIONS = {
     "ex02-1-answer": '''
-def ops_called_by(fn):
+def ops_under(fn, op):
     with profile(activities=[ProfilerActivity.CPU]) as p:
         fn()
-    return {c.name for e in p.events() if e.cpu_parent is None and e.name.startswith("aten::")
-            for c in e.cpu_children}
+    found = set()
+    def walk(e):                        # every level below e, not only its children
+        for c in e.cpu_children:
+            if c.name.startswith("aten::"):
+                found.add(c.name)
+            walk(c)
+    for e in p.events():
+        if e.name == op:
+            walk(e)
+    return found
 ''',
     "ex02-2-answer": '''
-def top_level_ops(fn):
+def python_calls(fn):
     with profile(activities=[ProfilerActivity.CPU]) as p:
         fn()
-    return {e.name for e in p.events() if e.cpu_parent is None and e.name.startswith("aten::")}
+    counts = {}
+    for e in p.events():
+        if e.cpu_parent is None and e.name.startswith("aten::"):   # called from Python, not by an operator
+            counts[e.name] = counts.get(e.name, 0) + 1
+    return counts
 ''',
     "ex02-3-answer": '''
-def recorded_steps(wait, warmup, active):
-    first = wait + warmup          # skipped steps, then warm-up steps whose events are dropped
-    return list(range(first, first + active))
+def recorded_steps(wait, warmup, active, repeat):
+    cycle = wait + warmup + active     # every cycle waits, warms up, then records
+    return [c * cycle + wait + warmup + i for c in range(repeat) for i in range(active)]
 ''',
 }
 
 CHEATS = {
     "ex02-1-answer": {
-        "the answer printed in section 1": "ops_called_by = {'aten::pow'}",
-        "a function returning that answer": "ops_called_by = lambda fn: {'aten::pow'}",
-        "the check's own reference": "ops_called_by = lambda fn: called_by_top_level(fn)",
-        "the top level instead of its children": '''
-def ops_called_by(fn):
+        "section 1's children_of, one level only": '''
+def ops_under(fn, op):
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return {c.name for e in p.events() if e.name == op for c in e.cpu_children}
+''',
+        "the answer for torch.square typed in": "ops_under = lambda fn, op: {'aten::pow', 'aten::result_type', 'aten::to'}",
+        "the course's reference called": "ops_under = lambda fn, op: profiling.operators_under(fn, op)",
+        "every operator of the profile": '''
+def ops_under(fn, op):
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return {e.name for e in p.events() if e.name.startswith("aten::") and e.name != op}
+''',
+    },
+    "ex02-2-answer": {
+        "the table's # of Calls (nested calls counted)": '''
+def python_calls(fn):
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return {e.key: e.count for e in p.key_averages() if e.key.startswith("aten::")}
+''',
+        "the set of top-level names, no counts": '''
+def python_calls(fn):
     with profile(activities=[ProfilerActivity.CPU]) as p:
         fn()
     return {e.name for e in p.events() if e.cpu_parent is None and e.name.startswith("aten::")}
 ''',
-    },
-    "ex02-2-answer": {
-        "a set typed in": "top_level_ops = {'aten::sum', 'aten::div'}",
-        "a function returning it": "top_level_ops = lambda fn: {'aten::sum', 'aten::div'}",
-        "the check's own reference": "top_level_ops = operators_at_the_top",
-        "every operator, not only the top level": '''
-def top_level_ops(fn):
-    with profile(activities=[ProfilerActivity.CPU]) as p:
-        fn()
-    return {e.name for e in p.events() if e.name.startswith("aten::")}
-''',
+        "a dict typed in": "python_calls = lambda fn: {'aten::sum': 1, 'aten::div': 1}",
+        "the course's reference called": "python_calls = profiling.top_level_calls",
     },
     "ex02-3-answer": {
-        "the steps printed in section 4": "recorded_steps = [2, 3]",
-        "warm-up steps counted as recorded": "recorded_steps = lambda wait, warmup, active: list(range(wait, wait + warmup + active))",
-        "the check's own reference": "recorded_steps = lambda w, u, a: steps_the_profiler_kept(w, u, a)",
+        "the steps printed in section 4": "recorded_steps = lambda wait, warmup, active, repeat: [2, 3]",
+        "one cycle only": "recorded_steps = lambda wait, warmup, active, repeat: list(range(wait + warmup, wait + warmup + active))",
+        "warm-up steps counted as recorded": '''
+def recorded_steps(wait, warmup, active, repeat):
+    cycle = wait + warmup + active
+    return [c * cycle + wait + i for c in range(repeat) for i in range(warmup + active)]
+''',
+        "the wait applied to the first cycle only": '''
+def recorded_steps(wait, warmup, active, repeat):
+    return [wait + c * (warmup + active) + warmup + i for c in range(repeat) for i in range(active)]
+''',
+        "the course's reference called": "recorded_steps = profiling.steps_a_schedule_records",
     },
 }

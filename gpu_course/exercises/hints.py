@@ -3,6 +3,10 @@ registers the one here, so the learner sees it only by asking (``utils.hint(titl
 check cell's source. Titles are unique across the course."""
 
 HINTS: dict[str, str] = {
+    # 04 · Matrix multiplication and shared memory
+    "global loads of a tiled product": (
+        "count per strip, not per block: how many blocks share a row of m (the grid's columns), and how many "
+        "share a column of n? A partial tile loads only the rows or columns inside the matrix"),
     # 06 · Triton basics
     "fused add + ReLU": "square_kernel_1d has the same skeleton: offsets, a mask, the loads, one store",
     "row-wise max, rows wider than a block": (
@@ -68,4 +72,42 @@ HINTS: dict[str, str] = {
     "matmul + ReLU + residual, fused": (
         "section 5's bias is the model: it meets acc in registers, between the loop and the store. The residual "
         "is a whole h × w tensor, not a row: which offsets and which mask does reading it need?"),
+    # 14 · Data movement and the whole training step
+    "results copied back on a side stream": (
+        "section 3's overlapped runs the other way round: there the compute waited for an event behind each copy; "
+        "here each copy back must wait for its chunk's compute. And the caller reads outs as soon as you return"),
+    "a training loop without hidden synchronisations": (
+        "float() and int() of a GPU tensor wait for it; keep both on the GPU and let the caller read them"),
+    "a pageable copy staged chunk by chunk": (
+        "section 3's pipeline again, with the CPU's memcpy and the link as its two stages: the first chunk's "
+        "memcpy and the last chunk's transfer overlap nothing; in between, the slower stage sets the pace"),
+    # 09 · Reductions, scans and histograms
+    "first index of the largest |x|": (
+        "rung 6's warp_sum moves one value down the warp; here each lane holds a pair. Shuffle both halves with "
+        "the same offset, and decide which pair wins when the two values are equal"),
+    "32-bin histogram with aggregation": (
+        "a run needs neighbouring bytes in the same thread: which bytes does a grid-stride loop give one thread, "
+        "and which would it get with a slice of its own? What must a thread keep in registers while a run lasts?"),
+    "segmented exclusive scan": (
+        "scan pairs (sum, a segment starts in here) instead of sums: when the right-hand pair has its flag set, "
+        "what does the left-hand sum contribute? The carry from the warps before follows the same rule"),
+    # 01 · Timing
+    "FLOP per element at the ridge point": (
+        "section 4's ridge point is FLOP per byte; how many bytes does one output element cost, counting each "
+        "input read and the output written? torch.float16.itemsize is 2"),
+    "two clocks around one call": (
+        "section 1's stopwatch read the clock twice; where must each reading sit relative to the call and to "
+        "the one line that waits for the GPU? What must happen before the clock starts?"),
+    "bytes moved by t.mean(dim)": (
+        "every element is read once; how many results are there when the dimension dim disappears from the "
+        "shape, and how many bytes is each?"),
+    # 02 · Profiling
+    "operators under an operator": (
+        "cpu_children gives one level; a function that calls itself on each child reaches every level"),
+    "calls from Python, per operator": (
+        "an operator called by no other operator has no cpu_parent; key_averages() merges the calls of a name "
+        "whoever made them, so count the events yourself"),
+    "steps a repeating schedule records": (
+        "each cycle is wait + warmup + active steps, and every cycle starts with its own wait; a warm-up step "
+        "runs the profiler but throws its events away"),
 }
