@@ -94,25 +94,34 @@ def copy_pair(kind: str, nbytes: int) -> tuple:
     return (dev(), host) if kind.startswith("H2D") else (host, dev())
 
 
-def time_copy_ms(dst: torch.Tensor, src: torch.Tensor, reps: int = 10) -> list:
-    """Times of ``dst.copy_(src, non_blocking=True)``, ms each, after one warm-up: CUDA events around
-    each copy on a GPU (a pageable copy is synchronous whatever ``non_blocking`` says); the CPU's wall
-    clock in cpu mode.
+def time_copy_ms(dst: torch.Tensor, src: torch.Tensor, reps: int = 10, per_event: int | None = None) -> list:
+    """Times of one ``dst.copy_(src, non_blocking=True)``, ms each, after one warm-up. On a GPU each
+    figure is ``per_event`` copies queued back to back between two CUDA events, divided by
+    ``per_event``, with a short spin queued on the GPU before the first event: the GPU is kept busy
+    while the CPU queues the copies, so the events time the copies and not the CPU's time to issue
+    them (a single copy between two events on an idle GPU times mostly the CPU's launch). By default
+    as many copies as make about 64 MB (1 to 32). A pageable copy is synchronous whatever
+    ``non_blocking`` says, so its figure includes the CPU's staging. In cpu mode: the CPU's wall clock.
 
     >>> len(time_copy_ms(torch.empty(64), torch.ones(64), reps=3))
     3
     """
+    nbytes = src.numel() * src.element_size()
+    k = per_event or max(1, min(32, (64 << 20) // max(nbytes, 1)))
     dst.copy_(src, non_blocking=True)
     synchronize()
     out = []
     for _ in range(reps):
         if ON_GPU:
+            from .timing import spin_gpu
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            spin_gpu(0.2 + 0.02 * k)                  # the GPU is busy while the copies are queued
             a.record()
-            dst.copy_(src, non_blocking=True)
+            for _ in range(k):
+                dst.copy_(src, non_blocking=True)
             b.record()
             b.synchronize()
-            out.append(a.elapsed_time(b))
+            out.append(a.elapsed_time(b) / k)
         else:
             t0 = time.perf_counter()
             dst.copy_(src)
@@ -137,6 +146,23 @@ def copy_sweep(sizes, kinds=KINDS, reps: int = 10) -> dict:
             out[k].append((n, ms, n / ms / 1e6))
             del dst, src
     return out
+
+
+def sweep_ms(sweep: dict, kind: str, nbytes: int) -> float | None:
+    """The median ms of one copy of ``kind`` of ``nbytes`` in ``sweep`` (None if that size was not swept).
+
+    >>> sweep_ms({"D2D": [(4096, 0.5, 8.2)]}, "D2D", 4096)
+    0.5
+    """
+    return next((ms for n, ms, _ in sweep[kind] if n == nbytes), None)
+
+
+def staged_copy_ms(nbytes: int, chunk: int, memcpy_gbs: float, link_gbs: float) -> float:
+    """The time of a pageable host-to-device copy of ``nbytes`` (a multiple of ``chunk``) staged chunk
+    by chunk through two pinned buffers: the CPU copies chunk k+1 into one buffer while the copy
+    engine moves chunk k from the other over the link, ms (GB/s are 10⁹ bytes/s)."""
+    m, l = chunk / memcpy_gbs / 1e6, chunk / link_gbs / 1e6
+    return m + l + (nbytes // chunk - 1) * max(m, l)
 
 
 def fmt_bytes(n: int) -> str:
@@ -203,9 +229,11 @@ def call_return_ms(nbytes: int, pinned: bool) -> float:
 
 def read_too_early(n: int, busy_ms: float = 20.0, fix: bool = False) -> float:
     """Copy ``n`` floats of 1.0 from the GPU into pinned host memory with ``non_blocking=True``, after
-    ``busy_ms`` of other GPU work, and sum the host buffer at once on the CPU. Without ``fix`` the copy
-    has not happened yet (the sum is of the zeros that were there); with ``fix`` an event recorded after
-    the copy is waited for first. Returns the sum (``n`` is right). In cpu mode the copy is synchronous.
+    ``busy_ms`` of other GPU work, and sum the host buffer at once on the CPU. Without ``fix`` the CPU
+    reads while the copy has not finished: the sum counts whatever ones had landed by then (0 if the
+    copy had not started, less than ``n`` if the read overlapped the copy: a torn read); with ``fix``
+    an event recorded after the copy is waited for first. Returns the sum (``n`` is right). In cpu
+    mode the copy is synchronous.
 
     >>> read_too_early(100, fix=True)
     100.0

@@ -20,21 +20,29 @@ from .mode import ON_GPU, synchronize
 
 # -------------------------------------------------------------------------------------- memory
 def phase_peaks(model, opt, x, y) -> dict:
-    """Peak memory allocated by the caching allocator during each phase of one step, MB (on a GPU;
-    None in cpu mode): ``{"forward", "backward", "optimizer"}``, and what stays allocated after each."""
+    """Peak memory allocated by the caching allocator during each phase of one step, MB above what was
+    allocated before the step (the baseline: parameters, optimizer state, inputs and any other live
+    tensor), and what stays allocated above it after each phase (on a GPU; None in cpu mode):
+    ``{"forward", "backward", "optimizer"}`` -> ``(peak, kept)``; ``"baseline"`` -> MB before the step."""
     if not ON_GPU:
         return None
+    synchronize()
+    base = torch.cuda.memory_allocated()
+    mb = lambda: ((torch.cuda.max_memory_allocated() - base) / 2**20,  # noqa: E731
+                  (torch.cuda.memory_allocated() - base) / 2**20)
     out = {}
     torch.cuda.reset_peak_memory_stats()
     loss = F.cross_entropy(model(x), y)
-    out["forward"] = (torch.cuda.max_memory_allocated() / 2**20, torch.cuda.memory_allocated() / 2**20)
+    out["forward"] = mb()
     torch.cuda.reset_peak_memory_stats()
     loss.backward()
-    out["backward"] = (torch.cuda.max_memory_allocated() / 2**20, torch.cuda.memory_allocated() / 2**20)
+    del loss
+    out["backward"] = mb()
     torch.cuda.reset_peak_memory_stats()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    out["optimizer"] = (torch.cuda.max_memory_allocated() / 2**20, torch.cuda.memory_allocated() / 2**20)
+    out["optimizer"] = mb()
+    out["baseline"] = base / 2**20
     return out
 
 
@@ -62,9 +70,10 @@ def plot_memory_timeline(times, by_cat: dict, title: str):
     import numpy as np
     fig, ax = plt.subplots(figsize=(8, 3.5))
     keep = {k: np.array(v) / 2**20 for k, v in by_cat.items() if max(v, default=0) > 0}
-    ax.stackplot(times, *keep.values(), labels=list(keep), step="post", alpha=0.8)
+    ax.stackplot(times, *keep.values(), labels=list(keep), step="post", alpha=0.8,
+                 colors=[MEM_COLORS.get(k, "tab:olive") for k in keep])
     ax.set(xlabel="time in the step (ms)", ylabel="memory allocated (MB)", title=title)
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -86,20 +95,54 @@ def peak_mb(fn, *args) -> float:
 
 def saved_mb(fn, *args) -> float:
     """MB of tensors autograd saves for the backward while ``fn(*args)`` runs (a forward): the
-    activations a backward will read. Tensors a checkpointed region recomputes are not saved.
+    activations a backward will read. Tensors that share a parameter's storage (a layer saves its
+    weight, or a transposed view of it, for the backward) are not counted: they exist anyway. The
+    parameters are those of ``fn`` and of any argument that is a module. Tensors a checkpointed
+    region recomputes are not saved.
 
     >>> x = torch.ones(1024, requires_grad=True)
     >>> saved_mb(lambda: (x * x).sum()) > 0
     True
+    >>> lin = torch.nn.Linear(256, 256, bias=False)
+    >>> saved_mb(lin, torch.ones(2, 256)) < 0.01     # the input (2 KB); the weight (256 KB) is a parameter
+    True
     """
     total = [0]
+    mods = [m for m in (fn, *args) if isinstance(m, torch.nn.Module)]
+    params = {p.untyped_storage().data_ptr() for m in mods for p in m.parameters()}
 
     def pack(t):
-        total[0] += t.numel() * t.element_size()
+        if t.untyped_storage().data_ptr() not in params:
+            total[0] += t.numel() * t.element_size()
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*args)
     return total[0] / 2**20
+
+
+def matmul_work(fn, *args, early_stop: bool = True) -> tuple:
+    """``(addmm calls, GFLOP)`` of ``fn(*args)`` (a forward and backward): the ``aten.addmm`` calls
+    (each Linear's forward, recomputed ones included) counted by a dispatch mode, and all the FLOPs
+    counted by ``torch.utils.flop_counter.FlopCounterMode``. ``early_stop`` is
+    ``torch.utils.checkpoint.set_checkpoint_early_stop``: on (the default), a checkpointed region's
+    recomputation stops as soon as every tensor the backward needs is recomputed.
+
+    >>> m = Blocks(8, 2, checkpoint=True); x = torch.ones(4, 8)
+    >>> [matmul_work(lambda: m(x).sum().backward(), early_stop=e)[0] for e in (True, False)]
+    [6, 8]
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+    from torch.utils.flop_counter import FlopCounterMode
+    calls = [0]
+
+    class _Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            calls[0] += func is torch.ops.aten.addmm.default
+            return func(*args, **(kwargs or {}))
+    with set_checkpoint_early_stop(early_stop), FlopCounterMode(display=False) as fc, _Count():
+        fn(*args)
+    return calls[0], fc.get_total_flops() / 1e9
 
 
 class Blocks(torch.nn.Module):
@@ -248,9 +291,10 @@ def plot_allocations(hist: dict, title: str):
         ax.text((start + end) / 2, max(totals) / 2**20 * 1.02, phase, ha="center", fontsize=8)
         start = end
     cats = list(dict.fromkeys(c for c, *_ in bands))
-    ax.legend(handles=[Patch(color=MEM_COLORS[c], label=c) for c in cats], fontsize=7, loc="upper right")
+    ax.legend(handles=[Patch(color=MEM_COLORS[c], label=c) for c in cats], fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
     ax.set(xlabel="allocation and free events, in order", ylabel="memory allocated (MB)", title=title,
-           ylim=(0, max(totals) / 2**20 * 1.1))
+           ylim=(0, max(totals) / 2**20 * 1.12))
     fig.tight_layout()
     return fig
 

@@ -170,21 +170,33 @@ def graphed_step(model, opt, x, y, warmup: int = 3):
 
 
 def step_times(steps: dict, batches: list, rounds: int = 5) -> dict:
-    """For each ``{name: step(x, y)}``: ``{"cpu_ms"}`` the CPU's time to issue one step (the GPU idle
-    before it) and ``{"step_ms"}`` time per step over ``batches`` back to back, GPU work included; the
-    medians of ``rounds`` (interleaved; 1 in cpu mode)."""
+    """For each ``{name: step(x, y)}``, over ``batches`` back to back: ``{"cpu_ms"}`` the CPU's time to
+    issue a step (from an idle GPU until the loop's last call returns, before the final synchronize,
+    divided by the steps) and ``{"step_ms"}`` time per step (until the GPU is done); the medians of
+    ``rounds`` (interleaved; 1 in cpu mode). Keep ``batches`` short enough that the launch queue does
+    not fill, or the CPU's figure includes waits for the GPU."""
     out = {n: {"cpu": [], "step": []} for n in steps}
     for _ in range(rounds if ON_GPU else 1):
         for name, step in steps.items():
             synchronize()
             t0 = time.perf_counter()
-            step(*batches[0])
-            out[name]["cpu"].append((time.perf_counter() - t0) * 1e3)
-            synchronize()
-            t0 = time.perf_counter()
             for x, y in batches:
                 step(x, y)
+            out[name]["cpu"].append((time.perf_counter() - t0) * 1e3 / len(batches))
             synchronize()
             out[name]["step"].append((time.perf_counter() - t0) * 1e3 / len(batches))
     return {n: {"cpu_ms": statistics.median(v["cpu"]), "step_ms": statistics.median(v["step"])}
             for n, v in out.items()}
+
+
+def input_ablation(model, opt, ds, batch: int, configs: dict) -> dict:
+    """Steady time per step (:func:`steady_ms_per_step`) for each ``{name: (workers, pin, prefetch)}``:
+    a loader made (and its workers started) for each, then shut down. ``{name: ms per step}``. With
+    ``pin`` the copies are ``non_blocking``."""
+    out = {}
+    for name, (workers, pin, prefetch) in configs.items():
+        ld = loader(ds, batch, workers, pin)
+        kw = {"prefetch": True} if prefetch else {"non_blocking": pin}
+        out[name] = steady_ms_per_step(model, opt, ld, **kw)
+        del ld
+    return out

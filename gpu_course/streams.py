@@ -175,7 +175,8 @@ def overlapped_fresh(chunks: list, w: torch.Tensor, reps: int) -> torch.Tensor:
     """:func:`overlapped` as first written: a new side stream on every call, and each device buffer
     allocated on it by ``h.to(device, non_blocking=True)``. The caching allocator keeps a freed block
     for the stream that allocated it, so a new stream finds no cached block: every chunk costs a
-    ``cudaMalloc`` on the CPU while the copies are queued."""
+    ``cudaMalloc`` on the CPU while the copies are queued. (``torch.cuda.Stream()`` hands out one of a
+    pool of 32 streams per device in turn, so "a new stream" is one of the pool not used here yet.)"""
     main, side = current_stream(), Stream()
     side.wait_stream(main)
     arrived = []
@@ -193,15 +194,34 @@ def overlapped_fresh(chunks: list, w: torch.Tensor, reps: int) -> torch.Tensor:
     return torch.stack(sums)
 
 
-def queue_ms(fn, *args) -> float:
+def queue_ms(fn, *args, rounds: int = 5) -> float:
     """The CPU's time to queue ``fn(*args)`` (from an idle GPU until ``fn`` returns, before the GPU is
-    done), ms."""
+    done), ms: the median of ``rounds`` calls (1 in cpu mode)."""
+    out = []
+    for _ in range(rounds if ON_GPU else 1):
+        synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        out.append((time.perf_counter() - t0) * 1e3)
+        synchronize()
+    return statistics.median(out)
+
+
+def new_segments(fn, *args) -> int:
+    """How many new segments (``cudaMalloc`` calls) the caching allocator made during one call of
+    ``fn(*args)`` (``memory_stats()["segment.all.allocated"]``); 0 in cpu mode (no caching allocator).
+
+    >>> new_segments(lambda: torch.ones(4))
+    0
+    """
+    if not ON_GPU:
+        fn(*args)
+        return 0
     synchronize()
-    t0 = time.perf_counter()
+    before = torch.cuda.memory_stats().get("segment.all.allocated", 0)
     fn(*args)
-    ms = (time.perf_counter() - t0) * 1e3
     synchronize()
-    return ms
+    return torch.cuda.memory_stats().get("segment.all.allocated", 0) - before
 
 
 def overlap_fixture(n_chunks: int, chunk_bytes: int, width: int = 1024, seed: int = 0) -> tuple:
@@ -296,7 +316,7 @@ def check_back_overlap(fn, chunks: list, w: torch.Tensor, reps: int, tries: int 
             synchronize()
     finally:
         Stream = plain
-    assert made, "no side stream: make one with dm.Stream() and queue the copies back on it"
+    assert made, "no side stream: make one with streams.Stream() and queue the copies back on it"
     if not ON_GPU:
         assert main.waits > main_waits or any(s.waits for s in made), \
             "no wait between the streams: each copy back must wait for its chunk's compute (an event)"

@@ -129,6 +129,17 @@ def idle_share(bs: list) -> float:
     return 1 - busy_us(g) / span if span > 0 else 0.0
 
 
+def gaps_us(bs: list, kind: str = "kernel") -> float:
+    """Summed idle time between consecutive bars of ``kind`` (their union) from the first one's start to
+    the last one's end, µs: e.g. the compute stream's gaps between kernels.
+
+    >>> gaps_us([Bar("s", "a", 0, 10, "kernel"), Bar("s", "b", 15, 5, "kernel"), Bar("s", "c", 18, 4, "kernel")])
+    5.0
+    """
+    u = _union([(b.start, b.end) for b in bs if b.kind == kind])
+    return float(sum(s2 - e1 for (_, e1), (s2, _) in zip(u, u[1:])))
+
+
 def overlap_us(bs: list, kind_a: str, kind_b: str) -> float:
     """Time during which a bar of ``kind_a`` and one of ``kind_b`` run at once, µs."""
     a = _union([(b.start, b.end) for b in bs if b.kind == kind_a])
@@ -161,10 +172,11 @@ def draw(bs: list, title: str, ax=None, min_label_us: float | None = None):
                         va="center", fontsize=6, color="white", clip_on=True)
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
-    ax.set(xlabel="time (ms)", title=title)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title, loc="left", fontsize=10)
     from matplotlib.patches import Patch
     kinds = list(dict.fromkeys(b.kind for b in bs))
     ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds], fontsize=7, loc="lower right",
-              ncol=len(kinds))
+              bbox_to_anchor=(1.0, 1.0), ncol=len(kinds), frameon=False)      # above the rows, off the bars
     fig.tight_layout()
     return fig

@@ -71,6 +71,7 @@ class SyncReport:
     ops: list = field(default_factory=list)
     where: list = field(default_factory=list)
     debug_warnings: int | None = None
+    debug_where: list = field(default_factory=list)
     result: object = None
 
     @property
@@ -85,6 +86,12 @@ class SyncReport:
         for op, w in zip(self.ops, self.where):
             seen[(op, w)] = seen.get((op, w), 0) + 1
         lines += [f"  {n:>4} × {op:<32} at {w}" for (op, w), n in seen.items()]
+        counted = {w for w in self.where}
+        extra = {}
+        for w in self.debug_where:
+            if w.split(" (")[0] not in counted or "inside torch" in w:
+                extra[w] = extra.get(w, 0) + 1
+        lines += [f"  {n:>4} × warned by the debug mode only, at {w}" for w, n in extra.items()]
         return "\n".join(lines)
 
 
@@ -116,6 +123,26 @@ class _SyncMode(TorchFunctionMode):
             self.report.where.append(f"{f.f_code.co_name}:{f.f_lineno}")
 
 
+def _warned_where() -> str:
+    """Where a sync-debug warning was raised: the first caller outside torch, warnings and this
+    module, with the innermost torch function when the call came from inside torch."""
+    f, inner = sys._getframe(1), None
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.endswith("warnings.py") or (name == _HERE and f.f_code.co_name in _MACHINERY | {"_warned_where",
+                                                                                             "_show"}):
+            f = f.f_back
+            continue
+        if "/torch/" in name:
+            inner = inner or f.f_code.co_name
+            f = f.f_back
+            continue
+        break
+    if f is None:
+        return "unknown"
+    return f"{f.f_code.co_name}:{f.f_lineno}" + (f" (inside torch: {inner})" if inner else "")
+
+
 def count_syncs(fn, *args, **kwargs) -> SyncReport:
     """Run ``fn(*args, **kwargs)`` and report the synchronisations it asked for (module docstring);
     ``report.result`` is what ``fn`` returned. Calls made inside torch itself are not counted.
@@ -137,8 +164,18 @@ def count_syncs(fn, *args, **kwargs) -> SyncReport:
     done = _rebind(real_mode, counted_sync)
     done_cuda = _rebind(real_cuda, counted_sync) if ON_GPU else []
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        caught = []
+
+        def _show(message, category, filename, lineno, file=None, line=None):
+            where = _warned_where()
+            if "inside torch: set_sync_debug_mode" in where:
+                return          # the mode's own one-time notice (it does not detect every sync), not a sync
+            caught.append(message)
+            if "synchroniz" in str(message):
+                report.debug_where.append(where)
+        with warnings.catch_warnings():
             warnings.simplefilter("always")
+            warnings.showwarning = _show
             if ON_GPU:
                 torch.cuda.set_sync_debug_mode("warn")
             try:
@@ -148,7 +185,7 @@ def count_syncs(fn, *args, **kwargs) -> SyncReport:
                 if ON_GPU:
                     torch.cuda.set_sync_debug_mode("default")
         if ON_GPU:
-            report.debug_warnings = sum("synchroniz" in str(w.message) for w in caught)
+            report.debug_warnings = sum("synchroniz" in str(m) for m in caught)
     finally:
         _unbind(done, real_mode, counted_sync)
         _unbind(done_cuda, real_cuda, counted_sync)
@@ -178,9 +215,20 @@ def setup(width: int, depth: int, seed: int = 0):
     return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 
-def loop_with_syncs(model, opt, batches) -> torch.Tensor:
-    """A training loop as often written: drops non-finite rows with a boolean mask and logs each
-    step's loss with ``.item()``: two synchronisations a step. Returns the losses."""
+def host_work(ms: float) -> None:
+    """``ms`` milliseconds of CPU work that launches nothing on the GPU: it stands for what a real loop
+    does on the CPU between steps (preparing the next batch, logging, bookkeeping in Python), here a
+    fixed, known amount (a loop on the CPU's clock)."""
+    if ms > 0:
+        end = time.perf_counter() + ms / 1e3
+        while time.perf_counter() < end:
+            pass
+
+
+def loop_with_syncs(model, opt, batches, cpu_ms: float = 0.0) -> torch.Tensor:
+    """A training loop as often written: drops non-finite rows with a boolean mask (``x[keep]`` and
+    ``y[keep]``: one synchronisation each) and logs each step's loss with ``.item()`` (one more): three
+    synchronisations a step; then ``cpu_ms`` of CPU work (:func:`host_work`). Returns the losses."""
     log = []
     for x, y in batches:
         keep = torch.isfinite(x).all(1)
@@ -190,12 +238,13 @@ def loop_with_syncs(model, opt, batches) -> torch.Tensor:
         loss.backward()
         opt.step()
         log.append(loss.item())                      # the CPU waits for this step's loss
+        host_work(cpu_ms)                            # the next batch, logging: the GPU has nothing queued
     return torch.tensor(log)
 
 
-def loop_without_syncs(model, opt, batches) -> torch.Tensor:
+def loop_without_syncs(model, opt, batches, cpu_ms: float = 0.0) -> torch.Tensor:
     """The same loop with no synchronisation: the mask becomes a weight (fixed shapes), the losses stay
-    on the device and are read once, after the loop."""
+    on the device and are read once, after the loop; the same ``cpu_ms`` of CPU work a step."""
     log = []
     for x, y in batches:
         keep = torch.isfinite(x).all(1)
@@ -206,6 +255,7 @@ def loop_without_syncs(model, opt, batches) -> torch.Tensor:
         loss.backward()
         opt.step()
         log.append(loss.detach())
+        host_work(cpu_ms)                            # runs while the GPU works on this step
     return torch.stack(log)
 
 
@@ -241,19 +291,41 @@ def check_sync_free(fn, width: int, depth: int, batches: list) -> None:
         assert torch.allclose(p, q, rtol=1e-4, atol=1e-5), "the model is not trained as the original loop trains it"
 
 
-def step_loop_ms(loop, width: int, depth: int, batches: list, rounds: int = 3) -> float:
-    """Time per step of ``loop(model, opt, batches)`` on a fresh model, ms (median of ``rounds``
+def step_loop_ms(loop, width: int, depth: int, batches: list, rounds: int = 3, cpu_ms: float = 0.0) -> float:
+    """Time per step of ``loop(model, opt, batches, cpu_ms)`` on a fresh model, ms (median of ``rounds``
     loops after one warm-up loop; 1 round in cpu mode), the GPU's work included."""
-    model, opt = setup(width, depth)
-    loop(model, opt, batches[:3])
-    out = []
+    return loops_ms({"loop": loop}, width, depth, batches, rounds, cpu_ms)["loop"]
+
+
+def loops_ms(loops: dict, width: int, depth: int, batches: list, rounds: int = 3, cpu_ms: float = 0.0) -> dict:
+    """:func:`step_loop_ms` of each of ``{name: loop}``, their rounds interleaved (round r of each
+    before round r + 1 of any), so that a slow phase of the host falls on all of them. ``{name: ms}``."""
+    made = {n: setup(width, depth) for n in loops}
+    for n, loop in loops.items():
+        loop(*made[n], batches[:3], cpu_ms)
+    out = {n: [] for n in loops}
     for _ in range(rounds if ON_GPU else 1):
-        synchronize()
-        t0 = time.perf_counter()
-        loop(model, opt, batches)
-        synchronize()
-        out.append((time.perf_counter() - t0) * 1e3 / len(batches))
-    return statistics.median(out)
+        for n, loop in loops.items():
+            synchronize()
+            t0 = time.perf_counter()
+            loop(*made[n], batches, cpu_ms)
+            synchronize()
+            out[n].append((time.perf_counter() - t0) * 1e3 / len(batches))
+    return {n: statistics.median(v) for n, v in out.items()}
+
+
+def issue_ms(loop, width: int, depth: int, batches: list, cpu_ms: float = 0.0) -> float:
+    """The CPU's time to issue one step of ``loop`` (which must not synchronise), ms: from an idle GPU
+    until the loop over ``batches`` returns, before the GPU is done, divided by the steps (few enough
+    steps that the launch queue never fills, so the CPU never waits)."""
+    model, opt = setup(width, depth)
+    loop(model, opt, batches[:2], cpu_ms)
+    synchronize()
+    t0 = time.perf_counter()
+    loop(model, opt, batches, cpu_ms)
+    ms = (time.perf_counter() - t0) * 1e3 / len(batches)
+    synchronize()
+    return ms
 
 
 def profile(fn, *args):

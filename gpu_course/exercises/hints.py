@@ -7,6 +7,15 @@ HINTS: dict[str, str] = {
     "global loads of a tiled product": (
         "count per strip, not per block: how many blocks share a row of m (the grid's columns), and how many "
         "share a column of n? A partial tile loads only the rows or columns inside the matrix"),
+    # 05 · Numba CUDA
+    "blocks of 8 x 32 threads": "a launch gives threads and blocks as (x, y), and x runs along the columns of out",
+    "dynamic shared memory of th x tw and tw x tw tiles": "count the floats of both tiles; the launch value is in bytes",
+    "rectangular 8 x 16 tiled kernel": (
+        "in each phase, thread row tr fills row tr of the m tile and rows tr and tr + TH of the n tile; a barrier "
+        "before the products, another after"),
+    "tiled kernel on a transposed B": (
+        "the n tile holds n[ph + i, c] = nt[c, ph + i]. Let threadIdx.x run along k when you read nt (neighbouring "
+        "threads then read neighbouring addresses of a row of nt), and store the value where the products expect it"),
     # 06 · Triton basics
     "fused add + ReLU": "square_kernel_1d has the same skeleton: offsets, a mask, the loads, one store",
     "row-wise max, rows wider than a block": (

@@ -81,3 +81,30 @@ def test_allocation_bands_stack_in_order_and_slide_down():
     import matplotlib
     matplotlib.use("Agg")
     assert mem.plot_allocations(hist, "t").axes
+
+
+def test_staged_copy_model_pipelines_the_chunks():
+    one = dm.staged_copy_ms(4 << 20, 4 << 20, 10.0, 40.0)
+    assert abs(one - ((4 << 20) / 10e6 + (4 << 20) / 40e6)) < 1e-12       # one chunk: the two steps in turn
+    four = dm.staged_copy_ms(16 << 20, 4 << 20, 10.0, 40.0)
+    assert abs(four - one - 3 * (4 << 20) / 10e6) < 1e-12                 # then the slower stage sets the pace
+
+
+def test_saved_mb_leaves_out_parameters_and_checkpoint_recomputes_early():
+    from gpu_course import step_memory as mem
+    lin = torch.nn.Linear(512, 512, bias=False)
+    assert mem.saved_mb(lin, torch.ones(4, 512)) < 0.01
+    m, x = mem.Blocks(16, 2, checkpoint=True), torch.ones(4, 16)
+    n_on, _ = mem.matmul_work(lambda: m(x).sum().backward())
+    n_off, _ = mem.matmul_work(lambda: m(x).sum().backward(), early_stop=False)
+    assert (n_on, n_off) == (6, 8)
+
+
+def test_host_work_and_loops_with_cpu_work():
+    import time
+    t0 = time.perf_counter()
+    ts.host_work(5.0)
+    assert time.perf_counter() - t0 >= 0.005
+    b = ts.make_batches(2, 8, 16)
+    assert ts.count_syncs(ts.loop_with_syncs, *ts.setup(16, 1), b, 0.1).count == 6
+    assert ts.issue_ms(ts.loop_without_syncs, 16, 1, b) > 0
