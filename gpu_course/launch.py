@@ -31,6 +31,17 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def rect_tiles_smem_bytes(th: int, tw: int, itemsize: int = 4) -> int:
+    """Bytes of dynamic shared memory (the 4th launch value) for a tiling with blocks of ``th`` rows
+    × ``tw`` columns of threads whose phases cover ``tw`` values of k: an ``th × tw`` tile of ``m``
+    and a ``tw × tw`` tile of ``n``, of ``itemsize``-byte values, in one buffer.
+
+    >>> rect_tiles_smem_bytes(16, 16), rect_tiles_smem_bytes(8, 16)
+    (2048, 1536)
+    """
+    return (th * tw + tw * tw) * itemsize
+
+
 def to_numba(t: torch.Tensor):
     """An array view of tensor ``t`` that a Numba CUDA kernel can read and write, sharing memory
     with ``t`` (so what the kernel writes lands in ``t``): a CUDA device array on a GPU, a NumPy

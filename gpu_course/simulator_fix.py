@@ -164,3 +164,35 @@ def install() -> None:
     """Patch the simulator now if it is imported, else when it is (idempotent)."""
     patch_when_imported(MODULE, _patch)
     patch_when_imported(KERNEL_MODULE, _patch_kernel)
+
+
+# What a fresh simulator process runs before the code it is given: this module, loaded from its
+# file (not through gpu_course, which would import torch) and installed, and a print that writes
+# each call whole (the simulator's threads share Python's print, so two calls can interleave
+# mid-line; a GPU's printf writes each call as one record).
+PRELUDE = """import builtins, importlib.util, threading
+_spec = importlib.util.spec_from_file_location("simulator_fix", {path!r})
+_fix = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(_fix); _fix.install()
+import numpy as np, numba
+from numba import cuda
+_print, _print_lock = builtins.print, threading.Lock()
+def print(*args, **kwargs):
+    with _print_lock:
+        _print(*args, **kwargs)
+"""
+
+
+def simulator_output(code_text: str, timeout: float = 120) -> str:
+    """Run ``code_text`` in a fresh Python with Numba's CUDA simulator on (``NUMBA_ENABLE_CUDASIM=1``
+    set before numba is imported), this module's fix installed, ``np``, ``numba`` and ``cuda``
+    imported and each ``print`` whole; return what it printed (stdout, then stderr), stripped.
+
+    >>> simulator_output("from numba.cuda.simulator import kernelapi; print(kernelapi.FakeCUDAShared.array.__name__)")
+    '_shared_array'
+    """
+    import os
+    import subprocess
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    r = subprocess.run([sys.executable, "-c", PRELUDE.format(path=__file__) + code_text], env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    return (r.stdout + r.stderr).strip()

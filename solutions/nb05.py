@@ -39,14 +39,24 @@ def matmul_rect_numba(m, n, out):
     "ex05-4-answer": '''
 @cuda.jit
 def matmul_bt_numba(m, nt, out):
+    ms = cuda.shared.array((TW, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
     c, r = cuda.grid(2)
+    c0 = cuda.blockIdx.x * TW          # the block's first column of out: its first row of nt
     h, k = m.shape
     w = nt.shape[0]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
+        # tc runs along a row of nt (coalesced); nt[c0 + tr, ph + tc] is n[ph + tc, c0 + tr]
+        ns[tc, tr] = nt[c0 + tr, ph + tc] if c0 + tr < w and ph + tc < k else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
     if r < h and c < w:
-        o = numba.float32(0.0)
-        for i in range(k):
-            o += m[r, i] * nt[c, i]
-        out[r, c] = o
+        out[r, c] = p
 ''',
 }
 
@@ -133,6 +143,10 @@ def matmul_rect_numba(m, n, out):  # the asked tiles are declared and written, t
         out[r, c] = o
 '''
 
+# the old answer of exercise 4: right values, read from global memory (no tiles)
+_NAIVE_BT = (_PLAIN_UNDER_THE_NAME.replace("def matmul_rect_numba(m, n, out):", "def matmul_bt_numba(m, nt, out):")
+             .replace("w = n.shape[1]", "w = nt.shape[0]").replace("* n[i, c]", "* nt[c, i]"))
+
 CHEATS = {
     "ex05-1-answer": {
         "the notebook's 16 x 16 blocks": '''
@@ -168,6 +182,13 @@ def launch_8x32(m, n, out):
     "ex05-2-answer": {
         "a number, not a function": "smem_bytes = (8 * 16 + 16 * 16) * 4",
         "section 2's square-tile formula": "smem_bytes = lambda th, tw: 2 * tw * tw * 4",
+        "the floats, not the bytes": "smem_bytes = lambda th, tw: th * tw + tw * tw",
+        "the package's reference": "from gpu_course.launch import rect_tiles_smem_bytes as smem_bytes",
+        "a wrapper of the package's reference": '''
+from gpu_course import launch as _l
+def smem_bytes(th, tw):
+    return _l.rect_tiles_smem_bytes(th, tw)
+''',
     },
     "ex05-3-answer": {
         "the notebook's matmul_k_numba": "matmul_rect_numba = matmul_k_numba",
@@ -177,19 +198,18 @@ def launch_8x32(m, n, out):
         "the asked tiles declared but not used": _TILES_DECLARED_NOT_USED,
         "the notebook's square tiled kernel": "matmul_rect_numba = matmul_tiled_numba",
         "torch, no kernel": "matmul_rect_numba = lambda m, n, out: torch.from_numpy(m) @ torch.from_numpy(n)",
+        "no barrier after the products (a race)": SOLUTIONS["ex05-3-answer"].replace(
+            "            p += ms[tr, i] * ns[i, tc]\n        cuda.syncthreads()\n",
+            "            p += ms[tr, i] * ns[i, tc]\n"),
     },
     "ex05-4-answer": {
         "the notebook's matmul_k_numba": "matmul_bt_numba = matmul_k_numba",
-        "matmul_k_numba's indexing under the asked name": '''
-@cuda.jit
-def matmul_bt_numba(m, nt, out):
-    c, r = cuda.grid(2)
-    if r < out.shape[0] and c < out.shape[1]:
-        o = numba.float32(0.0)
-        for i in range(m.shape[1]):
-            o += m[r, i] * nt[i, c]
-        out[r, c] = o
-''',
         "torch, no kernel": "matmul_bt_numba = lambda m, nt, out: torch.from_numpy(m) @ torch.from_numpy(nt).T",
+        "the naive kernel on nt, no shared memory": _NAIVE_BT,
+        "matmul_k_numba's indexing under the asked name": _NAIVE_BT.replace("nt[c, i]", "nt[i, c]"),
+        "the notebook's tiled kernel on nt as it is": "matmul_bt_numba = matmul_tiled_numba",
+        "no barrier after the products (a race)": SOLUTIONS["ex05-4-answer"].replace(
+            "            p += ms[tr, i] * ns[i, tc]\n        cuda.syncthreads()\n",
+            "            p += ms[tr, i] * ns[i, tc]\n"),
     },
 }

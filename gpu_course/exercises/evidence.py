@@ -88,6 +88,39 @@ def shared_tiles(*shapes):
     return _evidence(holds)
 
 
+def barriers_passed(per_thread: int, *, compiled_at_least: int, meaning: str = ""):
+    """Evidence: every thread of the Numba kernel passed ``per_thread`` barriers
+    (``cuda.syncthreads()``) in the course's own launch (simulator), or the compiled kernel holds
+    at least ``compiled_at_least`` barrier instructions (GPU: its PTX, where each barrier of a
+    loop's body appears once). For a tiled loop, two per phase: one after the tiles are loaded,
+    one before they are overwritten. ``meaning`` says why, in the message."""
+    def holds(a: Attempt):
+        if a.kind != "numba":
+            raise _SetupError("barriers_passed applies to Numba kernels (CUDA C: calls('__syncthreads'))")
+        why = f" ({meaning})" if meaning else ""
+        ex = a.execution
+        if ex is not None and ex.counted:
+            seen = dict(ex.barriers)
+            if not seen or len(seen) < len(ex.blocks) * ex.threads or any(n != per_thread for n in seen.values()):
+                got = sorted(set(seen.values())) or [0]
+                return (f"in the check's launch, threads of {a.name} passed {', '.join(map(str, got))} "
+                        f"barrier(s); each should pass {per_thread}{why}")
+            return None
+        if (ex is not None and ex.compiled) or mode_on_gpu():
+            from .compiled import numba_ptx, ptx_ops
+            try:
+                ptx = "\n".join(numba_ptx(L.kernel) for L in a.launches)
+            except Exception:  # noqa: BLE001
+                return None
+            n = ptx_ops(ptx)["barrier"]
+            if n < compiled_at_least:
+                return (f"the compiled {a.name} holds {n} barrier(s); the exercise needs "
+                        f"{compiled_at_least}{why}")
+            return None
+        return None
+    return _evidence(holds)
+
+
 def _numba_shared_executed(a: Attempt, shape):
     """Executed evidence of shared memory in a Numba kernel (optionally of one ``shape``): None if
     it holds, why not, or False when nothing was counted (no course launch to read)."""
