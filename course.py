@@ -456,9 +456,9 @@ OLD_SETUP_MARKS = ("# Setup (same in every notebook",)  # earlier wordings, repl
 SETUP_CELL = f'''{SETUP_MARK} this cell downloads the course and installs the packages Colab lacks
 # (about a minute, the first time in a session). On your own machine it does nothing: there the
 # course is already installed (`python3 course.py lab`), which is what makes `import utils` work.
-# The stored outputs come from an H100 (notebook 11's from an H200, 13's from two H200s). On
-# Colab's free T4 (an older GPU) the sections that need a newer one (bf16, TF32, more shared
-# memory...) are skipped, each saying why in one line.
+# The stored outputs come from a run on an NVIDIA Hopper GPU (an H100 or an H200), which the next
+# cell's stored output names. On Colab's free T4 (an older GPU) the sections that need a newer one
+# (bf16, TF32, more shared memory...) are skipped, each saying why in one line.
 import os, subprocess, sys
 if "google.colab" in sys.modules:
     COURSE_DIR = os.environ.get("COURSE_DIR", "/content/gpu-course")
