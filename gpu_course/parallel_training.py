@@ -22,6 +22,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .distributed import rank_device, sync_device
+from .timeline import union
 
 
 def mlp(d: int, layers: int, seed: int = 0) -> torch.nn.Sequential:
@@ -150,7 +151,7 @@ def _overlap(d, layers, rows_per_rank, bucket_cap_mb, steps, device):
     kernels = [(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
                if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
     comm = [(a, b) for a, b, n in kernels if "nccl" in n.lower()]
-    other = _union([(a, b) for a, b, n in kernels if "nccl" not in n.lower()])
+    other = union([(a, b) for a, b, n in kernels if "nccl" not in n.lower()])
     total = sum(b - a for a, b in comm)
     if dist.get_rank() != 0 or not total:
         return None
@@ -158,18 +159,8 @@ def _overlap(d, layers, rows_per_rank, bucket_cap_mb, steps, device):
     return covered / total, total / 1e3 / steps
 
 
-def _union(spans):
-    out = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
-def _intersection(a, b, union) -> float:
-    return sum(max(0, min(b, hi) - max(a, lo)) for lo, hi in union)
+def _intersection(a, b, spans) -> float:
+    return sum(max(0, min(b, hi) - max(a, lo)) for lo, hi in spans)
 
 
 def _fsdp(model, device):

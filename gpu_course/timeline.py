@@ -105,7 +105,12 @@ def lanes(bs: list) -> list:
     return list(dict.fromkeys(b.lane for b in bs))
 
 
-def _union(intervals: list) -> list:
+def union(intervals) -> list:
+    """Merge overlapping ``(start, end)`` intervals into disjoint ``[start, end]`` ones, in order.
+
+    >>> union([(5, 7), (0, 2), (1, 3)])
+    [[0, 3], [5, 7]]
+    """
     out = []
     for s, e in sorted(intervals):
         if out and s <= out[-1][1]:
@@ -117,7 +122,7 @@ def _union(intervals: list) -> list:
 
 def busy_us(bs: list, kinds=("kernel", "copy", "memset")) -> float:
     """Time during which at least one bar of ``kinds`` runs, µs."""
-    return sum(e - s for s, e in _union([(b.start, b.end) for b in bs if b.kind in kinds]))
+    return sum(e - s for s, e in union([(b.start, b.end) for b in bs if b.kind in kinds]))
 
 
 def idle_share(bs: list) -> float:
@@ -136,14 +141,14 @@ def gaps_us(bs: list, kind: str = "kernel") -> float:
     >>> gaps_us([Bar("s", "a", 0, 10, "kernel"), Bar("s", "b", 15, 5, "kernel"), Bar("s", "c", 18, 4, "kernel")])
     5.0
     """
-    u = _union([(b.start, b.end) for b in bs if b.kind == kind])
+    u = union([(b.start, b.end) for b in bs if b.kind == kind])
     return float(sum(s2 - e1 for (_, e1), (s2, _) in zip(u, u[1:])))
 
 
 def overlap_us(bs: list, kind_a: str, kind_b: str) -> float:
     """Time during which a bar of ``kind_a`` and one of ``kind_b`` run at once, µs."""
-    a = _union([(b.start, b.end) for b in bs if b.kind == kind_a])
-    b_ = _union([(b.start, b.end) for b in bs if b.kind == kind_b])
+    a = union([(b.start, b.end) for b in bs if b.kind == kind_a])
+    b_ = union([(b.start, b.end) for b in bs if b.kind == kind_b])
     total, j = 0.0, 0
     for s, e in a:
         for s2, e2 in b_:
