@@ -26,7 +26,7 @@ Host functions (every output is a tensor the caller passes, so checks can hand i
 from __future__ import annotations
 
 from ..cuda import get_sig, load_cuda
-from . import COMMON, CUDA_DIR, cuda_files, cuda_ints, cuda_source, cuda_unit
+from . import COMMON, CUDA_DIR, cuda_files, cuda_ints, cuda_source, cuda_unit, listing as _listing
 
 # The name each rung of the sum is reported under (notebook 09 records its results with these).
 RUNGS = {1: "rung 1 atomicAdd per element", 2: "rung 2 tree, divergent warps",
@@ -229,29 +229,16 @@ def aggregated(items: int, at_most: float = 0.5):
     return genuine(holds)
 
 
-def kernel_source(path: str) -> str:
+def kernel_source(path: str, *, max_lines=None) -> str:
     """The CUDA C of ``path`` (as :func:`cuda_source` gives it) without its host functions: the
-    top-level functions that return ``void`` and are not ``__global__`` or ``__device__`` (the
+    top-level functions that are not ``__global__`` or ``__device__`` (the
     launchers and their checks) with the comment lines just above them, which the notebook's text
-    does not read.
+    does not read, each run of them replaced by a line ``// ... (N lines left out)``:
+    :func:`gpu_course.kernels.listing` with no names.
 
     >>> "void scan_kogge_stone(" in kernel_source(SCANS["kogge_stone"])
     False
     >>> "__global__ void scan_kogge_stone_k(" in kernel_source(SCANS["kogge_stone"])
     True
     """
-    out, skipping = [], False
-    for line in cuda_source(path).splitlines():
-        if not skipping and (line.startswith("void ") or line.startswith("static void ")):
-            skipping = True
-            while out and out[-1].startswith("//"):   # the host function's own comment
-                out.pop()
-        if skipping:
-            if line.startswith("}"):
-                skipping = False
-            continue
-        out.append(line)
-    text = "\n".join(out)
-    while "\n\n\n" in text:
-        text = text.replace("\n\n\n", "\n\n")
-    return text.rstrip() + "\n"
+    return _listing(path, max_lines=max_lines) + "\n"

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import NamedTuple
 
 from ..checking import check, poisoned
 from ..cuda import cuda_begin, get_sig, load_cuda
 from ..mode import ON_GPU, compute_capability, fits_shared_memory
 from ..timing import Timing, bench as _bench, fmt_ms
-from . import cuda_source
+from . import cuda_source, listing as _listing
 
 # The name each rung is reported under (notebook 12 records its results with these).
 RUNGS = {1: "rung 1 WMMA, tiles from global memory", 2: "rung 2 WMMA, shared-memory tiles",
@@ -354,39 +353,11 @@ def smallest_square_tile(flop_per_clock: float, bytes_per_clock: float) -> int:
     return 16 * max(1, math.ceil(need / 16 - 1e-9))
 
 
-def _definitions(text: str) -> dict:
-    """``{name: (first line, last line)}`` of each top-level definition of a CUDA C file (a function or a kernel,
-    with its template line and the comment block right above it), by braces at the start of a line."""
-    lines = text.splitlines()
-    found, i = {}, 0
-    while i < len(lines):
-        line = lines[i]
-        m = re.match(r"^(?:template\s*<.*>\s*)?(?:__\w+__\s+|static\s+|inline\s+|constexpr\s+)*[\w:<>,\s*&]+?"
-                     r"(?:\s|\*|&)(\w+)\s*\(", line)
-        if m and not line.startswith((" ", "//", "#")) and not line.rstrip().endswith(";"):
-            name, start = m.group(1), i
-            if name == "__launch_bounds__":      # __global__ void __launch_bounds__(...) on a line of its own
-                name = re.match(r"^(\w+)\s*\(", lines[i + 1]).group(1)
-            while start > 0 and lines[start - 1].startswith(("//", "template")):
-                start -= 1
-            depth, j, opened = 0, i, False
-            while j < len(lines):
-                depth += lines[j].count("{") - lines[j].count("}")
-                opened = opened or "{" in lines[j]
-                if opened and depth <= 0:
-                    break
-                j += 1
-            found.setdefault(name, (start, j))
-            i = j + 1
-        else:
-            i += 1
-    return found
-
-
-def listing(file: str, names: list) -> str:
+def listing(file: str, names: list, *, max_lines=None) -> str:
     """The definitions ``names`` (functions or kernels, each with the comment above it) of ``file`` (under
     ``cuda/tensor_cores/``), in the file's order, with one line saying how many lines were left out between them:
-    what the notebook's text reads, where :func:`rung_source` prints the whole file.
+    what the notebook's text reads, where :func:`rung_source` prints the whole file. :func:`gpu_course.kernels.listing`
+    under ``tensor_cores/`` (a name may also be a ``(first, last)`` part; ``max_lines`` caps the length).
 
     >>> print(listing("tc_ptx.cuh", ["smem_addr"]))
     // ... (4 lines left out)
@@ -394,21 +365,7 @@ def listing(file: str, names: list) -> str:
     __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
     // ... (32 lines left out)
     """
-    text = cuda_source(DIR + file).rstrip()
-    lines, defs = text.splitlines(), _definitions(text)
-    missing = [n for n in names if n not in defs]
-    if missing:
-        raise ValueError(f"listing: {file} defines no {', '.join(missing)}; it defines {', '.join(sorted(defs))}")
-    spans = sorted(defs[n] for n in names)
-    out, at = [], 0
-    for a, b in spans:
-        if a > at:
-            out.append(f"// ... ({a - at} line{'s' if a - at > 1 else ''} left out)")
-        out += lines[a:b + 1]
-        at = b + 1
-    if at < len(lines):
-        out.append(f"// ... ({len(lines) - at} line{'s' if len(lines) - at > 1 else ''} left out)")
-    return "\n".join(out)
+    return _listing(DIR + file, names, max_lines=max_lines)
 
 
 # ---- the ladder, timed against cuBLAS fp16 (notebook 12, section 10) -----------------------------------------------
