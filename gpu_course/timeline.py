@@ -14,14 +14,44 @@ outermost operators instead.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "copy", "gpu_memset": "memset"}
 COLORS = {"kernel": "tab:blue", "copy": "tab:orange", "memset": "tab:gray", "launch": "tab:green",
           "cpu_op": "tab:purple"}
+
+
+@contextlib.contextmanager
+def quiet_profiler_notes():
+    """Around a profiler's start or stop: drop the lines PyTorch's C++ side writes to the process's
+    stderr (file descriptor 2) then, such as ``USDT: ... profiler_start``, and pass every other line on
+    to ``sys.stderr``. Does nothing where fd 2 cannot be redirected.
+
+    >>> with quiet_profiler_notes():
+    ...     _ = os.write(2, b"USDT: x profiler_start\\n")
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    tmp = tempfile.TemporaryFile()
+    os.dup2(tmp.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2), os.close(saved), tmp.seek(0)
+        text = tmp.read().decode(errors="replace")
+        tmp.close()
+        rest = [ln for ln in text.splitlines(True) if not ln.startswith("USDT:")]
+        if rest:
+            sys.stderr.write("".join(rest))
 
 
 @dataclass
@@ -156,11 +186,12 @@ def overlap_us(bs: list, kind_a: str, kind_b: str) -> float:
     return total
 
 
-def draw(bs: list, title: str, ax=None, min_label_us: float | None = None):
+def draw(bs: list, title: str, ax=None, min_label_us: float | None = None, names: dict | None = None):
     """Draw the bars: one row per lane (CPU on top), time in ms across. Bars long enough are labelled
-    with their name; a legend gives the kinds. Returns the figure."""
+    with their name; a legend gives the kinds. ``names`` relabels lanes (``{"stream 7": "main stream
+    (compute)"}``); a lane it does not name keeps its own label. Returns the figure."""
     import matplotlib.pyplot as plt
-    names = lanes(bs)
+    names_, names = names, lanes(bs)
     if ax is None:
         fig, ax = plt.subplots(figsize=(10, 0.7 * len(names) + 1.4))
     else:
@@ -175,7 +206,7 @@ def draw(bs: list, title: str, ax=None, min_label_us: float | None = None):
             if b.dur >= min_label_us:
                 ax.text((b.start + b.dur / 2) / 1e3, row, b.name[:int(b.dur / span * 120)], ha="center",
                         va="center", fontsize=6, color="white", clip_on=True)
-    ax.set_yticks(range(len(names)), names)
+    ax.set_yticks(range(len(names)), [(names_ or {}).get(n, n) for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
     ax.set_title(title, loc="left", fontsize=10)

@@ -46,6 +46,36 @@ def test_overlap_exercise_refuses_one_stream():
         assert "side stream" in str(e)
 
 
+def test_overlap_exercise_accepts_a_side_stream_made_once_and_kept():
+    """The side stream may be made before the check runs (as streams.overlapped keeps its own)."""
+    chunks, w = streams.overlap_fixture(3, 4096, 32)
+    side = streams.Stream()
+
+    def kept(chunks, w, reps, outs):
+        main = streams.current_stream()
+        for d, h in zip(chunks, outs):
+            y = streams.transform(d, w, reps)
+            done = streams.Event()
+            done.record(main)
+            side.wait_event(done)
+            with streams.stream(side):
+                h.copy_(y, non_blocking=True)
+            streams.record_stream(y, side)
+        side.synchronize()
+    streams.check_back_overlap(kept, chunks, w, 1)
+
+    def no_wait(chunks, w, reps, outs):
+        for d, h in zip(chunks, outs):
+            y = streams.transform(d, w, reps)
+            with streams.stream(side):
+                h.copy_(y, non_blocking=True)
+    try:
+        streams.check_back_overlap(no_wait, chunks, w, 1)
+        raise RuntimeError("not refused")
+    except AssertionError as e:
+        assert "no wait" in str(e)
+
+
 def test_copy_sweep_and_overlapped_result():
     sw = dm.copy_sweep([4096, 8192], reps=2)
     assert set(sw) == set(dm.KINDS) and all(len(v) == 2 for v in sw.values())

@@ -26,6 +26,28 @@ def test_draw_makes_one_bar_per_event():
     assert n == 4
 
 
+def test_draw_relabels_the_lanes_it_is_given():
+    fig = tl.draw(tl.bars(TRACE), "t", names={"stream 7": "main stream (compute)"})
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["CPU: launches", "main stream (compute)", "stream 13"]
+
+
+def test_profiler_notes_are_dropped_and_other_stderr_kept(capfd):
+    import os
+    with tl.quiet_profiler_notes():
+        os.write(2, b"USDT: x profiler_start\nsomething else\n")
+    assert capfd.readouterr().err == "something else\n"
+
+
+def test_profile_of_a_step_prints_no_usdt_lines(capfd):
+    from gpu_course import training_step as ts
+    from gpu_course import step_memory as mem
+    ts.profile(lambda: torch.ones(8).sum())
+    mem.memory_timeline(lambda: torch.ones(8).sum())
+    out = capfd.readouterr()
+    assert "USDT" not in out.err and "USDT" not in out.out
+
+
 def test_cpu_trace_draws_outermost_ops():
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as p:
