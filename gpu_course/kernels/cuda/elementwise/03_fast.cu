@@ -44,7 +44,7 @@ void gelu_fast(torch::Tensor x, torch::Tensor out, int64_t blocks, int64_t threa
     else if (unroll == 2) gelu_fast_k<2><<<blocks, threads, 0, stream>>>(xp, op, n);
     else if (unroll == 4) gelu_fast_k<4><<<blocks, threads, 0, stream>>>(xp, op, n);
     else if (unroll == 8) gelu_fast_k<8><<<blocks, threads, 0, stream>>>(xp, op, n);
-    else TORCH_CHECK(false, "unroll must be 1, 2, 4 or 8, got ", unroll);
+    else TORCH_CHECK(false, ("unroll must be 1, 2, 4 or 8, got " + std::to_string(unroll)).c_str());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 void square_fast(torch::Tensor x, torch::Tensor out, int64_t blocks, int64_t threads, int64_t unroll) {
@@ -56,7 +56,7 @@ void square_fast(torch::Tensor x, torch::Tensor out, int64_t blocks, int64_t thr
     else if (unroll == 2) square_fast_k<2><<<blocks, threads, 0, stream>>>(xp, op, n);
     else if (unroll == 4) square_fast_k<4><<<blocks, threads, 0, stream>>>(xp, op, n);
     else if (unroll == 8) square_fast_k<8><<<blocks, threads, 0, stream>>>(xp, op, n);
-    else TORCH_CHECK(false, "unroll must be 1, 2, 4 or 8, got ", unroll);
+    else TORCH_CHECK(false, ("unroll must be 1, 2, 4 or 8, got " + std::to_string(unroll)).c_str());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 #endif  // GPU_COURSE_ELEMENTWISE_03_FAST_CU

@@ -36,17 +36,18 @@ void histogram(torch::Tensor x, torch::Tensor counts, double lo, double hi, bool
     CHECK_INPUT(x); CHECK_INPUT(counts);
     TORCH_CHECK(x.scalar_type() == torch::kFloat, "histogram: x must be float32");
     TORCH_CHECK(counts.scalar_type() == torch::kInt, "histogram: counts must be int32 (torch.int32)");
-    TORCH_CHECK(lo < hi, "histogram: need lo < hi, got ", lo, " and ", hi);
+    TORCH_CHECK(lo < hi, ("histogram: need lo < hi, got " + std::to_string(lo) + " and " + std::to_string(hi)).c_str());
     TORCH_CHECK(x.numel() < (1LL << 30), "histogram: the kernels index with int: at most 2^30 elements");
     int n = x.numel(), bins = counts.numel();
-    TORCH_CHECK(bins >= 1 && bins <= 8192, "histogram: 1 to 8192 bins (they must fit in shared memory), got ", bins);
+    TORCH_CHECK(bins >= 1 && bins <= 8192,
+                ("histogram: 1 to 8192 bins (they must fit in shared memory), got " + std::to_string(bins)).c_str());
     counts.zero_();
     if (n == 0) return;
     const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     if (privatized) {
         TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0,
                     "histogram: x must be 16-byte aligned for float4 (a slice such as x[1:] is not): pass .clone()");
-        TORCH_CHECK(blocks >= 1 && blocks <= (1 << 20), "histogram: blocks must be 1..2^20, got ", blocks);
+        TORCH_CHECK(blocks >= 1 && blocks <= (1 << 20), ("histogram: blocks must be 1..2^20, got " + std::to_string(blocks)).c_str());
         histogram_privatized_k<<<blocks, 256, bins * sizeof(int), stream>>>(x.data_ptr<float>(), counts.data_ptr<int>(),
                                                                             n, (float)lo, (float)hi, bins);
     } else {

@@ -20,7 +20,7 @@ void blur(torch::Tensor grey, torch::Tensor out, int64_t radius) {
     CHECK_INPUT(grey); CHECK_INPUT(out);
     TORCH_CHECK(grey.scalar_type() == torch::kByte && grey.dim() == 2, "blur: grey must be an h x w uint8 image");
     TORCH_CHECK(out.scalar_type() == torch::kByte && out.sizes() == grey.sizes(), "blur: out must be like grey");
-    TORCH_CHECK(radius >= 0 && radius <= 64, "blur: radius must be 0..64, got ", radius);
+    TORCH_CHECK(radius >= 0 && radius <= 64, ("blur: radius must be 0..64, got " + std::to_string(radius)).c_str());
     int h = grey.size(0), w = grey.size(1);
     dim3 tpb(16, 16), blocks(cdiv(w, tpb.x), cdiv(h, tpb.y));
     blur_k<<<blocks, tpb, 0, at::cuda::getCurrentCUDAStream()>>>(

@@ -41,8 +41,9 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
                 "sum_rung: x and out must be float32 tensors");
     TORCH_CHECK(out.numel() == 1, "sum_rung: out must have exactly one element, e.g. torch.empty(1)");
     TORCH_CHECK(x.numel() < (1LL << 30), "sum_rung: the kernels index with int: x must have < 2^30 elements");
-    TORCH_CHECK(rung >= 1 && rung <= 8, "sum_rung: rung must be 1..8, got ", rung);
-    TORCH_CHECK(rung <= 4 || (blocks >= 1 && blocks <= (1 << 20)), "sum_rung: blocks must be 1..2^20, got ", blocks);
+    TORCH_CHECK(rung >= 1 && rung <= 8, ("sum_rung: rung must be 1..8, got " + std::to_string(rung)).c_str());
+    TORCH_CHECK(rung <= 4 || (blocks >= 1 && blocks <= (1 << 20)),
+                ("sum_rung: blocks must be 1..2^20, got " + std::to_string(blocks)).c_str());
     TORCH_CHECK(rung < 7 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0,
                 "sum_rung: rungs 7-8 read float4: x must be 16-byte aligned (a slice such as x[1:] is not): pass .clone()");
     int n = x.numel();

@@ -22,7 +22,7 @@ void scan_kogge_stone(torch::Tensor x, torch::Tensor out) {
     TORCH_CHECK(x.scalar_type() == torch::kFloat && out.scalar_type() == torch::kFloat && out.numel() == x.numel(),
                 "scan_kogge_stone: x and out must be float32 tensors of the same size");
     int n = x.numel();
-    TORCH_CHECK(n <= 1024, "scan_kogge_stone: one block scans at most 1024 elements, got ", n);
+    TORCH_CHECK(n <= 1024, ("scan_kogge_stone: one block scans at most 1024 elements, got " + std::to_string(n)).c_str());
     if (n == 0) return;
     scan_kogge_stone_k<<<1, cdiv(n, 32) * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
             x.data_ptr<float>(), out.data_ptr<float>(), n);

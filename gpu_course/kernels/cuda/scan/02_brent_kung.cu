@@ -29,7 +29,7 @@ void scan_brent_kung(torch::Tensor x, torch::Tensor out) {
     TORCH_CHECK(x.scalar_type() == torch::kFloat && out.scalar_type() == torch::kFloat && out.numel() == x.numel(),
                 "scan_brent_kung: x and out must be float32 tensors of the same size");
     int n = x.numel();
-    TORCH_CHECK(n <= 2048, "scan_brent_kung: one block scans at most 2048 elements, got ", n);
+    TORCH_CHECK(n <= 2048, ("scan_brent_kung: one block scans at most 2048 elements, got " + std::to_string(n)).c_str());
     if (n == 0) return;
     int threads = 32;
     while (2 * threads < n) threads *= 2;      // a power of two, 2 * threads >= n

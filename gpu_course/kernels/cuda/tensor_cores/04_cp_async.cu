@@ -139,8 +139,8 @@ static void launch_async(const torch::Tensor& m, const torch::Tensor& n, torch::
 torch::Tensor tc_async(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t cfg) {
     tc_check(m, n, out, "tc_async");
     tc_check_rows16(m, n, out, "tc_async");
-    TORCH_CHECK(cfg >= 0 && cfg < ASYNC_CFGS, "tc_async: cfg must be 0..", ASYNC_CFGS - 1,
-                " (tensor_cores.CONFIGS[4]), got ", cfg);
+    TORCH_CHECK(cfg >= 0 && cfg < ASYNC_CFGS, ("tc_async: cfg must be 0.." + std::to_string(ASYNC_CFGS - 1) +
+                " (tensor_cores.CONFIGS[4]), got " + std::to_string(cfg)).c_str());
     launch_async(m, n, out, cfg, TC_GROUP);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
@@ -150,8 +150,8 @@ torch::Tensor tc_async(torch::Tensor m, torch::Tensor n, torch::Tensor out, int6
 torch::Tensor tc_async_order(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t cfg, int64_t group) {
     tc_check(m, n, out, "tc_async_order");
     tc_check_rows16(m, n, out, "tc_async_order");
-    TORCH_CHECK(cfg >= 0 && cfg < ASYNC_CFGS, "tc_async_order: cfg must be 0..", ASYNC_CFGS - 1, ", got ", cfg);
-    TORCH_CHECK(group >= 0 && group <= 1024, "tc_async_order: group must be 0..1024 rows of tiles, got ", group);
+    TORCH_CHECK(cfg >= 0 && cfg < ASYNC_CFGS, ("tc_async_order: cfg must be 0.." + std::to_string(ASYNC_CFGS - 1) + ", got " + std::to_string(cfg)).c_str());
+    TORCH_CHECK(group >= 0 && group <= 1024, ("tc_async_order: group must be 0..1024 rows of tiles, got " + std::to_string(group)).c_str());
     launch_async(m, n, out, cfg, (int)group);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;

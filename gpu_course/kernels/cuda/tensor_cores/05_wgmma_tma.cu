@@ -264,8 +264,8 @@ static CUtensorMap tensor_map(const torch::Tensor& t, int box_rows, int box_cols
     const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(t.data_ptr()), dims,
                                       strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    TORCH_CHECK(r == CUDA_SUCCESS, "tc_wgmma: cuTensorMapEncodeTiled failed (CUresult ", (int)r, ") for a ",
-                t.size(0), " x ", t.size(1), " matrix");
+    TORCH_CHECK(r == CUDA_SUCCESS, ("tc_wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string((int)r) + ") for a " +
+                std::to_string(t.size(0)) + " x " + std::to_string(t.size(1)) + " matrix").c_str());
     return map;
 }
 
@@ -274,14 +274,14 @@ constexpr int WGMMA_CFGS = 3;
 torch::Tensor tc_wgmma(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t cfg) {
     tc_check(m, n, out, "tc_wgmma");
     tc_check_rows16(m, n, out, "tc_wgmma");
-    TORCH_CHECK(cfg >= 0 && cfg < WGMMA_CFGS, "tc_wgmma: cfg must be 0..", WGMMA_CFGS - 1,
-                " (tensor_cores.CONFIGS[5]), got ", cfg);
+    TORCH_CHECK(cfg >= 0 && cfg < WGMMA_CFGS, ("tc_wgmma: cfg must be 0.." + std::to_string(WGMMA_CFGS - 1) +
+                " (tensor_cores.CONFIGS[5]), got " + std::to_string(cfg)).c_str());
     int dev = 0, major = 0, minor = 0;
     C10_CUDA_CHECK(cudaGetDevice(&dev));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    TORCH_CHECK(major == 9 && minor == 0, "tc_wgmma: wgmma and TMA exist on Hopper GPUs (sm_90) only; this GPU is sm_",
-                major, minor);
+    TORCH_CHECK(major == 9 && minor == 0, ("tc_wgmma: wgmma and TMA exist on Hopper GPUs (sm_90) only; this GPU is sm_" +
+                std::to_string(major) + std::to_string(minor)).c_str());
     const int h = m.size(0), k = m.size(1), w = n.size(1);
     const CUtensorMap tm_m = tensor_map(m, WG_BM, WG_BK);
     torch::Tensor nt;                             // cfg 2: n transposed (w x k), K-major tiles

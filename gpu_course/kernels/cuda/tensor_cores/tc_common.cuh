@@ -13,16 +13,24 @@ static inline const __half* half_ptr(const torch::Tensor& t) {
 }
 static inline __half* half_ptr_mut(torch::Tensor& t) { return reinterpret_cast<__half*>(t.data_ptr<at::Half>()); }
 
+// A tensor's shape as text, "1000 x 776", built without streams (a number streamed into a TORCH_CHECK message
+// crashed the module on one GPU image).
+static std::string tc_shape(const torch::Tensor& t) {
+    std::string s;
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? " x " : "") + std::to_string(t.size(i));
+    return t.dim() ? s : "a scalar";
+}
+
 // The checks every rung's host function makes, with messages a learner can act on.
 static void tc_check(const torch::Tensor& m, const torch::Tensor& n, const torch::Tensor& out, const char* fn) {
     CHECK_INPUT(m); CHECK_INPUT(n); CHECK_INPUT(out);
-    TORCH_CHECK(m.scalar_type() == torch::kHalf && n.scalar_type() == torch::kHalf &&
-                out.scalar_type() == torch::kHalf, fn, ": m, n and out must be float16 tensors (x.half()); got ",
-                m.scalar_type(), ", ", n.scalar_type(), " and ", out.scalar_type());
-    TORCH_CHECK(m.dim() == 2 && n.dim() == 2 && m.size(1) == n.size(0),
-                fn, ": m (h x k) and n (k x w) do not fit: ", m.sizes(), " and ", n.sizes());
-    TORCH_CHECK(out.dim() == 2 && out.size(0) == m.size(0) && out.size(1) == n.size(1),
-                fn, ": out must be h x w = ", m.size(0), " x ", n.size(1), ", got ", out.sizes());
+    TORCH_CHECK(m.scalar_type() == torch::kHalf && n.scalar_type() == torch::kHalf && out.scalar_type() == torch::kHalf,
+                (std::string(fn) + ": m, n and out must be float16 tensors (x.half()); got " + c10::toString(m.scalar_type()) +
+                 ", " + c10::toString(n.scalar_type()) + " and " + c10::toString(out.scalar_type())).c_str());
+    TORCH_CHECK(m.dim() == 2 && n.dim() == 2 && m.size(1) == n.size(0),  // messages as one string (see notebook 04)
+                (std::string(fn) + ": m (h x k) and n (k x w) do not fit: " + tc_shape(m) + " and " + tc_shape(n)).c_str());
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == m.size(0) && out.size(1) == n.size(1), (std::string(fn) + ": out must be h x w = " +
+                std::to_string(m.size(0)) + " x " + std::to_string(n.size(1)) + ", got " + tc_shape(out)).c_str());
     TORCH_CHECK(m.numel() < (1LL << 31) && n.numel() < (1LL << 31) && out.numel() < (1LL << 31),
                 fn, ": the kernels index with 32-bit ints; matrices must have < 2^31 elements");
 }
