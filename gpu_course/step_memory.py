@@ -53,16 +53,9 @@ def memory_timeline(fn, *args) -> tuple:
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ON_GPU else [])
-    from .timeline import quiet_profiler_notes
+    from .timeline import run_profiled
     p = profile(activities=acts, profile_memory=True, record_shapes=True, with_stack=True, acc_events=True)
-    with quiet_profiler_notes():                          # torch's C++ note "USDT: ... profiler_start"
-        p.start()
-    try:
-        fn(*args)
-        synchronize()
-    finally:
-        with quiet_profiler_notes():
-            p.stop()
+    run_profiled(p, fn, *args)
     dev = f"cuda:{torch.cuda.current_device()}" if ON_GPU else "cpu"
     times, sizes = MemoryProfileTimeline(p._memory_profile())._coalesce_timeline(dev)
     t0 = times[0] if times else 0

@@ -54,6 +54,21 @@ def quiet_profiler_notes():
             sys.stderr.write("".join(rest))
 
 
+def run_profiled(p, fn, *args) -> None:
+    """Start the profiler ``p``, run ``fn(*args)`` and wait for the GPU, then stop ``p``; its start and stop
+    with :func:`quiet_profiler_notes`, so that the notes PyTorch's CPU build writes then stay out of the
+    cell's output."""
+    from .mode import synchronize
+    with quiet_profiler_notes():
+        p.start()
+    try:
+        fn(*args)
+        synchronize()
+    finally:
+        with quiet_profiler_notes():
+            p.stop()
+
+
 @dataclass
 class Bar:
     """One bar: its ``lane`` (a stream, or the CPU), ``name``, ``start`` and ``dur`` in µs, ``kind``

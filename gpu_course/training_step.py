@@ -335,14 +335,7 @@ def profile(fn, *args):
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ON_GPU else [])
     fn(*args)
     synchronize()
-    from .timeline import quiet_profiler_notes
+    from .timeline import run_profiled
     p = prof(activities=acts, acc_events=True)           # one cycle: acc_events only silences a warning
-    with quiet_profiler_notes():                          # torch's C++ note "USDT: ... profiler_start"
-        p.start()
-    try:
-        fn(*args)
-        synchronize()
-    finally:
-        with quiet_profiler_notes():
-            p.stop()
+    run_profiled(p, fn, *args)
     return p
