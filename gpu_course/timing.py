@@ -504,6 +504,17 @@ def reduction_bytes(t: torch.Tensor, dim: int) -> int:
     return (t.numel() + out) * t.element_size()
 
 
+def busy_cpu(ms: float) -> None:
+    """Keep this thread busy for ``ms`` milliseconds on the CPU's clock, launching nothing: known CPU work.
+
+    >>> t0 = time.perf_counter(); busy_cpu(2); (time.perf_counter() - t0) * 1e3 >= 2
+    True
+    """
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
 def slow_launch(cpu_ms: float, work_ms: float, *, within=()):
     """For checks of a timer that reports two clocks: a context that yields ``call``, a function that
     behaves like one GPU call: it keeps the CPU busy ``cpu_ms`` (the launch), then returns with
@@ -517,9 +528,7 @@ def slow_launch(cpu_ms: float, work_ms: float, *, within=()):
     def ctx():
         with slow_work(work_ms, within=within) as launch:
             def call():
-                end = time.perf_counter() + cpu_ms / 1e3
-                while time.perf_counter() < end:      # the CPU's part of the call
-                    pass
+                busy_cpu(cpu_ms)                       # the CPU's part of the call
                 launch()
             yield call
     return ctx()

@@ -219,10 +219,8 @@ def host_work(ms: float) -> None:
     """``ms`` milliseconds of CPU work that launches nothing on the GPU: it stands for what a real loop
     does on the CPU between steps (preparing the next batch, logging, bookkeeping in Python), here a
     fixed, known amount (a loop on the CPU's clock)."""
-    if ms > 0:
-        end = time.perf_counter() + ms / 1e3
-        while time.perf_counter() < end:
-            pass
+    from .timing import busy_cpu
+    busy_cpu(ms)
 
 
 def loop_with_syncs(model, opt, batches, cpu_ms: float = 0.0) -> torch.Tensor:

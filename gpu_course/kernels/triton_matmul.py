@@ -106,7 +106,7 @@ def gpu_fixed_config(itemsize=4, quiet=False):
 
     reasons = []
     for cfg in FIXED_CONFIGS:
-        nbytes = cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * cfg["BLOCK_K"] * itemsize
+        nbytes = cfg["num_stages"] * _stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], itemsize)
         ok, why = fits_shared_memory(nbytes, tile(cfg))
         if ok:
             if reasons and not quiet:
@@ -159,7 +159,13 @@ def stages_that_fit(BLOCK_M, BLOCK_N, BLOCK_K, dtype, smem):
     >>> stages_that_fit(128, 256, 64, torch.float16, 232448), stages_that_fit(128, 128, 64, torch.float32, 232448)
     (4, 3)
     """
-    return smem // ((BLOCK_M + BLOCK_N) * BLOCK_K * dtype.itemsize)
+    return smem // _stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, dtype.itemsize)
+
+
+def _stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, itemsize) -> int:
+    """Shared memory of one pipeline stage in the course's model: a ``BLOCK_M x BLOCK_K`` block of a and a
+    ``BLOCK_K x BLOCK_N`` block of b."""
+    return (BLOCK_M + BLOCK_N) * BLOCK_K * itemsize
 
 
 def check_shapes(a, b):
