@@ -1,8 +1,10 @@
 """The course's helpers, one module per job; the notebooks reach them through ``utils``.
 
-* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``; what
-  this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
+* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``
+* ``hardware``: the GPU facts in one table (SMs, shared memory, registers, spec-sheet peaks, links) and
+  what this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
   ``COURSE_FAKE_CC=7.5`` fakes to check a notebook's skips for Colab's T4
+* ``session``: the running notebook's ``banner``, the GPU its stored outputs come from, ``versions``
 * ``launch``: ``dim3``, ``cdiv``, ``to_numba``: what a kernel launch needs
 * ``checking``: ``check`` against a reference, ``poisoned`` outputs, ``dot_tol``
 * ``exercises``: ``exercise``, ``kernel_exercise``, ``formula_exercise``, ``hint``: self-checking
@@ -51,18 +53,19 @@ from .exercises import (calls, differs_from, exercise, formula_exercise, grid_is
                         watch_calls)
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
-from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, compute_capability, device_name,
-                   fits_shared_memory, gpu_has, gpu_properties, gpu_supports, shared_memory_per_block,
-                   synchronize, versions)
+from .hardware import (compute_capability, fits_shared_memory, gpu_has, gpu_properties, gpu_supports,
+                       shared_memory_per_block)
+from .mode import DEVICE, MODE, MODE_ENV, ON_GPU, by_mode, device_name, synchronize
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
+from .session import banner, versions
 from .timing import (Timing, UserTiming, bench, bench_user, bench_users, compare, cpu_ms_per_call, cuda_graph, flush_l2,
                      fmt_ms, fmt_num, loop_ms, spin_gpu)
 
 __all__ = [
-    # mode
+    # mode, hardware, session
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
     "gpu_properties", "synchronize", "compute_capability", "gpu_supports", "gpu_has",
     "shared_memory_per_block", "fits_shared_memory",

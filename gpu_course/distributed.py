@@ -43,26 +43,21 @@ from multiprocessing.connection import wait
 import torch
 import torch.distributed as dist
 
-from . import mode
+from . import hardware, mode
 from .timing import fmt_ms
 
 # NVLink SHARP (NCCL's NVLS algorithm, NVSwitch multicast) off in every rank: every machine then runs the ring and
 # tree algorithms, whose bytes the bus factor counts (with NVLS, busbw can pass the link: notebook 13, section 4).
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
-# Spec sheet: NVLink 4 of an H100/H200 SXM, 18 links x 25 GB/s in each direction.
-LINK_SPEC_GBPS = {"H100": 450.0, "H200": 450.0}
-
-
 def link_spec_gbps(name: str | None = None) -> float | None:
-    """The spec sheet's NVLink bandwidth in one direction (GB/s) of GPU ``name`` (default: this one),
-    or None where it is not known (the CPU, another GPU).
+    """The spec sheet's NVLink bandwidth in one direction (GB/s) of GPU ``name`` (default: this one; from
+    :mod:`gpu_course.hardware`), or None where it is not known (the CPU, a GPU without NVLink or not in the table).
 
     >>> link_spec_gbps("NVIDIA H100 80GB HBM3"), link_spec_gbps("cpu")
     (450.0, None)
     """
-    name = name if name is not None else mode.device_name()
-    return next((v for k, v in LINK_SPEC_GBPS.items() if k in name), None)
+    return hardware.link_gbps(name if name is not None else mode.device_name())
 
 
 # ------------------------------------------------------------------------------------------ the plan

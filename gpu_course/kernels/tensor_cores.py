@@ -30,7 +30,8 @@ from typing import NamedTuple
 
 from ..checking import check, poisoned
 from ..cuda import cuda_begin, get_sig, load_cuda
-from ..mode import ON_GPU, compute_capability, fits_shared_memory
+from ..hardware import compute_capability, fits_shared_memory, supports
+from ..mode import ON_GPU
 from ..timing import Timing, bench as _bench, fmt_ms
 from . import cuda_source, listing as _listing
 
@@ -51,12 +52,8 @@ CONFIGS = {4: ["128x256x64 w64x64 3 stages", "128x128x64 w64x64 3 stages", "256x
                "128x256x64 w64x64 4 stages", "128x128x64 w64x32 4 stages"],
            5: ["128x256x64, 2 consumer warpgroups, 4 stages", "128x128x64, 2 consumer warpgroups, 5 stages",
                "128x256x64, 4 stages, n transposed first (K-major)"]}
-# What each rung needs: (compute capability, why), "exactly" for rung 5 (wgmma exists on sm_90 only).
-NEEDS = {1: ((7, 0), "WMMA needs compute capability 7.0 (Volta) or newer"),
-         2: ((7, 0), "WMMA needs compute capability 7.0 (Volta) or newer"),
-         3: ((8, 0), "mma.sync.m16n8k16 with fp16 inputs needs compute capability 8.0 (Ampere) or newer"),
-         4: ((8, 0), "mma.sync.m16n8k16 and cp.async need compute capability 8.0 (Ampere) or newer"),
-         5: ((9, 0), "wgmma and TMA exist on Hopper (sm_90) only")}
+# What each rung needs: the hardware feature gates (gpu_course.hardware.FEATURES) it uses.
+NEEDS = {1: ("wmma",), 2: ("wmma",), 3: ("mma_fp16",), 4: ("mma_fp16", "cp_async"), 5: ("sm90a",)}
 PTX = {3: "ldmatrix, mma.sync", 4: "ldmatrix, mma.sync, cp.async", 5: "wgmma, TMA, mbarrier"}   # inline PTX
 
 
@@ -97,10 +94,10 @@ def runs_here(rung: int) -> tuple:
     if rung not in RUNGS:
         raise ValueError(f"runs_here: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
     cc = compute_capability()
-    if cc is not None:
-        need, why = NEEDS[rung]
-        if cc < need or (rung == 5 and cc != need):
-            return False, f"{RUNGS[rung]}: skipped on this GPU (sm_{cc[0]}{cc[1]}): {why}"
+    for feature in NEEDS[rung] if cc is not None else ():
+        ok, why = supports(feature, cc)
+        if not ok:
+            return False, f"{RUNGS[rung]}: {why}"
     if not ON_GPU and rung in PTX:   # also where COURSE_FAKE_CC makes the emulation answer as a GPU
         return False, (f"{RUNGS[rung]}: inline PTX ({PTX[rung]}) runs on a GPU only; the CPU emulation runs "
                        f"CUDA C, not PTX")

@@ -307,8 +307,8 @@ def test_swizzle_helpers():
 @pytest.mark.parametrize("fake, runs", [("7.5", {1, 2}), ("8.0", {1, 2}), ("9.0", {1, 2}), ("10.0", {1, 2})])
 def test_what_runs_on_older_and_newer_gpus(monkeypatch, fake, runs):
     """COURSE_FAKE_CC: the reason for each rung left out, in one line; PTX rungs never run in the emulation."""
-    from gpu_course import mode
-    monkeypatch.setenv(mode.CC_ENV, fake)
+    from gpu_course import hardware
+    monkeypatch.setenv(hardware.CC_ENV, fake)
     assert set(tc.rungs_here(quiet=True)) == runs
     why = {r: tc.runs_here(r)[1] for r in (3, 4, 5)}
     if fake == "7.5":
