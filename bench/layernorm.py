@@ -33,7 +33,7 @@ import triton
 
 from gpu_course.kernels import triton_layernorm as ln
 from gpu_course.results import bench_recording, record_comparison, record_flag
-from gpu_course.timing import user_table
+from gpu_course.user_timing import user_table
 
 EPS = ln.EPS
 FB = "forward + backward"

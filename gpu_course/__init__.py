@@ -10,8 +10,8 @@
 * ``exercises``: ``exercise``, ``kernel_exercise``, ``formula_exercise``, ``hint``: self-checking
   exercises that never raise; a kernel exercise checks that the learner's kernel ran
 * ``launches``: ``launches``: record the Triton, Numba and CUDA C kernel launches of a block
-* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median; ``bench_user`` / ``compare``:
-  GPU time, time per step in a loop and CPU time per call; ``cuda_graph``
+* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median; ``cuda_graph``
+* ``user_timing``: ``bench_user`` / ``compare``: GPU time, time per step in a loop and CPU time per call
 * ``device_ceilings``: the device's measured ceilings, its spec-sheet peaks and the ``throughput``
   a timing achieves
 * ``results``: ``report`` and ``save_result``: results/<device>.csv, the README's table
@@ -26,8 +26,10 @@
 * ``triton_check``, ``triton_debug``, ``triton_plots`` (imported by name): bounds checks of the Triton
   interpreter, a kernel run by the interpreter on any machine and what a launch printed, sweep plots
 * ``distributed``, ``parallel_training`` (imported by name): ranks of a process group kept alive for a
-  notebook (NCCL between GPUs, gloo on the CPU), collectives measured as nccl-tests does, a ring
-  all-reduce by hand; DDP and FSDP on those ranks
+  notebook (NCCL between GPUs, gloo on the CPU; ``shipping``: how a notebook's function reaches them); DDP
+  and FSDP on those ranks; ``collectives``: collectives measured as nccl-tests does; ``ring_all_reduce``: a
+  ring all-reduce by hand; ``collective_check``: notebook 13's check of a composed all-reduce
+* ``timing_exercises`` (imported by name): notebook 01's exercise references and its table of timing tools
 * ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
 * ``kernels``: the kernels a notebook teaches and a benchmark times, defined once
 * ``paths``: where results are kept
@@ -61,8 +63,8 @@ from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
 from .session import banner, versions
-from .timing import (Timing, UserTiming, bench, bench_user, bench_users, compare, cpu_ms_per_call, cuda_graph, flush_l2,
-                     fmt_ms, fmt_num, loop_ms, spin_gpu)
+from .timing import Timing, bench, cuda_graph, flush_l2, fmt_ms, fmt_num, spin_gpu
+from .user_timing import UserTiming, bench_user, bench_users, compare, cpu_ms_per_call, loop_ms
 
 __all__ = [
     # mode, hardware, session

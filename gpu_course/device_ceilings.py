@@ -12,7 +12,8 @@ from . import hardware
 from .hardware import CC_ENV, gpu_supports
 from .mode import DEVICE, ON_GPU, by_mode, device_name
 from .paths import RESULTS_DIR, now, read_json
-from .timing import Timing, UserTiming, bench, fmt_num
+from .timing import Timing, bench, fmt_num
+from .user_timing import UserTiming
 
 CEILINGS_FILE = RESULTS_DIR / "ceilings.json"
 CEILING_LABELS = {

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import utils
-from gpu_course import device_ceilings, distributed, hardware, mode, occupancy
+from gpu_course import collectives, device_ceilings, hardware, mode, occupancy
 
 # What adding an L40S to the course would be: this one entry (an Ada GPU, sm_89, whose limits ARCHS has).
 L40S = hardware.GPU("NVIDIA L40S", "L40S", (8, 9), 142, 2520,
@@ -45,7 +45,7 @@ def test_a_new_gpu_is_one_table_entry(monkeypatch):
     """Adding an L40S (one GPUS entry) and running on it: its SM limits, spec sheet, link and gates follow."""
     monkeypatch.setitem(hardware.GPUS, L40S.name, L40S)
     assert device_ceilings.spec_peak("fp8", "NVIDIA L40S") == 733.0
-    assert distributed.link_spec_gbps("NVIDIA L40S") is None and hardware.link_gbps("NVIDIA L40S", "pcie") == 32.0
+    assert collectives.link_spec_gbps("NVIDIA L40S") is None and hardware.link_gbps("NVIDIA L40S", "pcie") == 32.0
     # acting as the running GPU: torch's answers are those of an L40S
     props = types.SimpleNamespace(name=L40S.name, major=8, minor=9, multi_processor_count=142)
     monkeypatch.setattr(mode, "ON_GPU", True)

@@ -7,7 +7,7 @@ import pytest
 import utils
 from gpu_course import device_ceilings as ceilings_mod, results as results_mod
 from gpu_course.results import _slug
-from gpu_course.timing import user_table
+from gpu_course.user_timing import user_table
 
 
 def test_throughput_against_measured_ceiling():
