@@ -23,6 +23,7 @@ or in cpu mode, so that a notebook's skips can be checked without one.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass, field
@@ -172,7 +173,7 @@ def this_gpu() -> GPU:
     """The running GPU's entry (:func:`from_device`); in cpu mode :data:`REFERENCE` (an H100 SXM), the GPU
     the course's figures stand for where there is none.
 
-    >>> this_gpu() is REFERENCE or mode.ON_GPU
+    >>> this_gpu().name == (torch.cuda.get_device_name() if mode.ON_GPU else "NVIDIA H100 80GB HBM3")
     True
     """
     return from_device(0) if mode.ON_GPU else REFERENCE
@@ -227,12 +228,28 @@ def supports(feature: str, cc: tuple) -> tuple:
     return True, ""
 
 
+@contextlib.contextmanager
+def acting_as(cc: str):
+    """Within the block, answer as a GPU of compute capability ``cc`` (``"7.5"``: ``COURSE_FAKE_CC``), then as
+    before the block."""
+    old = os.environ.get(CC_ENV)
+    os.environ[CC_ENV] = cc
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[CC_ENV]
+        else:
+            os.environ[CC_ENV] = old
+
+
 def compute_capability() -> tuple | None:
     """The GPU's compute capability as ``(major, minor)`` (``COURSE_FAKE_CC=7.5`` pretends), or
     ``None`` in cpu mode.
 
-    >>> compute_capability() is None or len(compute_capability()) == 2
-    True
+    >>> with acting_as("7.5"):
+    ...     compute_capability()
+    (7, 5)
     """
     fake = os.environ.get(CC_ENV)
     if fake:
@@ -252,8 +269,9 @@ def gpu_supports(feature: str) -> tuple:
     every feature counts as present: the interpreters and the emulation run what they can and say
     themselves what they cannot.
 
-    >>> gpu_supports("bf16")[0] or compute_capability() < (8, 0)
-    True
+    >>> with acting_as("7.5"):
+    ...     gpu_supports("tf32")[0], gpu_supports("wmma")
+    (False, (True, ''))
     """
     if feature not in FEATURES:
         raise ValueError(f"gpu_supports: unknown feature {feature!r}; known: {', '.join(FEATURES)}")
@@ -292,7 +310,7 @@ def shared_memory_per_block() -> int | None:
     (``COURSE_FAKE_CC=7.5``: 64 KB, Colab's T4); ``None`` in cpu mode, where nothing limits it.
 
     >>> limit = shared_memory_per_block()
-    >>> limit is None or limit >= 48 * 1024
+    >>> limit is None if compute_capability() is None else limit >= 48 * 1024
     True
     """
     cc = compute_capability()

@@ -27,13 +27,20 @@ def current_notebook(env=None) -> str | None:
     first cell gave :func:`banner`, else JupyterLab's ``JPY_SESSION_NAME``; ``None`` where neither
     tells (a script).
 
-    >>> current_notebook({"JPY_SESSION_NAME": "/x/03_first_cuda_kernels.ipynb"}) in (_NOTEBOOK, "03_first_cuda_kernels")
-    True
     """
     if _NOTEBOOK:
         return _NOTEBOOK
     env = os.environ if env is None else env
-    name = Path(env.get("JPY_SESSION_NAME") or "").name
+    return _stem(env.get("JPY_SESSION_NAME") or "")
+
+
+def _stem(path: str) -> str | None:
+    """The notebook's name in a path, without ``.ipynb``; ``None`` where the path is not a notebook's.
+
+    >>> _stem("/x/03_first_cuda_kernels.ipynb"), _stem("/x/script.py"), _stem("")
+    ('03_first_cuda_kernels', None, None)
+    """
+    name = Path(path).name
     return name[:-len(".ipynb")] if name.endswith(".ipynb") else None
 
 

@@ -30,8 +30,10 @@ def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, warm
     clock starts and before it stops; ``barrier``, where given, is called after that wait, just before
     each clock starts (``dist.barrier``: every rank of a process group starts its loop together).
 
-    >>> loop_ms(torch.ones, 10, steps=3, rounds=2) > 0
-    True
+    >>> calls = []
+    >>> _ = loop_ms(calls.append, 1, steps=3, rounds=2)
+    >>> len(calls)     # one warm-up call, then two rounds of three
+    7
     """
     return loop_ms_each({"fn": fn}, *args, steps=steps, rounds=rounds, warmup=warmup, wait=wait, barrier=barrier,
                         **kwargs)["fn"]
@@ -90,8 +92,10 @@ def cpu_ms_per_call(fn, *args, n: int | None = None, wait=None, barrier=None, **
     the kernel launches all count; the GPU's run does not (unless ``fn`` synchronizes itself). ``wait`` and
     ``barrier`` as :func:`loop_ms`'s (``barrier``: every rank's call starts together).
 
-    >>> cpu_ms_per_call(torch.ones, 10, n=3) > 0
-    True
+    >>> calls = []
+    >>> _ = cpu_ms_per_call(calls.append, 1, n=3)
+    >>> len(calls)
+    3
     """
     return cpu_ms_each({"fn": fn}, *args, n=n, wait=wait, barrier=barrier, **kwargs)["fn"]
 

@@ -186,11 +186,15 @@ def test_each_file_compiles_alone(name, tmp_path):
 
 def test_a_file_is_read_again_when_it_changes(tmp_path, monkeypatch):
     import os
+    from pathlib import Path
     import gpu_course.kernels as kernels
     monkeypatch.setattr(kernels, "CUDA_DIR", tmp_path)
+    reads, read_text = [], Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (reads.append(self.name), read_text(self, *a, **k))[1])
     f = tmp_path / "k.cu"
     f.write_text("#ifndef K\n#define K\n__global__ void one() {}\n#endif\n")
     assert "one" in kernels.cuda_source("k.cu") and "one" in kernels.cuda_source("k.cu")
+    assert reads.count("k.cu") == 1                     # the second call is the cache's: the file is read once
     f.write_text("#ifndef K\n#define K\n__global__ void other() {}\n#endif\n")
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10 ** 9))  # a later time, as an editor's save
-    assert "other" in kernels.cuda_source("k.cu")
+    assert "other" in kernels.cuda_source("k.cu") and reads.count("k.cu") == 2

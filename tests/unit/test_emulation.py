@@ -395,7 +395,9 @@ def test_tiled_matmul_128_runs_fast(m):
     out = m.matmul(a, b, 0)
     dt = time.perf_counter() - t0
     torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
-    assert dt < 1.0, f"128x128 tiled matmul took {dt:.2f} s"
+    # ~0.05 s measured: a bound 200 times that catches a runaway cost (a slow context switch per barrier, a
+    # scheduler that spins), not a speed target a busy machine could miss
+    assert dt < 10.0, f"128x128 tiled matmul took {dt:.2f} s"
 
 
 @pytest.mark.parametrize("variant", [1, 2])
@@ -511,10 +513,15 @@ def test_syncthreads_count_and_full_block_barrier(m):
     assert torch.equal(out[:64], torch.arange(63, -1, -1).float())
 
 
-def test_cache_reload_is_fast(m):
-    t0 = time.perf_counter()
+def test_cache_reload_is_fast(m, monkeypatch):
+    """A second load of the same source is the loaded module itself: no compiler runs."""
+    import subprocess
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError(f"the second load ran {args[0] if args else kwargs}")
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    monkeypatch.setattr(subprocess, "Popen", no_compiler)
     again = cuda_emu.load(KERNELS, CPP, FUNCS, name="test_kernels")
-    assert time.perf_counter() - t0 < 0.5
     assert again is m
 
 
@@ -614,14 +621,12 @@ __global__ void k(float* out, int n) {
 void f(torch::Tensor out) { k<<<1, 32>>>(out.data_ptr<float>(), out.numel()); }
 '''
     line = src.splitlines().index("    if (i < n) out[i] = undefined_name * 2.0f;") + 1
-    t0 = time.perf_counter()
     with pytest.raises(CudaEmulationError) as e:
         cuda_emu.load(src, "void f(torch::Tensor out);", ["f"], name="compile_error")
     msg = str(e.value)
     first = msg.splitlines()[1]
     assert first.startswith(f"cuda_src:{line}:") and "'undefined_name' was not declared" in first, msg
     assert "undefined_name * 2.0f" in msg.splitlines()[2]
-    assert time.perf_counter() - t0 < 30
 
 
 def test_declared_but_not_defined_is_a_link_error():

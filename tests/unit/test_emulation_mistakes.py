@@ -238,10 +238,10 @@ def test_ctrl_c_stops_an_endless_launch_and_python_lives():
     while (line := next_line(60)) is not None:
         if line.startswith("LAUNCH"):
             time.sleep(1.0)
-            t0 = time.time()
             p.send_signal(signal.SIGINT)
-            next_line(3.0)  # the KeyboardInterrupt, within a second or so
-            assert time.time() - t0 < 3.0, f"the launch took {time.time() - t0:.1f} s to stop:\n" + "\n".join(seen)
+            answer = next_line(60)  # the launch stops: its KeyboardInterrupt is the child's next line
+            assert answer is not None and answer.startswith(f"CASE {line.split()[1]}: KeyboardInterrupt"), \
+                "the launch did not stop at Ctrl-C:\n" + "\n".join(seen)
     p.wait(timeout=30)
     out = "\n".join(seen)
     assert p.returncode == 0, f"the child died (exit code {p.returncode}):\n{out}"

@@ -230,10 +230,11 @@ def test_slow_work_is_waited_for_by_synchronize_however_it_was_imported():
             return (time.perf_counter() - t0) * 1e3
         """), ns)
     timer_with_imported_name = ns["timer_with_imported_name"]
-    for timer, waits in ((timer_with_utils, True), (timer_with_imported_name, True), (timer_without_sync, False)):
+    for timer in (timer_with_utils, timer_with_imported_name):   # a sleep lasts at least its time: >= 36 ms
         with utils.slow_work(40, within=[timer]) as launch:
-            ms = timer(launch)
-        assert (ms >= 36) == waits, (timer.__name__, ms)
+            assert timer(launch) >= 36, timer.__name__
+    with utils.slow_work(5000, within=[timer_without_sync]) as launch:   # no wait: returns long before 5 s
+        assert timer_without_sync(launch) < 2500
     with utils.slow_work(30) as launch:
         t0 = time.perf_counter()
         launch()

@@ -43,15 +43,24 @@ def test_every_thread_gets_the_one_shared_array(slow_empty):
     assert all(a is got[0] for a in got)
 
 
-def test_the_unpatched_simulator_has_the_race(slow_empty, monkeypatch):
-    """Why the fix exists: the simulator's own method hands out several arrays for one call site."""
+@pytest.fixture
+def all_in_empty(monkeypatch):
+    """np.empty that returns only once 16 threads are in it: every thread has looked its call site up before
+    any stores what it made (the thread switch the race needs, made certain rather than likely)."""
+    real, inside = np.empty, threading.Barrier(16, timeout=60)
+    monkeypatch.setattr(np, "empty", lambda *a, **k: (inside.wait(), real(*a, **k))[1])
+
+
+def test_the_unpatched_simulator_has_the_race(all_in_empty, monkeypatch):
+    """Why the fix exists: where threads switch between the look-up and the store, the simulator's own method
+    hands every thread of the block its own array for one call site."""
     from numba.cuda.simulator import kernelapi
     original = kernelapi.FakeCUDAShared.__dict__.get("_course_original")
     if original is None:
         pytest.skip("the original method is not kept")
     monkeypatch.setattr(kernelapi.FakeCUDAShared, "array", original)
     got = _allocations_from_threads(kernelapi.FakeCUDAShared(0))
-    assert len({id(a) for a in got}) > 1
+    assert len({id(a) for a in got}) == len(got)
 
 
 @cuda.jit
