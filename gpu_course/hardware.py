@@ -18,6 +18,8 @@ or in cpu mode, so that a notebook's skips can be checked without one.
 
 >>> lookup("NVIDIA H100 80GB HBM3").sms, lookup("Tesla T4").cc, lookup("no such GPU")
 (132, (7, 5), None)
+>>> of_capability((8, 9))[0].name, arch_of((8, 9)).threads
+('NVIDIA L4', 1536)
 >>> supports("wgmma", (8, 0))[0], supports("wgmma", (9, 0))[0], supports("fp8", (8, 9))[0]
 (False, True, True)
 """
@@ -159,6 +161,15 @@ REFERENCE = GPUS["NVIDIA H100 80GB HBM3"]
 def lookup(name: str) -> GPU | None:
     """The :data:`GPUS` entry of the GPU torch names ``name``, or ``None`` where the course has none."""
     return GPUS.get(name)
+
+
+def of_capability(cc: tuple) -> list:
+    """The :data:`GPUS` entries of compute capability ``cc``, in table order.
+
+    >>> [g.short for g in of_capability((9, 0))], [g.short for g in of_capability((7, 5))]
+    (['H100 SXM', 'H100 PCIe', 'H200'], ['T4'])
+    """
+    return [g for g in GPUS.values() if g.cc == tuple(cc)]
 
 
 def from_device(device=0) -> GPU:
