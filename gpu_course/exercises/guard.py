@@ -26,7 +26,8 @@ _WATCHED = ("torch", "torch.nn.functional", "torch.library", "torch.autograd", "
             "gpu_course", "gpu_course.checking", "gpu_course.launches", "gpu_course.launch",
             "gpu_course.exercises", "gpu_course.exercises.runner", "gpu_course.exercises.provenance",
             "gpu_course.exercises.judging", "gpu_course.exercises.evidence", "gpu_course.exercises.formulas",
-            "gpu_course.exercises.watching", "gpu_course.exercises.replay", "gpu_course.timing")
+            "gpu_course.exercises.watching", "gpu_course.exercises.replay", "gpu_course.timing",
+            "gpu_course.launch_records", "gpu_course.module_launches")
 _CLASSES = (torch.Tensor,)
 _AT_IMPORT: dict[tuple, object] = {}
 _GENUINE: "weakref.WeakSet" = weakref.WeakSet()
