@@ -24,8 +24,6 @@ was written for (3.x: ``run(gridX, gridY, gridZ, stream, function, *args)``). An
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from .interpose import triton as _triton

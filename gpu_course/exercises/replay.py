@@ -257,42 +257,33 @@ class ReplayError(Exception):
 
 
 def replay(launches, output: torch.Tensor, inputs=(), grid=None):
-    """Launch the learner's recorded ``launches`` (Triton or Numba) again, in order, on the check's
-    memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
+    """Launch the learner's recorded ``launches`` again, in order, each by its kind's ``launch_again``
+    (:mod:`.kinds`: Triton, Numba), on the check's memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
     grid shows how the work is split). Returns ``(output, execution, memory)``: the output as the
     replay wrote it, what ran (:class:`Execution`), and the :class:`Memory` used."""
+    from . import kinds
     mem = Memory(output, list(inputs))
     calls = []
     for L in launches:
-        if L.kind not in ("triton", "numba"):
+        kind = kinds.get(L.kind)
+        if not callable(getattr(kind, "launch_again", None)):
             raise ReplayError(f"a {L.kind} launch is not replayed here")
         args = [mem.substitute(a, f"argument {i}") for i, a in enumerate(L.args)]
         kwargs = {k: mem.substitute(v, k) for k, v in L.kwargs.items()}
-        calls.append((L, args, kwargs))
+        calls.append((kind, L, args, kwargs))
     out = mem.output_view(output)
     mem.freeze_inputs()
     ex = Execution()
     with counting(ex) if not mode.ON_GPU else nullcontext():
-        for L, args, kwargs in calls:
+        for kind, L, args, kwargs in calls:
             g = tuple(grid) if grid is not None else L.grid
             if g is None:
                 raise ReplayError(f"the grid of {L.name}'s launch was not recorded")
             ex.programs += g[0] * g[1] * g[2]
-            if L.kind == "triton":
-                got = L.kernel.run(*args, grid=g, warmup=False, **kwargs)
-                if got is not None and hasattr(got, "asm"):
-                    ex.compiled.append(got)
-            else:
-                ex.threads = L.block[0] * L.block[1] * L.block[2]
-                L.kernel[g, L.block](*args)
-                for bx in range(g[0]):
-                    for by in range(g[1]):
-                        for bz in range(g[2]):
-                            ex.blocks.add((bx, by, bz))
+            kind.launch_again(L, args, kwargs, g, ex)
     mode.synchronize()
-    if mode.ON_GPU and any(L.kind == "numba" for L in launches):
-        from numba import cuda
-        cuda.synchronize()
+    for kind in {id(k): k for k, _, _, _ in calls}.values():
+        kind.finish_launches()
     return out, ex, mem
 
 
