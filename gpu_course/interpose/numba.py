@@ -12,8 +12,9 @@ Events and their fields:
   ``grid``, ``block``, ``arg_names``, ``synchronize`` (waits for the GPU's kernels; None in the
   simulator); after the launch ``error`` (the exception's class name, or None).
 * ``configure``: the simulator's ``kernel[blocks, threads]``: ``grid``, ``block`` (3 ints each).
-* ``shared``: the simulator allocated a block's ``cuda.shared.array``: ``site`` ((file, line) of the
-  declaration), ``shape``, ``array``.
+* ``shared``: a thread of the simulator declared a block's ``cuda.shared.array``: ``site`` ((file,
+  line) of the declaration), ``shape``, ``array``, ``block``, ``thread``, ``new`` (True for the thread
+  that allocated it, the block's first; None for dynamic shared memory, allocated at the launch).
 * ``access``: a simulator thread read (``op`` "load") or wrote ("store") a shared array: ``site``,
   ``block``, ``thread`` (tuples). Only arrays allocated while ``access`` had a subscriber report.
 * ``barrier``: a simulator thread passed ``cuda.syncthreads()``: ``block``, ``thread``.
@@ -208,12 +209,14 @@ class _Reported(np.ndarray):
 
 def block_array(shared, site, shape, dtype):
     """The block's shared array declared at ``site`` (file, line), allocated by the first thread that
-    asks: look-up and allocation under one lock, so every thread of the block gets the same array."""
+    asks: look-up and allocation under one lock, so every thread of the block gets the same array.
+    Returns ``(array, whether this call allocated it)``."""
     with _LOCK:
         res = shared._allocations.get(site)
-        if res is None:
+        new = res is None
+        if new:
             res = shared._allocations[site] = np.empty(shape, dtype)
-    return res
+    return res, new
 
 
 def shared_array(self, shape, dtype, alignment=None):
@@ -229,11 +232,12 @@ def shared_array(self, shape, dtype, alignment=None):
     site = (f.f_code.co_filename, f.f_lineno)  # the simulator tells arrays apart by the declaring line
     if shape == 0:  # dynamic shared memory: one buffer for the whole block, allocated at launch
         count = self._dynshared_size // dtype.itemsize
-        res = np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
+        res, new = np.frombuffer(self._dynshared.data, dtype=dtype, count=count), None
     else:
-        res = block_array(self, site, shape, dtype)
+        res, new = block_array(self, site, shape, dtype)
     if _BUS.listening("shared"):
-        _BUS.emit("shared", Event(site=site, shape=tuple(res.shape), array=res))
+        block, thread = _who()
+        _BUS.emit("shared", Event(site=site, shape=tuple(res.shape), array=res, new=new, block=block, thread=thread))
     if _BUS.listening("access"):
         res = res.view(_Reported)
         res._site = site

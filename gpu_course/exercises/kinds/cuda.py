@@ -74,7 +74,7 @@ class CudaKind(Kind):
         return False  # a CUDA C kernel is not a Python object
 
     def prepare(self, trial):
-        from ..judging import Verdict
+        from ..problem import Verdict
         source, kname = trial.answer, trial.kname
         if not isinstance(source, str):
             return (f"hand in your CUDA C source as a string (utils.cuda_begin + r\"\"\"...\"\"\"), "
