@@ -82,6 +82,7 @@ class Bus:
         self.library = library
         self.events = tuple(events)
         self._handlers: dict[str, tuple] = {e: () for e in self.events}
+        self._live: frozenset = frozenset()   # the events with a subscriber (read on every launch)
         self._lock = threading.RLock()
         self._on_change = on_change
 
@@ -92,18 +93,24 @@ class Bus:
         sub = Subscription(event, handler)
         with self._lock:
             self._handlers[event] += (sub,)
+            self._changed()
             try:
                 if self._on_change is not None:
                     self._on_change()
             except BaseException:
                 self._handlers[event] = tuple(s for s in self._handlers[event] if s is not sub)
+                self._changed()
                 raise
         return sub
+
+    def _changed(self) -> None:
+        self._live = frozenset(e for e, subs in self._handlers.items() if subs)
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Stop calling ``sub``'s handler (its patch points are put back when nobody listens)."""
         with self._lock:
             self._handlers[sub.event] = tuple(s for s in self._handlers[sub.event] if s is not sub)
+            self._changed()
             if self._on_change is not None:
                 self._on_change()
 
@@ -118,7 +125,7 @@ class Bus:
 
     def listening(self, *events: str) -> bool:
         """Whether any of ``events`` has a subscriber."""
-        return any(self._handlers[e] for e in events)
+        return not self._live.isdisjoint(events)
 
     def emit(self, event: str, ev: Event) -> None:
         """Call ``event``'s handlers with ``ev``; an exception a handler raises is marked (see
