@@ -98,6 +98,10 @@ class Kind:
                     f"{rest}) and it did not compute the result: {first}")
         return None
 
+    def functions(self, attempt) -> list:
+        """The learner's launched kernels as Python functions ([] for a kernel that is not one)."""
+        return []
+
     def configs(self, attempt, what: str) -> list:
         """The grids or blocks (``what``) of the learner's launches, 3 ints each."""
         return [getattr(L, what) for L in attempt.launches]
