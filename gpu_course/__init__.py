@@ -25,6 +25,9 @@
   limits, and the persistent grid they allow
 * ``triton_check``, ``triton_debug``, ``triton_plots`` (imported by name): bounds checks of the Triton
   interpreter, a kernel run by the interpreter on any machine and what a launch printed, sweep plots
+* ``interpose``: the one layer that patches Triton's and Numba's internals (``interpose.triton``,
+  ``interpose.numba``: version checks, undo) and emits the launch, access, shared-memory and barrier
+  events that ``launches``, ``triton_check``, ``simulator_fix`` and the exercise checks subscribe to
 * ``distributed``, ``parallel_training`` (imported by name): ranks of a process group kept alive for a
   notebook (NCCL between GPUs, gloo on the CPU; ``shipping``: how a notebook's function reaches them); DDP
   and FSDP on those ranks; ``collectives``: collectives measured as nccl-tests does; ``ring_all_reduce``: a

@@ -9,7 +9,9 @@ import textwrap
 import time
 
 import gpu_course.exercises as ex
-from gpu_course.exercises import judging, runner
+from gpu_course.exercises import runner
+from gpu_course.exercises.kinds import cuda as cuda_kind
+from gpu_course.exercises.kinds.cuda import course_kernel_bodies
 
 import utils  # first: it sets the simulator switches that numba and triton read at import
 
@@ -760,7 +762,7 @@ def test_cuda_kernel_of_the_course_package_is_refused(capsys, tmp_path, monkeypa
     course = tmp_path / "gpu_course"
     (course / "kernels").mkdir(parents=True)
     (course / "kernels" / "relu.cu").write_text(RELU_SRC.replace("relu_k", "relu_course_k"))
-    monkeypatch.setattr(judging, "_COURSE_DIR", course)
+    monkeypatch.setattr(cuda_kind, "_COURSE_DIR", course)
     check_relu(RELU_SRC)  # the course kernel's body, under the exercise's name
     check_relu(SHARED_SRC)  # a body of its own
     copied, own = lines(capsys)
@@ -772,10 +774,10 @@ def test_cuda_kernel_of_the_course_package_is_refused(capsys, tmp_path, monkeypa
 def test_course_kernel_bodies_are_read_again_when_the_file_changes(tmp_path):
     f = tmp_path / "k.cu"
     f.write_text("__global__ void a_k(int* p) { p[0] = 1; }")
-    assert judging._course_kernel_bodies(f) == [("p", "[", "0", "]", "=", "1", ";")]
+    assert course_kernel_bodies(f) == [("p", "[", "0", "]", "=", "1", ";")]
     f.write_text("__global__ void a_k(int* p) { p[0] = 22; }")  # another size: read again
-    assert judging._course_kernel_bodies(f) == [("p", "[", "0", "]", "=", "22", ";")]
-    assert judging._course_kernel_bodies(tmp_path / "gone.cu") == []
+    assert course_kernel_bodies(f) == [("p", "[", "0", "]", "=", "22", ";")]
+    assert course_kernel_bodies(tmp_path / "gone.cu") == []
 
 
 def _emulation_counts_launches() -> bool:

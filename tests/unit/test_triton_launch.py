@@ -5,6 +5,7 @@ import torch
 
 import utils
 from gpu_course import triton_launch
+from gpu_course.interpose.triton import hook_active
 from gpu_course.kernels import triton_layernorm as ln
 
 
@@ -39,8 +40,8 @@ def test_an_empty_hook_chain_is_no_hook():
     class Chain:
         def __init__(self, calls):
             self.calls = calls
-    assert not triton_launch._hook_set(None) and not triton_launch._hook_set(Chain([]))
-    assert triton_launch._hook_set(Chain([print])) and triton_launch._hook_set(print)
+    assert not hook_active(None) and not hook_active(Chain([]))
+    assert hook_active(Chain([print])) and hook_active(print)
 
 
 def test_while_torch_compile_traces_every_launch_is_kernel_grid(monkeypatch):
