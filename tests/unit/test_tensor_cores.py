@@ -1,7 +1,7 @@
 """Tensor cores on the CPU: the emulation's __half (emu_fp16.h) and nvcuda::wmma (emu_wmma.h) against torch, their
 errors, and notebook 12's ladder (gpu_course/kernels/tensor_cores.py): rungs 1 and 2 through the emulation, rungs 3
 and 4 with their inline PTX replaced by CUDA C that does what the PTX ISA says each instruction does
-(fixtures/tc_ptx_emulated.cuh), so that their indexing, swizzle, pipeline and epilogue are checked without a GPU.
+(tests/fixtures/tc_ptx_emulated.cuh), so that their indexing, swizzle, pipeline and epilogue are checked without a GPU.
 tests/gpu/test_tensor_cores_gpu.py checks the same on a GPU, with the real instructions."""
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from gpu_course.lessons import tensor_cores as lesson
 
 pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="the CPU emulation (tests/gpu covers the GPU)")
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tc_ptx_emulated.cuh"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tc_ptx_emulated.cuh"
 
 
 def load(src, funcs, **kw):
@@ -246,7 +246,7 @@ def test_fragment_layouts_in_the_emulation_are_the_documented_ones(ladder):
 
 
 def ptx_emulated(src):
-    """``src`` with tc_ptx.cuh replaced by the CUDA C stand-in (tests/unit/fixtures/tc_ptx_emulated.cuh)."""
+    """``src`` with tc_ptx.cuh replaced by the CUDA C stand-in (tests/fixtures/tc_ptx_emulated.cuh)."""
     ptx = cuda_source("tensor_cores/tc_ptx.cuh")
     assert ptx in src
     return src.replace(ptx, "#include <cuda_pipeline.h>\n" + FIXTURE.read_text())
