@@ -14,13 +14,13 @@ for the forward, halved when causal, 2.5 times that for the backward) with the %
 peak, and a line for ours against each of SDPA flash and SDPA cuDNN that ran; after all shapes, a table of
 each library's time over ours (above 1.00x ours is faster), GPU time and loop. On a GPU these timings are
 appended to results/<device>.csv under notebook "bench/flash_attention", named as notebook 11 names them
-(triton_attention.record_speed: each SDPA backend's row, and ours against SDPA flash and against SDPA
+(lessons.attention.record_speed: each SDPA backend's row, and ours against SDPA flash and against SDPA
 cuDNN, each with its loop and CPU figures); --no-record leaves the results alone.
 Then the peak memory (torch.cuda.max_memory_allocated above the inputs) of the forward, naive vs ours,
 for N up to 16384: the naive one writes N x N scores and runs out of memory first. Last, the tensor-core
 instructions in the PTX of our kernels (wgmma.mma_async on Hopper). The kernels, launchers, autotuner
 configurations and the comparison itself are notebook 11's own, from
-gpu_course/kernels/triton_attention.py. In cpu mode it runs tiny sizes in the interpreter (SDPA's
+gpu_course/kernels/triton_attention.py (the kernels) and gpu_course/lessons/attention/ (the comparison). In cpu mode it runs tiny sizes in the interpreter (SDPA's
 default CPU kernel as the baseline): that checks the script only; the timings mean nothing, and nothing
 is recorded.
 """

@@ -4,7 +4,7 @@
     python bench/flash_attention_ncu.py --from-raw R.csv   # distill an export made before (ncu --csv --page raw)
 
 It runs this script again under ``ncu --set full`` (``--launch``), which launches once each, at batch 4, 16 heads,
-N 4096, fp16, not causal (``triton_attention.ncu_launches``): our forward at d = 128 (ladder steps 3 and 5) and
+N 4096, fp16, not causal (``lessons.attention.ncu_launches``): our forward at d = 128 (ladder steps 3 and 5) and
 cuDNN's, our forward at d = 64 and cuDNN's, our dK/dV and dQ kernels at d = 64 and cuDNN's backward kernel. From each
 kernel it keeps what says why it runs at its speed (``gpu_course.profiling.limiters``: tensor-pipe and issue
 utilisation, active warps, registers, blocks per SM, the largest stall reasons) and writes them, one row per kernel,

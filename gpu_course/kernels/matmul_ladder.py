@@ -203,7 +203,7 @@ def _funcs(rungs) -> list:
 LADDER = Ladder("matmul_ladder", RUNGS, numbered("matmul"), _funcs, RUNG_CONFIGS, runs_here,
                 whole=lambda: [DISPATCHER])
 # How print shows autotune_rung9's result.
-_TUNED_STYLE = dict(shapes="every tile shape", cfg_width=2, name_width=38,
+TUNED_STYLE = dict(shapes="every tile shape", cfg_width=2, name_width=38,
                     cpu_note="cpu mode: cfg {best} took {t}; the emulation picked it, a GPU may not")
 
 
@@ -257,4 +257,4 @@ def autotune_rung9(m, n, out=None, *, mod=None, bench=_bench, retune: bool = Fal
             built.append(build() if mod is None else mod)
         return built[0].matmul_rung_cfg, (m, n, o, 9, cfg)
     return LADDER.autotune(9, m, n, call, cfgs=range(len(RUNG9_SHAPES)), tol=dot_tol(k), who="autotune_rung9",
-                           out=out, bench=bench, retune=retune, style=_TUNED_STYLE)
+                           out=out, bench=bench, retune=retune, style=TUNED_STYLE)
