@@ -634,13 +634,13 @@ def _dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, keys, lo, h
 
 
 @triton.jit
-def _key_block(k_ptr, v_ptr, N, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+def _key_block(k_ptr, v_ptr, scale, N, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr):
     """What both backward kernels that hold a key block start with: the (batch x head) index ``bh``, its offset
-    ``base``, the program's ``keys``, their elements' offsets ``offs``, their k and v tiles, and the three ranges
-    of query blocks they loop over, ``[lo, diag_end)``, ``[diag_end, full_end)``, ``[full_end, N)``: (causal) the
-    diagonal ones, masked; those wholly inside N and in the keys' future, unmasked; the ragged end, masked. Each
-    starts at a multiple of BLOCK_M."""
+    ``base``, the program's ``keys``, their elements' offsets ``offs``, their k and v tiles, zeroed fp32 dK and dV,
+    the scale in log2 units, and the three ranges of query blocks they loop over, ``[lo, diag_end)``,
+    ``[diag_end, full_end)``, ``[full_end, N)``: (causal) the diagonal ones, masked; those wholly inside N and in
+    the keys' future, unmasked; the ragged end, masked. Each starts at a multiple of BLOCK_M."""
     start_n = tl.program_id(0) * BLOCK_N
     bh = tl.program_id(1).to(tl.int64)
     base = bh * N * HEAD_DIM
@@ -649,6 +649,9 @@ def _key_block(k_ptr, v_ptr, N, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BL
     offs = base + keys[:, None] * HEAD_DIM + dims[None, :]
     k = tl.load(k_ptr + offs, mask=keys[:, None] < N, other=0.0)
     v = tl.load(v_ptr + offs, mask=keys[:, None] < N, other=0.0)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    qk_scale = scale * 1.4426950408889634
     if CAUSAL:
         lo = (start_n // BLOCK_M) * BLOCK_M
         diag_end = tl.minimum(tl.cdiv(start_n + BLOCK_N, BLOCK_M), tl.cdiv(N, BLOCK_M)) * BLOCK_M
@@ -656,7 +659,7 @@ def _key_block(k_ptr, v_ptr, N, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BL
         lo = 0
         diag_end = 0
     full_end = tl.maximum((N // BLOCK_M) * BLOCK_M, diag_end)
-    return bh, base, keys, offs, k, v, lo, diag_end, full_end
+    return bh, base, keys, offs, k, v, dk, dv, qk_scale, lo, diag_end, full_end
 
 
 @triton.jit
@@ -664,11 +667,8 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, d
                               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (block of BLOCK_N keys, batch x head), looping over query blocks: dK and dV of its keys."""
-    bh, base, keys, offs, k, v, lo, diag_end, full_end = _key_block(k_ptr, v_ptr, N, HEAD_DIM, CAUSAL, BLOCK_M,
-                                                                    BLOCK_N)
-    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    qk_scale = scale * 1.4426950408889634
+    bh, base, keys, offs, k, v, dk, dv, qk_scale, lo, diag_end, full_end = _key_block(
+        k_ptr, v_ptr, scale, N, HEAD_DIM, CAUSAL, BLOCK_M, BLOCK_N)
     qb, dob, lseb, deltab = q_ptr + base, do_ptr + base, lse_ptr + bh * N, delta_ptr + bh * N
     dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, lo, diag_end, N, qk_scale,
                          HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
@@ -787,11 +787,8 @@ def attention_bwd_atomic_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """:func:`attention_bwd_dkdv_kernel` with :func:`_dkdv_dq_inner`: dK and dV of its keys, and their share of
     dQ added into the fp32 ``dq_acc`` (zeroed before; :func:`attention_bwd_dq_convert_kernel` scales it)."""
-    bh, base, keys, offs, k, v, lo, diag_end, full_end = _key_block(k_ptr, v_ptr, N, HEAD_DIM, CAUSAL, BLOCK_M,
-                                                                    BLOCK_N)
-    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    qk_scale = scale * 1.4426950408889634
+    bh, base, keys, offs, k, v, dk, dv, qk_scale, lo, diag_end, full_end = _key_block(
+        k_ptr, v_ptr, scale, N, HEAD_DIM, CAUSAL, BLOCK_M, BLOCK_N)
     qb, dob, dqb = q_ptr + base, do_ptr + base, dq_acc_ptr + base
     lseb, deltab = lse_ptr + bh * N, delta_ptr + bh * N
     dk, dv = _dkdv_dq_inner(dk, dv, k, v, qb, dob, lseb, deltab, dqb, keys, lo, diag_end, N, qk_scale,
