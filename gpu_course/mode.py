@@ -116,9 +116,3 @@ def synchronize() -> None:
     """
     if ON_GPU:
         torch.cuda.synchronize()
-
-
-# Moved to gpu_course.hardware; still importable from here for the kernels modules that import them from mode
-# (import them from gpu_course.hardware). Imported last: hardware reads this module's ON_GPU.
-from .hardware import (CC_ENV, FEATURES, compute_capability, fits_shared_memory, gpu_has,  # noqa: E402,F401
-                       gpu_supports, shared_memory_per_block, sm_count)

@@ -262,9 +262,3 @@ def cuda_graph(fn, *args, warmup: int = 3, **kwargs):
         graph.replay()
     replay.graph = graph  # keeps the graph (and its memory pool) alive as long as the function
     return replay
-
-
-# Moved to gpu_course.user_timing; still importable from here for the kernels modules that import them from
-# timing (import them from gpu_course.user_timing). Imported last: user_timing reads this module's bench.
-from .user_timing import (UserTiming, bench_user, bench_users, compare, cpu_ms_each, cpu_ms_per_call,  # noqa: E402,F401
-                          loop_ms, loop_ms_each, user_cells, user_header, user_ratios, user_table)

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from ..checking import dot_tol
 from ..cuda import cxx
-from ..mode import fits_shared_memory, gpu_supports
+from ..hardware import fits_shared_memory, gpu_supports
 from ..timing import bench as _bench
 from . import cuda_ints, cuda_source
 from .ladder import Ladder, Tuned, numbered

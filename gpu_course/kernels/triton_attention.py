@@ -41,7 +41,8 @@ import triton
 import triton.language as tl
 
 from ..launch import cdiv
-from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports, shared_memory_per_block, sm_count
+from ..hardware import gpu_supports, shared_memory_per_block, sm_count
+from ..mode import DEVICE, ON_GPU, by_mode
 from .triton_matmul import dot_precision
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -242,7 +243,9 @@ def small_shared_memory() -> bool:
     """Whether this GPU gives a block less than :data:`SMALL_SMEM` of shared memory (a T4, or
     ``COURSE_FAKE_CC=7.5``); False in cpu mode.
 
-    >>> small_shared_memory() in (True, False)
+    >>> from gpu_course.hardware import acting_as
+    >>> with acting_as("7.5"):       # a T4's 64 KB a block: small on a GPU; cpu mode limits nothing
+    ...     small_shared_memory() == ON_GPU
     True
     """
     limit = shared_memory_per_block()

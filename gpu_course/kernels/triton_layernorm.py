@@ -52,7 +52,8 @@ import triton.language as tl
 
 from . import num_warps_for
 from ..launch import cdiv
-from ..mode import DEVICE, ON_GPU, sm_count
+from ..hardware import sm_count
+from ..mode import DEVICE, ON_GPU
 from ..triton_launch import Launcher, aligned, direct_allowed, int_kind
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 

@@ -11,7 +11,8 @@ import torch
 from ...kernels.triton_attention import (attention_backward, attention_forward, attention_forward_desc,
                                          attention_fwd_tuned, desc_config, last_forward_kernel, naive_attention,
                                          persist_config, pipe_config, registers)
-from ...mode import DEVICE, ON_GPU, by_mode, gpu_supports
+from ...hardware import gpu_supports
+from ...mode import DEVICE, ON_GPU, by_mode
 from .sdpa import SDPA_BACKENDS, one_line, sdpa_with
 from .tables import rate_label
 
@@ -77,7 +78,7 @@ def forward_ladder(shape, d, dtype=torch.float16, seed=0, causal=False):
     holds tiles of steps 2, 3, 5 and 6: the forward :func:`flash_attention` runs here.
     The registers (:data:`REGISTERS`) and an instruction census of the PTX (:data:`PTX_CENSUS`, GPU only) of
     the kernel each step ran are kept."""
-    from ...timing import bench_users
+    from ...user_timing import bench_users
     REGISTERS.clear()
     PTX_CENSUS.clear()
     g = torch.Generator(device=DEVICE).manual_seed(seed)
@@ -156,7 +157,7 @@ def ladder_table(times, flops, baseline="SDPA cuDNN", phase="forward"):
     loop, CPU time per call, TFLOP/s, its % of :func:`rate_label`'s peak (on a GPU), ``baseline``'s time over
     each, for the GPU time and for the loop (where ``baseline`` ran), and on a GPU each forward step's registers
     per thread and spills (:data:`REGISTERS`)."""
-    from ...timing import user_cells, user_header, user_ratios
+    from ...user_timing import user_cells, user_header, user_ratios
     label, b = rate_label(), times.get(baseline)
     width = max(len(n) for n in times) + 2
     regs = ON_GPU and phase == "forward" and any(REGISTERS.get(n, (None,))[0] for n in times)
@@ -198,7 +199,7 @@ def backward_ladder(shape, d, causal=False, dtype=torch.float16, seed=0):
     beside SDPA's cuDNN and flash backends (their backward: ``torch.autograd.grad`` of one forward's output).
     Returns ``(times, failed, distinct)``: ``{name: UserTiming}``, ``{name: one-line reason}``, and for each
     of ours that ran the number of different dQ (bit for bit) in five backwards of the same inputs."""
-    from ...timing import bench_users
+    from ...user_timing import bench_users
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     q, k, v, do = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(4))
     out, lse = attention_forward(q, k, v, causal)

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 from ...checking import CheckFailed
 from ...kernels.triton_attention import flash_attention
-from ...mode import ON_GPU, gpu_supports
-from ...timing import bench_user
+from ...hardware import gpu_supports
+from ...mode import ON_GPU
+from ...user_timing import bench_user
 
 ERROR_FLOORS = {"out": 2e-3, "dq": 1e-2, "dk": 1e-2, "dv": 1e-2}  # fp16 outputs round at ~5e-4
 
@@ -173,7 +174,7 @@ def errors_like_sdpa(q, k, v, dout, causal=False, baseline=None):
 def time_attention(q, k, v, dout, causal=False, baselines=None):
     """What a caller gets from ours and from each baseline (``{name: function(q, k, v, causal)}``,
     default: the flash backend alone), forward and backward: ``{(name, "forward"): UserTiming, ...}``
-    with name ``"ours"`` or a baseline's (:func:`~gpu_course.timing.bench_user`: GPU time, time per
+    with name ``"ours"`` or a baseline's (:func:`~gpu_course.user_timing.bench_user`: GPU time, time per
     step in a loop, CPU time per call). The backward is ``torch.autograd.grad`` of one forward's output
     (kept between runs). ``q, k, v`` must require grad."""
     baselines = {"SDPA flash": sdpa_flash} if baselines is None else baselines

@@ -7,7 +7,8 @@ import torch
 from ...checking import check
 from ...kernels.triton_layernorm import layer_norm_node, layer_norm_op, node_status
 from ...mode import DEVICE, by_mode
-from ...timing import bench, bench_user, bench_users
+from ...timing import bench
+from ...user_timing import bench_user, bench_users
 
 
 EPS = 1e-5
@@ -48,7 +49,7 @@ def dtypes_here(supports=None):
     >>> dtypes_here(lambda f: (False, "no bf16 here"))
     ([torch.float16], ['bfloat16: no bf16 here'])
     """
-    from ...mode import gpu_supports
+    from ...hardware import gpu_supports
     ok, why = (supports or gpu_supports)("bf16")
     return ([torch.float16, torch.bfloat16], []) if ok else ([torch.float16], [f"bfloat16: {why}"])
 
@@ -133,6 +134,6 @@ def table(times, what):
     """The table ``utils.compare`` prints (GPU time, loop/step, CPU/call, eager torch's time over each
     for the GPU and the loop) for the ``what`` rows of :func:`compare_with_torch`'s result, or for a
     ``{name: UserTiming}`` when ``what`` is None."""
-    from ...timing import user_table
+    from ...user_timing import user_table
     rows = times if what is None else {n: t for (w_, n), t in times.items() if w_ == what}
     return user_table(rows, next(iter(rows)))

@@ -118,7 +118,7 @@ def cpu_layers(h, w, dtype, seed=0):
     ``autograd.Function`` and the statistics, although its row is labelled "forward, autograd.Function"); the
     same launchers through the Python custom op's dispatch; and forward + backward through each
     wrapper (autograd's engine and the backward's two launches added)."""
-    from ...timing import cpu_ms_per_call
+    from ...user_timing import cpu_ms_per_call
     from ...triton_launch import through_jit
     x, wt, b, dy = inputs(h, w, dtype, seed)
     v = variants(w)

@@ -20,7 +20,7 @@ def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
     import torch
     from ...mode import DEVICE
     from ...results import report
-    from ...timing import bench_user
+    from ...user_timing import bench_user
     ladder, rung_ms = [], {}
     for size, (h, w, k) in sizes.items():
         m, n = torch.randn(h, k, device=DEVICE).half(), torch.randn(k, w, device=DEVICE).half()
