@@ -216,7 +216,7 @@ class OperatorStack:
     stack: str
 
 
-def operator_stacks(prof, through: str, metric: str = "self_cpu_time_total", depth: int = 4) -> list:
+def operator_stacks(prof, through: str, metric: str = "self_cpu_time_total", depth: int = 8) -> list:
     """The ``aten::`` operators of a ``with_stack=True`` profile whose stack passes through a frame
     holding ``through``, grouped by (operator, stack) as ``key_averages(group_by_stack_n=depth)``
     does, largest ``metric`` first (``self_cuda_time_total`` is read as the device time). Unlike

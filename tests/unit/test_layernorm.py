@@ -31,7 +31,9 @@ def _on_the_course_device():
     before = torch.get_default_device()
     torch.set_default_device(utils.DEVICE)
     yield
-    torch.set_default_device(before)
+    # back to no default at all when there was none (set_default_device("cpu") would leave a
+    # __torch_function__ mode behind, which adds frames to every later test's stacks)
+    torch.set_default_device(None if before == torch.device("cpu") else before)
 
 
 H, W = 7, 300  # 7 rows: not a multiple of the backward's GROUPS; 300 features: a block of 512
