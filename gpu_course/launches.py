@@ -22,12 +22,12 @@ kernels to record):
   and ``numba.cuda.simulator.kernel.FakeCUDAKernel.__call__`` in the simulator
   (``NUMBA_ENABLE_CUDASIM=1``), where a device function's call is not a launch.
 * CUDA C (modules from ``load_cuda``, passed as ``modules=``): the modules' launch counters,
-  ``_cuda_emu_launches()`` (cpu emulation) or ``_course_launches()`` (gpu build), each a
+  read by :func:`gpu_course.cuda.launch_counts` in both modes, each a
   ``{kernel name: launches}``, read before and after the block and around each call of the
   module's public functions (wrapped while recording), so a launch is tied to the host call and
   the tensors it was given and returned. A module without counters is listed in
   ``LaunchLog.uncounted`` with the reason: nothing is guessed. The modules' launch logs
-  (``_cuda_emu_launch_log`` / ``_course_launch_log``: grid, block, shared bytes and arguments of
+  (:func:`gpu_course.cuda.launch_log`: grid, block, shared bytes and arguments of
   each launch) give each recorded launch its :class:`KernelCall` list, ``Launch.calls``.
 
 With ``snapshot=True`` the memory of every array argument is copied right after each launch, so
@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from .cuda.counters import launch_counts, launch_log
 
 __all__ = ["launches", "recording", "LaunchLog", "Launch", "Buffer", "KernelCall", "module_counters", "module_launch_log"]
 
@@ -77,7 +79,7 @@ class KernelCall:
 
     @staticmethod
     def from_log(entry) -> "KernelCall":
-        """From one entry of ``_cuda_emu_launch_log`` / ``_course_launch_log``:
+        """From one entry of :func:`gpu_course.cuda.launch_log`:
         ``(seq, name, grid, block, smem, ((kind, size, bits), ...))``.
 
         >>> import struct
@@ -378,8 +380,8 @@ class LaunchLog:
         name = _module_name(mod)
         counters = module_counters(mod)
         if counters is None:
-            self.uncounted[name] = ("the module has no launch counters (neither _cuda_emu_launches() "
-                                    "nor _course_launches()): it was built by a course version "
+            self.uncounted[name] = ("the module has no launch counters (gpu_course.cuda.launch_counts): "
+                                    "it was built by load_inline or by a course version "
                                     "that does not count launches")
         else:
             self._before[id(mod)] = counters
@@ -420,15 +422,11 @@ def module_counters(mod) -> dict[str, int] | None:
     """A CUDA C module's ``{kernel name: launches}`` so far, or None when it counts nothing.
 
     >>> import types
-    >>> m = types.SimpleNamespace(_cuda_emu_launches=lambda: {"relu_k": 2})
+    >>> m = types.SimpleNamespace(_course_launches=lambda: {"relu_k": 2})
     >>> module_counters(m), module_counters(types.SimpleNamespace())
     ({'relu_k': 2}, None)
     """
-    for getter in ("_cuda_emu_launches", "_course_launches"):
-        f = getattr(mod, getter, None)
-        if callable(f):
-            return {str(k): int(v) for k, v in dict(f()).items()}
-    return None
+    return launch_counts(mod)
 
 
 def module_launch_log(mod, since: int = 0):
@@ -437,16 +435,12 @@ def module_launch_log(mod, since: int = 0):
     kept: 256).
 
     >>> import types
-    >>> m = types.SimpleNamespace(_cuda_emu_launch_log=lambda since: (1, [(0, "k", (1, 1, 1), (32, 1, 1), 0, ())]))
+    >>> m = types.SimpleNamespace(_course_launch_log=lambda since: (1, [(0, "k", (1, 1, 1), (32, 1, 1), 0, ())]))
     >>> module_launch_log(m)
     (1, [KernelCall(name='k', grid=(1, 1, 1), block=(32, 1, 1), smem=0, args=())])
     """
-    for getter in ("_cuda_emu_launch_log", "_course_launch_log"):
-        f = getattr(mod, getter, None)
-        if callable(f):
-            total, entries = f(since)
-            return int(total), [KernelCall.from_log(e) for e in entries]
-    return None
+    got = launch_log(mod, since)
+    return None if got is None else (got[0], [KernelCall.from_log(e) for e in got[1]])
 
 
 def _by_kernel(counts: dict[str, int]) -> dict[str, int]:

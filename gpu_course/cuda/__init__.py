@@ -9,8 +9,9 @@ How a source reaches the hardware:
 
 Both read C++ through :mod:`.cxx` (so does :func:`get_sig`), check ``funcs`` with
 :func:`check_funcs`, and raise the errors of :mod:`.errors`; the last build's log is kept here
-(:func:`last_build_log`). Which kernels a call launched is recorded by
-:func:`gpu_course.launches.launches` (from the modules' launch counters), in both modes.
+(:func:`last_build_log`). Every module counts its launches and logs the latest ones, in both modes,
+under the names of :mod:`.counters`: read them with :func:`launch_counts` and :func:`launch_log`
+(:func:`gpu_course.launches.launches` ties them to the host calls that made them).
 """
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from contextlib import contextmanager
 from ..kernels import COMMON, cuda_source
 from ..mode import ON_GPU
 from . import cxx
+from .counters import launch_counts, launch_log, reset_launches
 from .errors import CudaBuildError, CudaEmulationError
 from .parsed import check_funcs, parse, prepare
 
-__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs",
-           "CudaBuildError", "CudaEmulationError"]
+__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs", "launch_counts", "launch_log",
+           "reset_launches", "CudaBuildError", "CudaEmulationError"]
 
 # The prelude (includes, the CHECK_* macros, cdiv): the text of gpu_course/kernels/cuda/common.cuh inside its
 # include guard. Every .cu file of the course includes that header, so it is written once, in C++.
@@ -69,7 +71,9 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
     A compile error raises with the compiler's own error lines first; the kernel stays alive.
     The module has ``build_log`` (also :func:`last_build_log`) and the names of its kernels in
-    ``_course_kernels``; ``utils.launches(modules=[mod])`` records which of them a call launched.
+    ``_course_kernels``; :func:`launch_counts` and :func:`launch_log` read what it launched (a module
+    built by ``load_inline`` counts nothing), ``utils.launches(modules=[mod])`` records which of its
+    kernels a call launched.
     """
     for source, code, decl, fn in _APPENDED:
         if cuda_src == source and isinstance(cpp_src, str) and not isinstance(funcs, str) and fn not in funcs:

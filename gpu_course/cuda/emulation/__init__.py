@@ -74,12 +74,13 @@ fragments. Which lane holds which element: the accumulator as ``mma.m16n8k16``'s
 later GPUs do), A and B as that instruction's A and B operands (CUDA leaves them unspecified). The counted launches
 count each lane's ``mma_sync`` calls (field ``mma``).
 
-Every module counts its launches: ``mod._cuda_emu_launches()`` is {kernel name: launches} since
-load (a templated kernel under ``matmul_k`` and ``matmul_k<16>``), ``mod._cuda_emu_reset_launches()``
-sets them to zero.  ``mod._cuda_emu_launch_log(since)`` is ``(launches so far, [(seq, kernel, grid,
+Every module counts its launches, as the split GPU build's do, under the names of
+gpu_course/cuda/counters.py: ``gpu_course.cuda.launch_counts(mod)`` is {kernel name: launches} since
+load (a templated kernel under ``matmul_k`` and ``matmul_k<16>``), ``gpu_course.cuda.reset_launches(mod)``
+sets them to zero.  ``gpu_course.cuda.launch_log(mod, since)`` is ``(launches so far, [(seq, kernel, grid,
 block, shared bytes, ((kind, size, bits), ...)), ...])`` of the latest 256 launches numbered ``since``
 or later, each argument as the host code gave it (``p`` a pointer, ``i``/``u`` an integer, ``f`` a
-float's double bits, ``b`` a bool); the split GPU build logs the same (``_course_launch_log``).  An
+float's double bits, ``b`` a bool).  An
 exercise check makes the learner's launch again from it (gpu_course/exercises/cuda_launch.py).
 ``mod._cuda_emu_count(True)`` makes the launches that follow count, per thread, its global and
 shared loads and stores, atomics in global and shared memory, barriers passed, shuffles by kind and
@@ -327,8 +328,7 @@ def load(cuda_src: str, cpp_src: str, funcs: list[str], *, name: str | None = No
 
     The module also has ``cuda_emu_info`` = {"checked", "tier", "build_dir", "racecheck"}: how it
     was built; ``build_log``: the compiler's command and output (a build error has it as ``.log``);
-    and ``_cuda_emu_launches()`` ({kernel name: launches} since load) and
-    ``_cuda_emu_reset_launches()``.
+    and the launch counters and log that :mod:`gpu_course.cuda.counters` reads.
 
     >>> m = load(cuda_src, "torch::Tensor square(torch::Tensor x);", ["square"])  # doctest: +SKIP
     """

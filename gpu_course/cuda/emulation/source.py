@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from .. import cxx
+from ..counters import COUNTS, LOG, RESET
 from ..cxx import KEYWORDS, Tok, match_brackets, tokenize
 from ..errors import CudaEmulationError
 from ..parsed import ParsedSource, parse
@@ -1036,5 +1037,6 @@ def binding(modname: str, funcs: list[str], cpp_src: str | ParsedSource) -> str:
         '#line 1 "cuda_emu_binding"',
         "namespace cuda_emu_decl {", *decls, "}",
         "static PyMethodDef cuda_emu_methods[] = {", *entries,
-        "  CUDA_EMU_BUILTINS,", "  {nullptr, nullptr, 0, nullptr}};",
+        "  CUDA_EMU_BUILTINS,", f'  CUDA_EMU_LAUNCH_METHODS("{COUNTS}", "{RESET}", "{LOG}"),',
+        "  {nullptr, nullptr, 0, nullptr}};",
         f"CUDA_EMU_MODULE({modname}, cuda_emu_methods)", ""])

@@ -121,10 +121,13 @@ def headers_digest() -> str:
 
 def generator_digest() -> str:
     """What a module build's cache key depends on besides the learner's source: the C++ headers
-    and the code generator (source.py). Editing anything else (this file, the loader, a comment
-    in them) keeps every learner's cached build."""
+    and the code generator (source.py, and ../counters.py, the names its binding gives the launch
+    counters). Editing anything else (this file, the loader, a comment in them) keeps every
+    learner's cached build."""
     h = hashlib.sha256(headers_digest().encode())
-    h.update((Path(__file__).resolve().parent / "source.py").read_bytes())
+    here = Path(__file__).resolve().parent
+    for p in (here / "source.py", here.parent / "counters.py"):
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 

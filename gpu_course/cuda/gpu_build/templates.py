@@ -110,8 +110,8 @@ template <class T> inline cudaError_t cudaGetSymbolSize(size_t* size, const T& s
 SYMBOL_API = {"cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpyFromSymbol",
               "cudaMemcpyFromSymbolAsync", "cudaGetSymbolAddress", "cudaGetSymbolSize"}
 # the launch log of the device unit: the latest launches (kernel, grid, block, shared bytes and the
-# arguments as the kernel received them), read through the binding unit as _course_launch_log(since)
-# (the format of the CPU emulation's _cuda_emu_launch_log), so that an exercise check can make the same
+# arguments as the kernel received them), read through the binding unit as gpu_course.cuda.launch_log(module, since)
+# (the format of the CPU emulation's log), so that an exercise check can make the same
 # launch on memory of its own (gpu_course.exercises.cuda_launch)
 LAUNCH_LOG = r"""
 #include <cstdint>
@@ -196,7 +196,7 @@ extern "C" long long __course_launch_log_total();
 extern "C" int __course_launch_log_get(long long seq, const char** name, unsigned* dims, unsigned long long* smem,
                                        char* kinds, unsigned char* sizes, unsigned long long* bits);
 // (launches so far, [(seq, kernel, grid, block, shared bytes, ((kind, size, bits), ...)), ...]) of the
-// latest launches whose seq >= since: what the CPU emulation's _cuda_emu_launch_log returns
+// latest launches whose seq >= since: what the CPU emulation's launch log returns (gpu_course/cuda/counters.py)
 static pybind11::tuple course_launch_log(long long since) {
     long long total = __course_launch_log_total();
     pybind11::list out;

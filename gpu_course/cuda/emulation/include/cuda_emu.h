@@ -339,7 +339,7 @@ inline uint64_t warp_bits(const T& v) {
   return bits;
 }
 
-/// Launch counts of this module: {kernel name: launches}, _cuda_emu_launches() in Python.
+/// Launch counts of this module: {kernel name: launches}, read by gpu_course.cuda.launch_counts in Python.
 void count_launch(const char* name, const char* pretty);
 PyObject* py_launches(PyObject*, PyObject* const*, Py_ssize_t);
 PyObject* py_reset_launches(PyObject*, PyObject* const*, Py_ssize_t);
@@ -351,7 +351,7 @@ struct ArgRec {
   unsigned char size;
   uint64_t bits;
 };
-/// The launch log (_cuda_emu_launch_log(since) in Python): kernel, grid, block, shared bytes and
+/// The launch log (gpu_course.cuda.launch_log(module, since) in Python): kernel, grid, block, shared bytes and
 /// arguments of the latest launches, so that a check can make the same launch on memory of its own.
 void log_launch(const char* name, dim3 grid, dim3 block, size_t smem, std::vector<ArgRec>&& args);
 PyObject* py_launch_log(PyObject*, PyObject* const*, Py_ssize_t);
@@ -1492,18 +1492,21 @@ struct pyfn : pyfn_impl<F, decltype(F)> {};
 #define CUDA_EMU_BUILTINS                                                                      \
   {"_cuda_emu_set_error_type", (PyCFunction)(void (*)(void))::cuda_emu::set_error_type,        \
    METH_FASTCALL, "internal: the exception class for emulation errors"},                       \
-  {"_cuda_emu_launches", (PyCFunction)(void (*)(void))::cuda_emu::py_launches, METH_FASTCALL,  \
-   "{kernel name: launches} since the module was loaded (or reset); a templated kernel is "     \
-   "counted under its name and under its instantiation, e.g. 'matmul_k' and 'matmul_k<16>'"}, \
-  {"_cuda_emu_reset_launches", (PyCFunction)(void (*)(void))::cuda_emu::py_reset_launches,      \
-   METH_FASTCALL, "set every launch count of this module to zero"},                            \
-  {"_cuda_emu_launch_log", (PyCFunction)(void (*)(void))::cuda_emu::py_launch_log, METH_FASTCALL, \
-   "(launches so far, [(seq, kernel, grid, block, shared bytes, ((kind, size, bits), ...)), ...]) " \
-   "of the latest launches whose seq >= the argument"},                                        \
   {"_cuda_emu_count", (PyCFunction)(void (*)(void))::cuda_emu::py_count, METH_FASTCALL,          \
    "count what every thread does in the launches that follow (True) or stop (False); clears"},  \
   {"_cuda_emu_counts", (PyCFunction)(void (*)(void))::cuda_emu::py_counts, METH_FASTCALL,        \
    "(field names, [(kernel, grid, block, bytes of uint32 counts per thread), ...]) since _cuda_emu_count(True)"}
+/// The launch counters and log, under the names that gpu_course/cuda/counters.py gives them (COUNTS, RESET,
+/// LOG): the binding (source.py) passes the names in, so that both back ends spell them once.
+#define CUDA_EMU_LAUNCH_METHODS(COUNTS, RESET, LOG)                                              \
+  {COUNTS, (PyCFunction)(void (*)(void))::cuda_emu::py_launches, METH_FASTCALL,                  \
+   "{kernel name: launches} since the module was loaded (or reset); a templated kernel is "     \
+   "counted under its name and under its instantiation, e.g. 'matmul_k' and 'matmul_k<16>'"}, \
+  {RESET, (PyCFunction)(void (*)(void))::cuda_emu::py_reset_launches,                           \
+   METH_FASTCALL, "set every launch count of this module to zero"},                            \
+  {LOG, (PyCFunction)(void (*)(void))::cuda_emu::py_launch_log, METH_FASTCALL,                  \
+   "(launches so far, [(seq, kernel, grid, block, shared bytes, ((kind, size, bits), ...)), ...]) " \
+   "of the latest launches whose seq >= the argument"}
 #define CUDA_EMU_MODULE(NAME, METHODS)                                                     \
   static PyModuleDef cuda_emu_module_def = {PyModuleDef_HEAD_INIT, #NAME,                  \
                                             "CUDA C built for the CPU by cuda_emu", -1,    \
