@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from ..kernels import COMMON, cuda_source
 from ..mode import ON_GPU
 from . import cxx
 from .counters import launch_counts, launch_log, reset_launches
 from .errors import CudaBuildError, CudaEmulationError
+from .files import COMMON, cuda_source
 from .parsed import check_funcs, parse, prepare
 
 __all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs", "launch_counts", "launch_log",

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import utils
 from gpu_course import kernels
-from gpu_course.cuda import launch_counts, reset_launches
+from gpu_course.cuda import files, launch_counts, reset_launches
 from gpu_course.kernels import (elementwise, matmul_ladder, reductions, tensor_cores, triton_matmul, triton_mean,
                                 triton_softmax)
 
@@ -278,7 +278,7 @@ def test_launches_reads_tile_shapes_from_the_cuda_c(tmp_path, monkeypatch):
         matmul_ladder.launches(matmul_ladder.DISPATCHER, "mm_nope_k")
     (tmp_path / "t.cu").write_text("template <int T> void go(float* x) {\n"
                                    "    k<T><<<1, dim3(8, 4)>>>(x); j<2, 3><<<1, 32>>>(x); j<4, 5><<<2, dim3(8, 4)>>>(x);\n}\n")
-    monkeypatch.setattr(kernels, "CUDA_DIR", tmp_path)
+    monkeypatch.setattr(files, "CUDA_DIR", tmp_path)
     matmul_ladder._all_launches.cache_clear()
     try:
         assert matmul_ladder.launches("t.cu", "j") == [((2, 3), (32,)), ((4, 5), (8, 4))]
