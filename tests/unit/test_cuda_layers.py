@@ -43,7 +43,7 @@ def _upward(names: list[str]) -> list[str]:
 
 def test_the_import_walk_finds_an_upward_import_however_it_is_spelled():
     assert _package(CUDA / "__init__.py") == "gpu_course.cuda"
-    assert _package(CUDA / "emulation" / "source.py") == "gpu_course.cuda.emulation"
+    assert _package(CUDA / "emulation" / "toolchain.py") == "gpu_course.cuda.emulation"
     text = ("from ..kernels import COMMON\nfrom .. import exercises\nimport gpu_course.lessons.attention\n"
             "from . import cxx\nfrom .errors import CudaBuildError\n")
     assert _upward(_imports(text, "gpu_course.cuda")) == [

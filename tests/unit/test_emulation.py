@@ -15,7 +15,7 @@ import torch
 from gpu_course.cuda import cuda_begin
 from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
-from gpu_course.cuda.emulation import toolchain
+from gpu_course.cuda.emulation import tiers
 
 KERNELS = cuda_begin + r'''
 // ---- 1D elementwise with a tail, a __device__ helper, math functions
@@ -824,14 +824,14 @@ void f(torch::Tensor x, torch::Tensor y) {
 
 
 def test_torch_tiers():
-    assert toolchain.first_tier("#include <torch/extension.h>\n") == 1
-    assert toolchain.first_tier("#include <ATen/ATen.h>\n") == 2
-    assert toolchain.first_tier("#include <torch/torch.h>\n") == 3
+    assert tiers.first_tier("#include <torch/extension.h>\n") == 1
+    assert tiers.first_tier("#include <ATen/ATen.h>\n") == 2
+    assert tiers.first_tier("#include <torch/torch.h>\n") == 3
     for line in ["main.cpp:3:5: error: 'matmul' is not a member of 'torch'",
                  "cuda_src:9:49: error: no match for 'operator<<' (operand types are 'std::ostream' and 'at::Tensor')",
                  "cuda_src:4:1: error: 'py' has not been declared"]:
-        assert toolchain.needs_more_torch(line), line
-    assert not toolchain.needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
+        assert tiers.needs_more_torch(line), line
+    assert not tiers.needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
 
 
 @pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="nvcc is not on PATH")

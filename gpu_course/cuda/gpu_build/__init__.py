@@ -38,7 +38,8 @@ to compile only outside the statements it owns or on a name one unit would see (
 made, not the learner: attribution.py), fails to link, or misses a symbol that is not one of
 ``funcs``. Errors in the learner's own statements are reported.
 
-The parts, one module each: :mod:`.splitter` (what belongs where, :func:`make_units`),
+The parts, one module each: :mod:`.splitter` (what belongs where, :func:`make_units`), :mod:`.stubs`
+(the launch, attribute and symbol stubs), :mod:`.units` (the units put together),
 :mod:`.templates` (the generated C++), :mod:`.compilers` (compilers and flags), :mod:`.objects` (the
 cache of compiled units), :mod:`.attribution` (whose error a failed unit is), :mod:`.loading`
 (import), :mod:`.pipeline` (the build: :func:`build`, :func:`build_split`, :func:`build_one_unit`).
@@ -47,7 +48,8 @@ from .compilers import arch_name, nvcc_command
 from .loading import load_module
 from .objects import cache_dir
 from .pipeline import build, build_one_unit, build_split
-from .splitter import GENERATED, SOURCE_NAME, NeedsClassicBuild, Units, make_units
+from .splitter import make_units
+from .units import GENERATED, SOURCE_NAME, NeedsClassicBuild, Units
 from .templates import LAUNCH_LOG, LAUNCH_LOG_TABLE, init_unit
 
 __all__ = ["arch_name", "build", "build_split", "build_one_unit", "make_units", "Units", "NeedsClassicBuild", "nvcc_command",

@@ -1,7 +1,7 @@
 """The C++ that the split build generates around the learner's code: what each unit includes first
 (:data:`DEVICE_PRELUDE`, :data:`HOST_TORCH`), the launch helper and host prelude of the host unit,
 the launch counters and launch log of the device unit, and the binding and init units' parts.
-(:func:`.splitter.make_units` puts them together.)"""
+(:func:`.units.assemble` puts them together.)"""
 from __future__ import annotations
 
 import re
