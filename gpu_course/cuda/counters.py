@@ -1,11 +1,11 @@
 """The launch counters and the launch log that every ``load_cuda`` module carries, in both back ends:
 their names, given once here, and the functions that read them.
 
-Both back ends give a module the same three functions under these names: the CPU emulation's binding
-(emulation/source/binding.py, through ``CUDA_EMU_LAUNCH_METHODS`` of include/cuda_emu.h) and the split GPU
-build's binding unit (gpu_build/units.py). A module built as one nvcc unit through ``load_inline``
-has none of them (its launches are not counted). Read them through :func:`launch_counts`,
-:func:`launch_log` and :func:`reset_launches`, never by name.
+Both back ends give a module the same three functions under these names: the CPU emulation's
+binding (emulation/source/binding.py, through ``CUDA_EMU_LAUNCH_METHODS`` of
+include/emu/binding.h) and the split GPU build's binding unit (gpu_build/units.py). A module built
+as one nvcc unit through ``load_inline`` has none of them (its launches are not counted). Read them
+through :func:`launch_counts`, :func:`launch_log` and :func:`reset_launches`, never by name.
 
 >>> import types
 >>> m = types.SimpleNamespace(**{COUNTS: lambda: {"relu_k": 2}})

@@ -62,7 +62,7 @@ def test_no_module_under_cuda_imports_a_higher_floor(path):
 def test_both_back_ends_bind_the_launch_counters_under_the_names_of_counters_py():
     emu = source.binding("m", ["f"], "void f();")
     assert f'CUDA_EMU_LAUNCH_METHODS("{counters.COUNTS}", "{counters.RESET}", "{counters.LOG}")' in emu
-    assert "#define CUDA_EMU_LAUNCH_METHODS(COUNTS, RESET, LOG)" in (HEADER_DIR / "cuda_emu.h").read_text()
+    assert "#define CUDA_EMU_LAUNCH_METHODS(COUNTS, RESET, LOG)" in (HEADER_DIR / "emu" / "binding.h").read_text()
     units = gpu_build.make_units("__global__ void k() {}\nvoid f() { k<<<1, 1>>>(); }\n", "void f();", ["f"])
     for name in (counters.COUNTS, counters.RESET, counters.LOG):
         assert f'm.def("{name}"' in units.binding
