@@ -388,14 +388,16 @@ def test_tiled_matmul_odd_sizes(m, variant):
     torch.testing.assert_close(m.matmul(a, b, variant), a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_tiled_matmul_128_runs_fast(m):
+def test_tiled_matmul_128_runs_in_notebook_time(m):
     a, b = torch.randn(128, 128), torch.randn(128, 128)
     m.matmul(a, b, 0)  # warm up
     t0 = time.perf_counter()
     out = m.matmul(a, b, 0)
     dt = time.perf_counter() - t0
     torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
-    assert dt < 1.0, f"128x128 tiled matmul took {dt:.2f} s"
+    # measured ~0.015-0.1 s on 2 shared cores: the bound is far above it, so a loaded CI machine passes,
+    # and still catches a slowdown of the emulation that would make a notebook's cell unusable
+    assert dt < 10.0, f"128x128 tiled matmul took {dt:.2f} s"
 
 
 @pytest.mark.parametrize("variant", [1, 2])

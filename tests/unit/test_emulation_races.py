@@ -291,7 +291,9 @@ def test_racecheck_cost_on_the_tiled_matmul(rc, no_rc):
         t0 = time.perf_counter()
         mod.matmul(a, b, 0)
         times[name] = time.perf_counter() - t0
-    assert times["on"] < 1.0, times  # measured ~0.05 s on, ~0.014 s off (2 shared cores)
+    # measured ~0.05 s on, ~0.014 s off (2 shared cores): a bound far above both, so a loaded CI machine
+    # passes, that still catches a race check slow enough to make a notebook's cell unusable
+    assert times["on"] < 10.0, times
 
 
 def test_transform_checked_accesses():
