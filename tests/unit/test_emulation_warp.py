@@ -185,8 +185,9 @@ def test_shfl_down_block_sum_is_fast(w):
     t0 = time.perf_counter()
     w.block_sums(x, 256)
     dt = time.perf_counter() - t0
-    # ~0.05 s with the x86-64 fiber switch, ~0.5-0.75 s with ucontext (a syscall per switch)
-    assert dt < 1.0, f"a warp-shuffle reduction of 1e5 elements took {dt:.2f} s"
+    # ~0.05 s with the x86-64 fiber switch, ~0.5-0.75 s with ucontext (a syscall per switch): a bound far
+    # above both, so a loaded CI machine passes, that still catches a notebook-breaking slowdown
+    assert dt < 10.0, f"a warp-shuffle reduction of 1e5 elements took {dt:.2f} s"
 
 
 def test_shfl_xor_butterfly(w):
