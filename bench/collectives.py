@@ -20,7 +20,7 @@ import argparse
 
 import utils  # first: chooses the mode
 
-from gpu_course import distributed as gd
+from gpu_course import collectives as coll, distributed as gd, ring_all_reduce as ring_ar
 
 
 def parse_bytes(s: str) -> int:
@@ -31,7 +31,7 @@ def parse_bytes(s: str) -> int:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", nargs="+", default=list(gd.COLLECTIVES), choices=gd.COLLECTIVES)
+    ap.add_argument("--ops", nargs="+", default=list(coll.COLLECTIVES), choices=coll.COLLECTIVES)
     ap.add_argument("--min-bytes", default="4K")
     ap.add_argument("--max-bytes", default=None, help="default: 1G with NCCL, 1M on the CPU")
     ap.add_argument("--iters", type=int, default=None, help="calls per size (default 20 with NCCL, 3 on the CPU)")
@@ -41,25 +41,25 @@ def main():
         print(f"{ranks.plan.note}; {utils.device_name()}")
         if not nccl:
             print("cpu mode: gloo on the CPU checks the script; these times say nothing about a GPU, NCCL or NVLink")
-        spec = gd.link_spec_gbps() if nccl else None
+        spec = coll.link_spec_gbps() if nccl else None
         print(f"link: {spec:g} GB/s in each direction (spec sheet, NVLink)" if spec else
               "link: no spec-sheet bandwidth known here (the bus bandwidths are not compared with one)")
         hi = parse_bytes(args.max_bytes or ("1G" if nccl else "1M"))
         iters = args.iters or ranks.by_backend(nccl=20, gloo=3)
-        sweeps = {op: gd.sweep(ranks, op, gd.sizes(parse_bytes(args.min_bytes), hi), iters=iters,
+        sweeps = {op: coll.sweep(ranks, op, coll.sizes(parse_bytes(args.min_bytes), hi), iters=iters,
                                warmup=ranks.by_backend(nccl=5, gloo=1)) for op in args.ops}
         print(f"\n{ranks.world} ranks: time per call in a back-to-back loop (the slowest rank's), bus bandwidth")
-        print(gd.sweep_table(sweeps, spec))
+        print(coll.sweep_table(sweeps, spec))
         for op, rows in sweeps.items():
-            print(f"{op}: latency floor {utils.fmt_ms(rows[0].seconds * 1e3)} at {gd.fmt_bytes(rows[0].nbytes)}; half "
-                  f"the best bus bandwidth from {gd.fmt_bytes(gd.half_bandwidth_size(rows))}; best "
+            print(f"{op}: latency floor {utils.fmt_ms(rows[0].seconds * 1e3)} at {coll.fmt_bytes(rows[0].nbytes)}; half "
+                  f"the best bus bandwidth from {coll.fmt_bytes(coll.half_bandwidth_size(rows))}; best "
                   f"{max(r.busbw for r in rows):.3g} GB/s")
-        err = max(e for n in (1, 1001, 65539) for e in ranks.run(gd.ring_error, n))
+        err = max(e for n in (1, 1001, 65539) for e in ranks.run(ring_ar.ring_error, n))
         assert err < 1e-12, f"the ring all-reduce differs from all_reduce by {err:.2e} (relative, float64)"
         print(f"\nall_reduce by hand (a ring of isend/irecv; equal to {ranks.backend}'s within 1e-12, float64) "
               f"against {ranks.backend}'s, {ranks.world} ranks")
         sizes = [2**20, 2**26, 2**30] if nccl else [2**12, 2**20]
-        print(gd.ring_table(gd.compare_ring(ranks, [s for s in sizes if s <= max(hi, 2**12)], iters), ranks.backend))
+        print(ring_ar.ring_table(ring_ar.compare_ring(ranks, [s for s in sizes if s <= max(hi, 2**12)], iters), ranks.backend))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 import utils
 from gpu_course.kernels import elementwise
 from gpu_course.results import bench_recording, compare_and_record, record_comparison, record_flag
-from gpu_course.timing import user_cells, user_header, user_ratios
+from gpu_course.user_timing import user_cells, user_header, user_ratios
 
 NB = "bench/elementwise"   # the results rows' notebook
 

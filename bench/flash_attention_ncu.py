@@ -4,7 +4,7 @@
     python bench/flash_attention_ncu.py --from-raw R.csv   # distill an export made before (ncu --csv --page raw)
 
 It runs this script again under ``ncu --set full`` (``--launch``), which launches once each, at batch 4, 16 heads,
-N 4096, fp16, not causal (``triton_attention.ncu_launches``): our forward at d = 128 (ladder steps 3 and 5) and
+N 4096, fp16, not causal (``lessons.attention.ncu_launches``): our forward at d = 128 (ladder steps 3 and 5) and
 cuDNN's, our forward at d = 64 and cuDNN's, our dK/dV and dQ kernels at d = 64 and cuDNN's backward kernel. From each
 kernel it keeps what says why it runs at its speed (``gpu_course.profiling.limiters``: tensor-pipe and issue
 utilisation, active warps, registers, blocks per SM, the largest stall reasons) and writes them, one row per kernel,
@@ -23,12 +23,12 @@ import tempfile
 
 import utils
 from gpu_course import profiling
-from gpu_course.kernels import triton_attention as ta
+from gpu_course.lessons import attention as lesson
 
 
 def launch():
-    """Launch each of ``ta.ncu_launches()`` once, in order (after checking that this GPU has what they need)."""
-    for what, _, fn in ta.ncu_launches():
+    """Launch each of ``lesson.ncu_launches()`` once, in order (after checking that this GPU has what they need)."""
+    for what, _, fn in lesson.ncu_launches():
         fn()
         print(f"launched: {what}")
     import torch
@@ -47,7 +47,7 @@ def main():
         return
     device = args.device or utils.device_name()
     from gpu_course.results import results_file
-    out = args.out or ta.limiters_file(results_file(device).stem)
+    out = args.out or lesson.limiters_file(results_file(device).stem)
     if args.from_raw:
         raw = open(args.from_raw).read()
         about = f"ncu --set full on {device} (distilled from {os.path.basename(args.from_raw)})"
@@ -64,7 +64,7 @@ def main():
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
         with tempfile.TemporaryDirectory() as d:
             rep = os.path.join(d, "attention")
-            cmd = [ncu, "--target-processes", "all", "-k", ta.NCU_KERNELS, "--set", "full", "-o", rep, "-f",
+            cmd = [ncu, "--target-processes", "all", "-k", lesson.NCU_KERNELS, "--set", "full", "-o", rep, "-f",
                    sys.executable, os.path.abspath(__file__), "--launch"]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if r.returncode != 0 or not os.path.exists(rep + ".ncu-rep"):
@@ -72,12 +72,12 @@ def main():
             raw = subprocess.run([ncu, "--import", rep + ".ncu-rep", "--csv", "--page", "raw"], capture_output=True,
                                  text=True, timeout=300, check=True).stdout
         when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        B, H, N = ta.NCU_SHAPE
+        B, H, N = lesson.NCU_SHAPE
         about = f"ncu --set full on {device}, {version}, {when}; B{B} H{H} N{N} fp16, not causal, one launch of each"
-    rows = ta.attention_limiter_rows(raw, ta.NCU_ORDER)
-    profiling.write_limiter_csv(rows, ta.NCU_FIELDS, out, about)
+    rows = lesson.attention_limiter_rows(raw, lesson.NCU_ORDER)
+    profiling.write_limiter_csv(rows, lesson.NCU_FIELDS, out, about)
     print(f"{about}\nwritten to {out}\n")
-    print(ta.limiter_table(rows))
+    print(lesson.limiter_table(rows))
 
 
 if __name__ == "__main__":

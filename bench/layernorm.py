@@ -1,4 +1,5 @@
-"""Notebook 10's LayerNorm (gpu_course/kernels/triton_layernorm.py) against torch, on a GPU.
+"""Notebook 10's LayerNorm (gpu_course/kernels/triton_layernorm.py) against torch, on a GPU, with notebook 10's
+comparison (gpu_course/lessons/layernorm/).
 
     python bench/layernorm.py            # (4096 x 8192) fp16 and bf16 (fp16 alone without bf16)
     python bench/layernorm.py --tune     # also a few backward configurations (GROUPS, warps)
@@ -32,40 +33,41 @@ import torch
 import triton
 
 from gpu_course.kernels import triton_layernorm as ln
+from gpu_course.lessons import layernorm as lesson
 from gpu_course.results import bench_recording, record_comparison, record_flag
-from gpu_course.timing import user_table
+from gpu_course.user_timing import user_table
 
-EPS = ln.EPS
+EPS = lesson.EPS
 FB = "forward + backward"
 NB = "bench/layernorm"   # the results rows' notebook
 
 
 def bench_dtype(h, w, dtype, tune):
-    times = ln.compare_with_torch(h, w, dtype)  # checks every variant against torch first (raises if wrong)
+    times = lesson.compare_with_torch(h, w, dtype)  # checks every variant against torch first (raises if wrong)
     torch._dynamo.reset()
-    print(f"  all {len(ln.variants(w))} variants match torch in float64 (y, dx, dweight, dbias)")
-    size, nbytes = f"{h}x{w} {str(dtype).replace('torch.', '')}", ln.bytes_moved(h, w, dtype.itemsize)
+    print(f"  all {len(lesson.variants(w))} variants match torch in float64 (y, dx, dweight, dbias)")
+    size, nbytes = f"{h}x{w} {str(dtype).replace('torch.', '')}", lesson.bytes_moved(h, w, dtype.itemsize)
     for what in nbytes:
         table = {n: t for (w_, n), t in times.items() if w_ == what}
         print(f"  {what}")
-        print("    " + user_table(table, ln.EAGER).replace("\n", "\n    "))
-        record_comparison(NB, size, table, ln.EAGER, nbytes=nbytes[what], baseline_name="eager torch",
+        print("    " + user_table(table, lesson.EAGER).replace("\n", "\n    "))
+        record_comparison(NB, size, table, lesson.EAGER, nbytes=nbytes[what], baseline_name="eager torch",
                           prefix=f"LayerNorm {what}: ")
-    graphs = ln.under_cuda_graph(h, w, dtype)
+    graphs = lesson.under_cuda_graph(h, w, dtype)
     print(f"  {FB}, replayed from a CUDA graph (gradients checked against torch)")
-    table = {ln.EAGER: times[(FB, ln.EAGER)], **graphs}
-    print("    " + user_table(table, ln.EAGER).replace("\n", "\n    "))
-    record_comparison(NB, size, table, ln.EAGER, nbytes=nbytes[FB], baseline_name="eager torch",
+    table = {lesson.EAGER: times[(FB, lesson.EAGER)], **graphs}
+    print("    " + user_table(table, lesson.EAGER).replace("\n", "\n    "))
+    record_comparison(NB, size, table, lesson.EAGER, nbytes=nbytes[FB], baseline_name="eager torch",
                       prefix=f"LayerNorm {FB}: ", include_baseline=False)   # eager's row: recorded above
     if tune:
-        x, wt, b, dy = ln.inputs(h, w, dtype)
+        x, wt, b, dy = lesson.inputs(h, w, dtype)
         tune_backward(x, wt, b, dy)
-    loop = lambda t: times[(t, ln.EAGER)].loop_ms  # noqa: E731
-    verdicts = [("forward, loop", loop("forward") / times[("forward", ln.OURS)].loop_ms, 1.0),
-                (f"{FB}, loop", loop(FB) / times[(FB, ln.OURS)].loop_ms, 1.0),
-                (f"{FB}, CUDA graph", loop(FB) / graphs[f"{ln.OURS}, CUDA graph"].loop_ms, 1.4)]
-    if (FB, ln.NODE) in times:
-        verdicts.append((f"{FB}, loop, C++ node", loop(FB) / times[(FB, ln.NODE)].loop_ms, 1.0))
+    loop = lambda t: times[(t, lesson.EAGER)].loop_ms  # noqa: E731
+    verdicts = [("forward, loop", loop("forward") / times[("forward", lesson.OURS)].loop_ms, 1.0),
+                (f"{FB}, loop", loop(FB) / times[(FB, lesson.OURS)].loop_ms, 1.0),
+                (f"{FB}, CUDA graph", loop(FB) / graphs[f"{lesson.OURS}, CUDA graph"].loop_ms, 1.4)]
+    if (FB, lesson.NODE) in times:
+        verdicts.append((f"{FB}, loop, C++ node", loop(FB) / times[(FB, lesson.NODE)].loop_ms, 1.0))
     return verdicts
 
 
@@ -80,7 +82,7 @@ def tune_backward(x, wt, b, dy):
         for warps in utils.by_mode(gpu=[4, 8, 16, 32], cpu=[4]):
             cfg = dict(base, GROUPS=groups, num_warps=warps)
             try:
-                t = ln.time_it(ln.layer_norm_backward, dy, x.detach(), wt.detach(), mean, rstd, cfg)
+                t = lesson.time_it(ln.layer_norm_backward, dy, x.detach(), wt.detach(), mean, rstd, cfg)
             except Exception as e:  # noqa: BLE001 - a config may not compile: say so, go on
                 print(f"    GROUPS={groups:>4} num_warps={warps:>2}: FAILED {type(e).__name__}")
                 continue
@@ -101,7 +103,7 @@ def main():
     if not utils.ON_GPU:
         print("cpu mode: a tiny size through the Triton interpreter; the times below say nothing "
               "about a GPU")
-    dtypes, skipped = ln.dtypes_here()
+    dtypes, skipped = lesson.dtypes_here()
     if args.dtypes:
         dtypes = [d for d in dtypes if str(d).replace("torch.", "") in args.dtypes]
     for why in skipped:
@@ -111,7 +113,7 @@ def main():
         print(f"\nLayerNorm of ({h} x {w}) {str(dtype).replace('torch.', '')}, eps={EPS}; ratio: eager "
               "torch's time / this one's")
         verdicts += [(f"{str(dtype)[6:]} {name}", got, target) for name, got, target in bench_dtype(h, w, dtype, args.tune)]
-    print(f"\nOurs ({ln.OURS}) against eager torch, time per step in a loop:")
+    print(f"\nOurs ({lesson.OURS}) against eager torch, time per step in a loop:")
     for name, got, target in verdicts:
         met = "met" if got >= target else "NOT met"
         print(f"  {name:<40} {got:5.2f}x (target >= {target}x): {met}"

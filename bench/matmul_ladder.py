@@ -23,7 +23,7 @@ import torch
 import utils
 from gpu_course.kernels import matmul_ladder
 from gpu_course.results import bench_recording, matmul_size, record_comparison, record_flag
-from gpu_course.timing import user_cells, user_header, user_ratios
+from gpu_course.user_timing import user_cells, user_header, user_ratios
 
 BASE = utils.by_mode(gpu="cuBLAS fp32", cpu="torch (CPU)")  # the baseline row's name
 NB = "bench/matmul_ladder"   # the results rows' notebook

@@ -20,7 +20,7 @@ import torch
 import utils
 from gpu_course.kernels import reductions
 from gpu_course.results import bench_recording, record_comparison, record_flag
-from gpu_course.timing import cpu_ms_per_call, loop_ms, user_cells, user_header, user_ratios
+from gpu_course.user_timing import cpu_ms_per_call, loop_ms, user_cells, user_header, user_ratios
 
 NB = "bench/reductions"   # the results rows' notebook
 

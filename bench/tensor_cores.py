@@ -22,7 +22,7 @@ import torch
 import utils
 from gpu_course.kernels import tensor_cores as tc
 from gpu_course.results import bench_recording, matmul_size, record_comparison, record_flag
-from gpu_course.timing import user_cells, user_header, user_ratios
+from gpu_course.user_timing import user_cells, user_header, user_ratios
 
 BASE = utils.by_mode(gpu="cuBLAS fp16", cpu="torch (CPU)")
 NB = "bench/tensor_cores"   # the results rows' notebook

@@ -25,25 +25,26 @@ import torch
 import utils
 from gpu_course import profiling
 from gpu_course.kernels import tensor_cores as tc
+from gpu_course.lessons import tensor_cores as lesson
 
 KERNELS = "regex:wmma_shared_k|mma_ldmatrix_k|mma_async_k|wgmma_tma_k"
 N = 4096
 
 
 def launch(variant):
-    """Build the rungs of ``variant`` and launch each (rung, cfg) of ``tc.PROFILED[variant]`` once, in order, each
+    """Build the rungs of ``variant`` and launch each (rung, cfg) of ``lesson.PROFILED[variant]`` once, in order, each
     checked against a float32 product on a poisoned output."""
-    rungs = sorted({r for r, _ in tc.PROFILED[variant]})
-    flags = tc.NO_SWIZZLE_FLAGS if variant == "not swizzled" else []
+    rungs = sorted({r for r, _ in lesson.PROFILED[variant]})
+    flags = lesson.NO_SWIZZLE_FLAGS if variant == "not swizzled" else []
     mod = tc.build(rungs, extra_cuda_cflags=flags)
     g = torch.Generator(device=utils.DEVICE).manual_seed(0)
     m = torch.randn(N, N, device=utils.DEVICE, generator=g).half()
     n = torch.randn(N, N, device=utils.DEVICE, generator=g).half()
     ref = m.float() @ n.float()
-    for rung, cfg in tc.PROFILED[variant]:
+    for rung, cfg in lesson.PROFILED[variant]:
         out = tc.run(mod, rung, m, n, utils.poisoned(N, N, dtype=torch.float16), cfg)
         utils.check(out, ref, **tc.tol(N), name=f"{variant} rung {rung} cfg {cfg}")
-    print(f"{variant}: {len(tc.PROFILED[variant])} launches checked")
+    print(f"{variant}: {len(lesson.PROFILED[variant])} launches checked")
 
 
 def profile(ncu, variant, workdir):
@@ -61,7 +62,7 @@ def profile(ncu, variant, workdir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--launch", choices=sorted(tc.PROFILED), help="(what ncu runs) launch one variant's kernels")
+    ap.add_argument("--launch", choices=sorted(lesson.PROFILED), help="(what ncu runs) launch one variant's kernels")
     ap.add_argument("--from-raw", nargs=2, metavar=("SWIZZLED_CSV", "NOT_SWIZZLED_CSV"),
                     help="distill two `ncu --csv --page raw` exports instead of profiling")
     ap.add_argument("--device", default=None, help="the GPU the --from-raw exports come from (default: this one)")
@@ -72,7 +73,7 @@ def main():
         return
     device = args.device or utils.device_name()
     from gpu_course.results import results_file
-    out = args.out or tc.limiters_file(results_file(device).stem)
+    out = args.out or lesson.limiters_file(results_file(device).stem)
     if args.from_raw:
         raw = dict(zip(("swizzled", "not swizzled"), (open(p).read() for p in args.from_raw)))
         about = f"ncu --set full on {device} (distilled from {', '.join(os.path.basename(p) for p in args.from_raw)})"
@@ -84,13 +85,13 @@ def main():
             sys.exit("tensor_cores_ncu: ncu (Nsight Compute) is not installed here")
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
         with tempfile.TemporaryDirectory() as d:
-            raw = {v: profile(ncu, v, d) for v in tc.PROFILED}
+            raw = {v: profile(ncu, v, d) for v in lesson.PROFILED}
         when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         about = f"ncu --set full on {device}, {version}, {when}; {N}³ fp16, one launch of each kernel"
-    rows = tc.limiter_rows(raw)
-    tc.write_limiters(rows, out, about)
+    rows = lesson.limiter_rows(raw)
+    lesson.write_limiters(rows, out, about)
     print(f"{about}\nwritten to {out}\n")
-    print(tc.limiter_table(rows))
+    print(lesson.limiter_table(rows))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from gpu_course.kernels.triton_mean import (mean_atomic, mean_config, mean_scala
                                             mean_two_pass)
 from gpu_course.kernels.triton_softmax import softmax, softmax_config
 from gpu_course.results import bench_recording, compare_and_record, record_comparison, record_flag
-from gpu_course.timing import user_cells, user_header, user_ratios
+from gpu_course.user_timing import user_cells, user_header, user_ratios
 
 NB = "bench/triton_basics_bench"   # the results rows' notebook
 

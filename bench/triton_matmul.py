@@ -25,7 +25,7 @@ import triton
 
 from gpu_course.kernels.triton_matmul import matmul, matmul_tuned
 from gpu_course.results import bench_recording, compare_and_record, record_comparison, record_flag
-from gpu_course.timing import user_cells, user_header, user_ratios
+from gpu_course.user_timing import user_cells, user_header, user_ratios
 
 NB = "bench/triton_matmul"   # the results rows' notebook
 

@@ -25,14 +25,14 @@ def main():
     args = ap.parse_args()
     os.environ["COURSE_FAKE_CC"] = f"{args.cc // 10}.{args.cc % 10}"
     import gpu_course  # noqa: F401  (chooses the mode before triton is imported)
-    from gpu_course import mode
+    from gpu_course import hardware, mode
     os.environ["TRITON_INTERPRET"] = "0"   # kernels defined from here on are compiled, not interpreted
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from gpu_course.kernels import triton_attention as ta, triton_matmul as tm
     mode.ON_GPU = ta.ON_GPU = True         # the GPU's lists of tile shapes, as for that capability
-    limit = mode.shared_memory_per_block()
+    limit = hardware.shared_memory_per_block()
     print(f"sm_{args.cc}: at most {limit // 1024} KB of shared memory per block (triton {triton.__version__})")
 
     def shared(kernel, types, const, cfg):

@@ -1,15 +1,17 @@
 """The course's helpers, one module per job; the notebooks reach them through ``utils``.
 
-* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``; what
-  this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
+* ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``
+* ``hardware``: the GPU facts in one table (SMs, shared memory, registers, spec-sheet peaks, links) and
+  what this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
   ``COURSE_FAKE_CC=7.5`` fakes to check a notebook's skips for Colab's T4
+* ``session``: the running notebook's ``banner``, the GPU its stored outputs come from, ``versions``
 * ``launch``: ``dim3``, ``cdiv``, ``to_numba``: what a kernel launch needs
 * ``checking``: ``check`` against a reference, ``poisoned`` outputs, ``dot_tol``
 * ``exercises``: ``exercise``, ``kernel_exercise``, ``formula_exercise``, ``hint``: self-checking
   exercises that never raise; a kernel exercise checks that the learner's kernel ran
 * ``launches``: ``launches``: record the Triton, Numba and CUDA C kernel launches of a block
-* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median; ``bench_user`` / ``compare``:
-  GPU time, time per step in a loop and CPU time per call; ``cuda_graph``
+* ``timing``: ``bench`` and ``Timing``: warm-up, repeats, the median; ``cuda_graph``
+* ``user_timing``: ``bench_user`` / ``compare``: GPU time, time per step in a loop and CPU time per call
 * ``device_ceilings``: the device's measured ceilings, its spec-sheet peaks and the ``throughput``
   a timing achieves
 * ``results``: ``report`` and ``save_result``: results/<device>.csv, the README's table
@@ -23,9 +25,14 @@
   limits, and the persistent grid they allow
 * ``triton_check``, ``triton_debug``, ``triton_plots`` (imported by name): bounds checks of the Triton
   interpreter, a kernel run by the interpreter on any machine and what a launch printed, sweep plots
+* ``interpose``: the one layer that patches Triton's and Numba's internals (``interpose.triton``,
+  ``interpose.numba``: version checks, undo) and emits the launch, access, shared-memory and barrier
+  events that ``launches``, ``triton_check``, ``simulator_fix`` and the exercise checks subscribe to
 * ``distributed``, ``parallel_training`` (imported by name): ranks of a process group kept alive for a
-  notebook (NCCL between GPUs, gloo on the CPU), collectives measured as nccl-tests does, a ring
-  all-reduce by hand; DDP and FSDP on those ranks
+  notebook (NCCL between GPUs, gloo on the CPU; ``shipping``: how a notebook's function reaches them); DDP
+  and FSDP on those ranks; ``collectives``: collectives measured as nccl-tests does; ``ring_all_reduce``: a
+  ring all-reduce by hand; ``collective_check``: notebook 13's check of a composed all-reduce
+* ``timing_exercises`` (imported by name): notebook 01's exercise references and its table of timing tools
 * ``cuda``: CUDA C: ``cuda_begin``, ``get_sig``, ``load_cuda`` (GPU build or CPU emulation)
 * ``kernels``: the kernels a notebook teaches and a benchmark times, defined once
 * ``paths``: where results are kept
@@ -51,18 +58,19 @@ from .exercises import (calls, differs_from, exercise, formula_exercise, grid_is
                         watch_calls)
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
-from .mode import (DEVICE, MODE, MODE_ENV, ON_GPU, banner, by_mode, compute_capability, device_name,
-                   fits_shared_memory, gpu_has, gpu_properties, gpu_supports, shared_memory_per_block,
-                   synchronize, versions)
+from .hardware import (compute_capability, fits_shared_memory, gpu_has, gpu_properties, gpu_supports,
+                       shared_memory_per_block)
+from .mode import DEVICE, MODE, MODE_ENV, ON_GPU, by_mode, device_name, synchronize
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
-from .timing import (Timing, UserTiming, bench, bench_user, bench_users, compare, cpu_ms_per_call, cuda_graph, flush_l2,
-                     fmt_ms, fmt_num, loop_ms, spin_gpu)
+from .session import banner, versions
+from .timing import Timing, bench, cuda_graph, flush_l2, fmt_ms, fmt_num, spin_gpu
+from .user_timing import UserTiming, bench_user, bench_users, compare, cpu_ms_per_call, loop_ms
 
 __all__ = [
-    # mode
+    # mode, hardware, session
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
     "gpu_properties", "synchronize", "compute_capability", "gpu_supports", "gpu_has",
     "shared_memory_per_block", "fits_shared_memory",

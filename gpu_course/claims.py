@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from . import mode
+from . import session
 from .mode import ON_GPU, device_name
 
 # Where a false GPU claim fails the cell: on the exact GPU this notebook's stored outputs come from
@@ -27,7 +27,7 @@ SAVE_ENV = "COURSE_SAVE_RESULTS"   # set by `course.py execute` (see results.sav
 
 def strict(env=None, device: str | None = None, stored: str | None = None) -> bool:
     """Whether a false GPU claim raises here. ``device`` is this GPU's name, ``stored`` the one the
-    running notebook's stored outputs record (:func:`mode.stored_device`); both default to the
+    running notebook's stored outputs record (:func:`session.stored_device`); both default to the
     running ones.
 
     >>> strict({}, "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3")
@@ -49,7 +49,7 @@ def strict(env=None, device: str | None = None, stored: str | None = None) -> bo
             return False
         device = device_name()
     if stored is None:
-        stored = mode.stored_device(mode.current_notebook())
+        stored = session.stored_device(session.current_notebook())
     return bool(stored) and device == stored
 
 
@@ -86,7 +86,7 @@ def claim(statement: str, holds, *, evidence: str = "") -> None:
         return
     if strict():
         raise ClaimFailed(f"claim does not hold on this run: {statement}{detail}")
-    stored = mode.stored_device(mode.current_notebook())
+    stored = session.stored_device(session.current_notebook())
     written = f"the run on {stored} stored in this notebook" if stored else "the run stored in this notebook"
     print(f"✗ not on this GPU ({device_name()}): {statement}{detail}. The text was written for {written}.")
 

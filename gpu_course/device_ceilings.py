@@ -8,9 +8,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .mode import CC_ENV, DEVICE, ON_GPU, by_mode, device_name, gpu_supports
+from . import hardware
+from .hardware import CC_ENV, gpu_supports
+from .mode import DEVICE, ON_GPU, by_mode, device_name
 from .paths import RESULTS_DIR, now, read_json
-from .timing import Timing, UserTiming, bench, fmt_num
+from .timing import Timing, bench, fmt_num
+from .user_timing import UserTiming
 
 CEILINGS_FILE = RESULTS_DIR / "ceilings.json"
 CEILING_LABELS = {
@@ -22,25 +25,16 @@ CEILING_LABELS = {
 }
 _ceilings_cache: dict = {}
 
-# Spec-sheet peaks (dense, no sparsity) of GPUs the course has run on, by device name, with where
-# each figure comes from: what the vendor promises, not a measurement. Rates in TFLOP/s, "copy" in GB/s
-# (the memory's bandwidth: a copy reads and writes, and both count against it).
-SPEC_PEAKS = {
-    "NVIDIA H100 80GB HBM3": {
-        "fp16": 989.4, "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "copy": 3350.0,
-        "source": "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5, dense",
-    },
-    "NVIDIA H200": {   # the same GH100 chip and clocks as the H100 SXM, with faster and larger memory (HBM3e)
-        "fp16": 989.4, "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "copy": 4800.0,
-        "source": "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM, dense",
-    },
-}
+# Spec-sheet peaks (dense, no sparsity) of the GPUs in gpu_course.hardware's table, by device name, each with the
+# datasheet it comes from: what the vendor promises, not a measurement. Rates in TFLOP/s, "copy" in GB/s (the
+# memory's bandwidth: a copy reads and writes, and both count against it).
+SPEC_PEAKS = hardware.spec_peaks()
 
 
 def spec_peak(kind: str, device: str | None = None) -> float | None:
     """The spec-sheet peak of ``kind`` (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"fp32"`` in TFLOP/s,
     ``"copy"`` in GB/s) for ``device`` (default: this one), or ``None`` if the course has no spec
-    sheet for it (the CPU, or a GPU not in :data:`SPEC_PEAKS`).
+    sheet for it (the CPU, or a GPU not in :data:`gpu_course.hardware.GPUS`).
 
     While ``COURSE_FAKE_CC`` makes this GPU act as another, its own spec sheet does not apply: ``None``.
 
@@ -49,7 +43,8 @@ def spec_peak(kind: str, device: str | None = None) -> float | None:
     """
     if device is None and os.environ.get(CC_ENV):
         return None
-    return SPEC_PEAKS.get(device or device_name(), {}).get(kind)
+    gpu = hardware.lookup(device or device_name())
+    return gpu.peaks.get(kind) if gpu else None
 
 
 # The ceilings a GPU may lack, and the feature each needs (utils.gpu_supports): on a GPU older than Ampere
@@ -61,8 +56,9 @@ def missing_ceilings() -> dict:
     """``{kind: one-line reason}`` for the ceilings this GPU lacks (see :data:`CEILING_FEATURES`); empty
     where it has them all, and in cpu mode (unless ``COURSE_FAKE_CC`` says otherwise).
 
-    >>> set(missing_ceilings()) <= {"tf32", "bf16"}
-    True
+    >>> with hardware.acting_as("7.5"):
+    ...     sorted(missing_ceilings())
+    ['bf16', 'tf32']
     """
     out = {}
     for kind, feature in CEILING_FEATURES.items():

@@ -14,7 +14,8 @@ import torch
 
 from .checking import check
 from .launch import cdiv
-from .mode import DEVICE, ON_GPU, sm_count
+from .hardware import sm_count
+from .mode import DEVICE, ON_GPU
 from .results import report, stored_results
 from .timing import bench
 

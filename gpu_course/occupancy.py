@@ -22,12 +22,14 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from . import hardware
 from .mode import ON_GPU
 
 
 @dataclass(frozen=True)
 class SMLimits:
-    """What one SM of a GPU holds at once, and how many SMs the GPU has."""
+    """What one SM of a GPU holds at once, and how many SMs the GPU has (:func:`limits_of` reads them
+    from :mod:`gpu_course.hardware`'s tables)."""
     name: str
     sms: int                   # streaming multiprocessors
     threads: int = 2048        # resident threads per SM
@@ -44,32 +46,31 @@ class SMLimits:
         return self.threads // self.warp
 
 
-H100 = SMLimits("H100 SXM (sm_90)", sms=132)
+def limits_of(gpu: hardware.GPU, name: str | None = None) -> SMLimits:
+    """The SM limits of ``gpu`` (a :data:`gpu_course.hardware.GPUS` entry), named ``name`` (default: the
+    GPU's name and its ``sm_XY``).
 
-# resident blocks per SM by compute capability (CUDA programming guide, "compute capabilities");
-# torch's device properties give the other limits but not this one
-_BLOCKS_BY_CC = {(7, 0): 32, (7, 2): 32, (7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (8, 9): 24,
-                 (9, 0): 32}
+    >>> limits_of(hardware.GPUS["Tesla T4"]).threads, limits_of(hardware.GPUS["NVIDIA L4"]).blocks
+    (1024, 24)
+    """
+    a = gpu.arch
+    return SMLimits(name or f"{gpu.name} ({gpu.sm})", sms=gpu.sms, threads=a.threads, blocks=a.blocks,
+                    registers=a.registers, shared=a.shared_per_sm, reserved_shared=a.reserved_shared,
+                    register_unit=a.register_unit, warp=a.warp)
+
+
+H100 = limits_of(hardware.REFERENCE, f"{hardware.REFERENCE.short} ({hardware.REFERENCE.sm})")   # "H100 SXM (sm_90)"
 
 
 def sm_limits() -> SMLimits:
-    """This GPU's limits (from torch's device properties); in cpu mode an H100's (:data:`H100`).
+    """This GPU's limits (:func:`gpu_course.hardware.this_gpu`); in cpu mode an H100's (:data:`H100`).
 
     >>> sm_limits().threads if not ON_GPU else 2048
     2048
     """
     if not ON_GPU:
         return H100
-    import torch
-    p = torch.cuda.get_device_properties(0)
-    cc = (p.major, p.minor)
-    return SMLimits(f"{p.name} (sm_{p.major}{p.minor})", sms=p.multi_processor_count,
-                    threads=getattr(p, "max_threads_per_multi_processor", 2048),
-                    blocks=_BLOCKS_BY_CC.get(cc, 32 if cc >= (9, 0) else 16),
-                    registers=getattr(p, "regs_per_multiprocessor", 65536),
-                    shared=getattr(p, "shared_memory_per_multiprocessor", 228 * 1024),
-                    reserved_shared=1024 if cc >= (8, 0) else 0,
-                    warp=getattr(p, "warp_size", 32))
+    return limits_of(hardware.this_gpu())
 
 
 @dataclass(frozen=True)

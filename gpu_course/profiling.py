@@ -165,7 +165,7 @@ def run_ncu(script, kernel_regex: str, sections=("SpeedOfLight", "MemoryWorkload
 
 
 _CELL_FILE = re.compile(r"/tmp/ipykernel_\d+/\d+\.py")
-_ADDRESS = re.compile(r"_at_0x[0-9a-f]+")
+_ADDRESS = re.compile(r"[_ ]at[_ ]0x[0-9a-f]+")
 
 
 def readable_frames(stack: str) -> str:
@@ -176,6 +176,59 @@ def readable_frames(stack: str) -> str:
     '<cell>(2):_f;<built-in_method_square_of_type_object>'
     """
     return _ADDRESS.sub("", _CELL_FILE.sub("<cell>", stack))
+
+
+def folded_stacks(text: str) -> dict:
+    """Sum the lines of an ``export_stacks`` file that share a stack: ``{stack: total}``, stacks made
+    readable (:func:`readable_frames`). The file has one line per recorded event, so one stack can
+    appear many times; the sums are what a flame graph draws.
+
+    >>> folded_stacks("f;g 3\\nf;g 4\\nf 1\\n")
+    {'f;g': 7, 'f': 1}
+    """
+    sums: dict = {}
+    for line in text.splitlines():
+        if line.strip():
+            stack, value = line.rsplit(" ", 1)
+            stack = readable_frames(stack)
+            sums[stack] = sums.get(stack, 0) + int(value)
+    return sums
+
+
+def frames_from(stack: str, name: str, sep: str = ";") -> str:
+    """The frames of ``stack`` (outermost first, joined by ``sep``) from the innermost one that
+    holds ``name`` down; the whole stack if none does.
+
+    >>> frames_from("<module>;run;three_squares;pow", "three_squares")
+    'three_squares;pow'
+    """
+    frames = stack.split(sep)
+    hits = [i for i, f in enumerate(frames) if name in f]
+    return sep.join(frames[hits[-1]:] if hits else frames)
+
+
+@dataclass
+class OperatorStack:
+    """One operator called from one stack: its name, calls, summed time (µs) and the frames above it."""
+    op: str
+    calls: int
+    total_us: float
+    stack: str
+
+
+def operator_stacks(prof, through: str, metric: str = "self_cpu_time_total", depth: int = 4) -> list:
+    """The ``aten::`` operators of a ``with_stack=True`` profile whose stack passes through a frame
+    holding ``through``, grouped by (operator, stack) as ``key_averages(group_by_stack_n=depth)``
+    does, largest ``metric`` first (``self_cuda_time_total`` is read as the device time). Unlike
+    ``export_stacks``'s file, each row names the operator, under the frames from ``through`` down."""
+    attr = metric.replace("cuda", "device")
+    rows = []
+    for e in prof.key_averages(group_by_stack_n=depth):
+        frames = [readable_frames(f) for f in reversed(e.stack)]   # outermost first
+        if e.key.startswith("aten::") and any(through in f for f in frames):
+            rows.append(OperatorStack(e.key, e.count, float(getattr(e, attr)),
+                                      frames_from(" → ".join(frames), through, sep=" → ")))
+    return sorted((r for r in rows if r.total_us > 0), key=lambda r: -r.total_us)
 
 
 # ---- Nsight Compute's raw metrics, and what limits a kernel -----------------------------------------------

@@ -11,7 +11,8 @@ from .device_ceilings import Throughput, spec_peak, throughput
 from . import mode
 from .mode import device_name
 from .paths import RESULTS_DIR, now
-from .timing import Timing, UserTiming, compare, fmt_ms, fmt_num
+from .timing import Timing, fmt_ms, fmt_num
+from .user_timing import UserTiming, compare
 
 SAVE_ENV = "COURSE_SAVE_RESULTS"  # "1": save_result writes (set by `python3 course.py execute`)
 
@@ -203,7 +204,7 @@ def record_comparison(notebook: str, size: str, times: dict, baseline: str, nbyt
                       flops: int | None = None, kind: str | None = None, baseline_name: str | None = None,
                       prefix: str = "", include_baseline: bool = True) -> list:
     """Record one comparison table through :func:`save_result`: ``times`` is ``{name: UserTiming}``
-    (as from :func:`~gpu_course.timing.compare`), ``baseline`` the library's name among them. Each
+    (as from :func:`~gpu_course.user_timing.compare`), ``baseline`` the library's name among them. Each
     row's kernel is ``prefix + name``; the baseline's row is recorded alone (``include_baseline``),
     every other row against it under ``baseline_name`` (default: ``baseline``), each with its time per
     step in a loop and CPU time per call, and its rate from ``nbytes`` or ``flops`` (with ``kind``, as
@@ -235,7 +236,7 @@ def record_comparison(notebook: str, size: str, times: dict, baseline: str, nbyt
 def compare_and_record(notebook: str, size: str, fns: dict, *args, baseline: str | None = None,
                        nbytes: int | None = None, flops: int | None = None, kind: str | None = None,
                        baseline_name: str | None = None, prefix: str = "", **kwargs) -> dict:
-    """:func:`~gpu_course.timing.compare` (time each of ``fns`` three ways, print the table), then
+    """:func:`~gpu_course.user_timing.compare` (time each of ``fns`` three ways, print the table), then
     :func:`record_comparison` of its rows. Returns ``{name: UserTiming}``."""
     times = compare(fns, *args, baseline=baseline, **kwargs)
     record_comparison(notebook, size, times, baseline if baseline is not None else next(iter(fns)),

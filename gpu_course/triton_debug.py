@@ -21,6 +21,7 @@ import contextlib
 import io
 from collections import Counter
 
+from .interpose import triton as _triton
 from .mode import ON_GPU, synchronize
 
 
@@ -30,30 +31,19 @@ class Interpreted:
     and back after it, as ``TRITON_INTERPRET=1`` does. See :func:`interpreted`."""
 
     def __init__(self, kernel):
-        import triton
-        from triton.runtime.interpreter import InterpretedFunction
-
         from . import triton_check
 
         triton_check.install()  # an access outside a tensor raises TritonOutOfBounds, here as in cpu mode
         if isinstance(kernel, Interpreted):
             kernel = kernel.kernel
-        if not isinstance(kernel, InterpretedFunction):
-            fn = getattr(kernel, "fn", None)
-            if not isinstance(kernel, triton.runtime.JITFunction) or not callable(fn):
-                raise TypeError(f"interpreted: give a @triton.jit kernel, got {type(kernel).__name__}")
-            kernel = InterpretedFunction(fn)
-        self.kernel = kernel
-        self.__name__ = kernel.fn.__name__
+        self.kernel = _triton.interpreted_function(kernel)
+        self.__name__ = self.kernel.fn.__name__
 
     def __getitem__(self, grid):
-        import triton
-
         launch = self.kernel[grid]
 
         def run(*args, **kwargs):
-            with triton.knobs.runtime.scope():  # as under TRITON_INTERPRET=1, for this launch only
-                triton.knobs.runtime.interpret = True
+            with _triton.interpreting():  # as under TRITON_INTERPRET=1, for this launch only
                 try:
                     return launch(*args, **kwargs)
                 except Exception as e:

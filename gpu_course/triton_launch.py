@@ -24,17 +24,10 @@ was written for (3.x: ``run(gridX, gridY, gridZ, stream, function, *args)``). An
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 
-from .launches import recording as _recording
+from .interpose import triton as _triton
 from .mode import ON_GPU
-
-try:
-    from triton import knobs as _knobs
-except ImportError:  # a Triton without knobs (before 3.4): no launch hooks to honour
-    _knobs = None
 
 __all__ = ["Launcher", "int_kind", "aligned", "through_jit", "direct_allowed"]
 
@@ -65,17 +58,6 @@ def aligned(t: torch.Tensor) -> bool:
     if torch.compiler.is_compiling():
         return True
     return t.data_ptr() % 16 == 0
-
-
-def _launcher_fits(ck) -> bool:
-    """Whether ``ck.run`` is the launcher this module calls: ``(gridX, gridY, gridZ, stream, function,
-    *args)`` with ``args`` = packed metadata, launch metadata, enter hook, exit hook, the kernel's
-    arguments (Triton 3.x)."""
-    try:
-        params = list(inspect.signature(ck.run).parameters)
-    except (TypeError, ValueError):
-        return False
-    return params == ["gridX", "gridY", "gridZ", "stream", "function", "args"] and hasattr(ck, "packed_metadata")
 
 
 class Launcher:
@@ -117,13 +99,13 @@ class Launcher:
         if hit is None:
             ck = self.kernel[grid](*args, **constexprs)   # compiles if need be, and launches
             names = self.kernel.arg_names[len(args):]
-            if ck is not None and _launcher_fits(ck) and all(n in constexprs for n in names):
+            if ck is not None and _triton.compiled_launcher_fits(ck) and all(n in constexprs for n in names):
                 self._compiled[full] = (ck, tuple(constexprs[n] for n in names))
             return ck
         ck, tail = hit
         g = tuple(grid) + (1, 1)
         stream = torch._C._cuda_getCurrentRawStream(dev)
-        ck.run(g[0], g[1], g[2], stream, ck.function, ck.packed_metadata, None, None, None, *args, *tail)
+        _triton.run_compiled(ck, g, stream, args + tail)
         self.direct += 1
         return ck
 
@@ -132,7 +114,8 @@ def direct_allowed() -> bool:
     """Whether a launch may bypass ``kernel[grid]`` here and now (the module docstring's conditions):
     on a GPU, not while ``torch.compile`` traces, outside :class:`through_jit`, a ``utils.launches``
     block and launch hooks."""
-    return not torch.compiler.is_compiling() and ON_GPU and _DIRECT[0] and not _recording() and not _hooks_set()
+    return not torch.compiler.is_compiling() and ON_GPU and _DIRECT[0] and not _triton.listening("launch", "launched") \
+        and not _triton.launch_hooks_set()
 
 
 class through_jit:
@@ -151,19 +134,3 @@ class through_jit:
 
     def __exit__(self, *exc):
         _DIRECT[0] = self._was
-
-
-def _hook_set(hook) -> bool:
-    """Whether a launch hook of ``triton.knobs.runtime`` does anything: None, or an empty ``HookChain``
-    (what recent Tritons hold when nobody added a hook), does not."""
-    if hook is None:
-        return False
-    calls = getattr(hook, "calls", None)
-    return bool(calls) if isinstance(calls, list) else True
-
-
-def _hooks_set() -> bool:
-    if _knobs is None:
-        return False
-    rt = _knobs.runtime
-    return _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook)

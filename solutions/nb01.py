@@ -34,7 +34,7 @@ CHEATS = {
         "the write forgotten": (
             "flops_to_compute_bound = lambda tflops, gbs, dtype, inputs: "
             "tflops * 1e12 / (gbs * 1e9) * inputs * dtype.itemsize"),
-        "the course's reference called": "flops_to_compute_bound = timing.flops_per_element_at_ridge",
+        "the course's reference called": "flops_to_compute_bound = timing_exercises.flops_per_element_at_ridge",
     },
     "ex01-2-answer": {
         "section 2b's wall_ms for both": "two_clocks = lambda fn: (wall_ms(fn), wall_ms(fn))",
@@ -74,6 +74,6 @@ def two_clocks(fn):
         "the full mean's count (the one-number write ignored)": "mean_bytes = lambda t, dim: t.nbytes",
         "fp32 assumed": "mean_bytes = lambda t, dim: (t.numel() + t.numel() // t.shape[dim]) * 4",
         "the wrong dimension kept": "mean_bytes = lambda t, dim: (t.numel() + t.shape[dim]) * t.element_size()",
-        "the course's reference called": "mean_bytes = timing.reduction_bytes",
+        "the course's reference called": "mean_bytes = timing_exercises.reduction_bytes",
     },
 }

@@ -186,7 +186,7 @@ CHEATS = {
         "b FLOP per byte instead of b / 2": "import math\nsmallest_tile = lambda f, b: 16 * math.ceil(f / b / 16)",
         "fp32 operands": "import math\nsmallest_tile = lambda f, b: 16 * math.ceil(4 * f / b / 16)",
         "rounded down": "smallest_tile = lambda f, b: max(16, 16 * int(2 * f / b // 16))",
-        "the course's own function": "smallest_tile = tc.smallest_square_tile",
+        "the course's own function": "smallest_tile = lesson.smallest_square_tile",
     },
 }
 

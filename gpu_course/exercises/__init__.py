@@ -19,7 +19,9 @@ Put the learner's code and the check in different cells: anything defined inside
 calls the check (or inside the function that calls it) is refused as an answer.
 
 The modules: :mod:`.runner` (``exercise``, ``hint``), :mod:`.provenance` (where an answer comes
-from), :mod:`.judging` (``kernel_exercise``), :mod:`.evidence` (the evidence checks),
+from), :mod:`.problem` (a kernel exercise as an object, :class:`KernelProblem`), :mod:`.judging`
+(``kernel_exercise``: the judging as a list of steps), :mod:`.kinds` (one module per kind of kernel:
+Triton, Numba, CUDA C), :mod:`.evidence` (the evidence checks),
 :mod:`.formulas` (``formula_exercise``), :mod:`.watching` (``watch_calls``, ``slow_work``); under
 them :mod:`.replay` and :mod:`.cuda_launch` (the course's own launch), :mod:`.cuda_evidence` and
 :mod:`.compiled` (what it executed, what was compiled) and :mod:`.guard` (what a check relies on).
@@ -31,10 +33,11 @@ from .evidence import (calls, differs_from, grid_is, launches_at_most, only_read
                        splits_work, threads_per_block, uses_shared_memory)
 from .formulas import formula_exercise
 from .judging import Attempt, Verdict, judge_kernel, kernel_exercise
+from .problem import KernelProblem
 from .runner import exercise, hint
 from .watching import Call, slow_work, watch_calls
 
-__all__ = ["exercise", "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "Verdict",
+__all__ = ["exercise", "kernel_exercise", "judge_kernel", "KernelProblem", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
            "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call",
            "shared_tiles", "splits_work", "shared_atomics"]

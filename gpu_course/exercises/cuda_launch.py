@@ -306,7 +306,7 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
     ``(output as the kernel wrote it, CudaExecution, memory)``. Raises :class:`CudaLaunchError`
     when the launch cannot be made (with a message for the learner); errors of the kernel itself
     (an out-of-bounds access ...) propagate."""
-    from .replay import _Memory
+    from .replay import Memory
     calls = [c for c in launch.calls if c.name == name]
     if not calls:
         raise CudaLaunchError(f"the module recorded no launch configuration of {name} (it keeps no launch log)")
@@ -314,7 +314,7 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
     mod, fn = launcher(source, name)
     device = output.device.type
     tensors = _host_tensors(launch)
-    mem = _Memory(output, list(inputs))
+    mem = Memory(output, list(inputs))
     prepared = []
     for c in calls:
         if len(c.args) != len(params):

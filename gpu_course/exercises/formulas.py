@@ -8,8 +8,8 @@ import sys
 
 from ..launch import cdiv  # noqa: F401  (used by the doctest)
 from . import guard
-from .provenance import _check_scopes, _name_of, _py_function, _rebound
-from .runner import _first_line, _hint_note
+from .provenance import check_scopes, name_of, py_function, rebound
+from .runner import first_line, hint_note
 
 
 def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
@@ -36,11 +36,11 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
     ...                  [(1000,), (256,)], refuse=[cdiv])
     ❌ blocks of 256 for n items: not yet: for 1000 it calls cdiv, which computes the answer: work it out yourself
     """
-    note = _hint_note(title, hint)
+    note = hint_note(title, hint)
     if answer is None:
         print(f"⬜ {title}: not answered yet{note}")
         return
-    scopes = _check_scopes()
+    scopes = check_scopes()
     try:
         expect = [expected(*c) for c in cases]
         if len(cases) < 2 or len({repr(e) for e in expect}) < 2:
@@ -48,17 +48,17 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         if labels is not None and len(labels) != len(cases):
             raise ValueError(f"{len(labels)} labels for {len(cases)} cases")
     except Exception as e:  # noqa: BLE001
-        print(f"❌ {title}: the check is set up wrongly ({_first_line(e)})")
+        print(f"❌ {title}: the check is set up wrongly ({first_line(e)})")
         return
     names = list(labels) if labels is not None else [_args(c) for c in cases]
     # the check's function is refused as itself; the notebook's helpers also as copies of their code
-    refused = {c: _name_of(f) for f in (expected,) for c in [getattr(_py_function(f), "__code__", None)]
+    refused = {c: name_of(f) for f in (expected,) for c in [getattr(py_function(f), "__code__", None)]
                if c is not None}
-    refused.update({guard.code_key(c): _name_of(f) for f in refuse
-                    for c in [getattr(_py_function(f), "__code__", None)] if c is not None})
-    rebound = _rebound()
-    if rebound:
-        why = rebound
+    refused.update({guard.code_key(c): name_of(f) for f in refuse
+                    for c in [getattr(py_function(f), "__code__", None)] if c is not None})
+    rebound_now = rebound()
+    if rebound_now:
+        why = rebound_now
     elif not callable(answer):
         what = "number" if isinstance(answer, (int, float)) else type(answer).__name__
         why = (f"give a function of the question's parameters (e.g. lambda n: ...), not a {what}: "
@@ -66,7 +66,7 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
     elif answer is expected:
         why = "that is the function the check compares with: write your own"
     elif any(answer is f for f in refuse):
-        why = f"that is {_name_of(answer)}, which computes the answer: work it out yourself"
+        why = f"that is {name_of(answer)}, which computes the answer: work it out yourself"
     elif any(s.holds(answer) for s in scopes):
         why = "that function is defined inside the check cell: define it in your own cell above"
     else:
@@ -76,7 +76,7 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
                 got, called = _call_watching(answer, copy.deepcopy(c), refused)
                 got = copy.deepcopy(got)  # judged as returned, whatever happens to it later
             except Exception as err:  # noqa: BLE001
-                why = f"for {name} it raised {_first_line(err)}"
+                why = f"for {name} it raised {first_line(err)}"
                 break
             if called:
                 why = f"for {name} it calls {called}, which computes the answer: work it out yourself"
@@ -105,7 +105,7 @@ def _call_watching(fn, args, refused: dict):
 
     keys: dict = {}
 
-    own = getattr(_py_function(fn), "__code__", None)
+    own = getattr(py_function(fn), "__code__", None)
 
     def profiler(frame, event, arg):
         if event == "call" and not seen:

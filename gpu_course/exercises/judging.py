@@ -1,39 +1,32 @@
-"""Judging a kernel exercise (:func:`judge_kernel`, printed by :func:`kernel_exercise`): the learner's
-kernel of the asked kind ran (recorded by :mod:`gpu_course.launches`), the result is memory it wrote,
-the result matches a reference, the course's own launch of the kernel on fresh memory computes it too
-(:mod:`.replay` for Triton and Numba, :mod:`.cuda_launch` for CUDA C), and each evidence
-(:mod:`.evidence`) holds for the :class:`Attempt`."""
+"""Judging a kernel exercise (:func:`judge`, printed by :func:`kernel_exercise`) as a list of steps,
+:data:`STEPS`, each a small function of the :class:`Trial` under way that returns a reason (a string:
+"not yet: <reason>"; or a :class:`.problem.Verdict` where the line differs) or None; the judge runs them
+in order and reports the first reason. In order: the check is set up rightly, the answer is there and
+is the learner's own, the learner's kernel of the asked kind ran (recorded by
+:mod:`gpu_course.launches`), its inputs are unchanged, the result is memory it wrote, the result
+matches the reference, the course's own launch of the kernel on fresh memory computes it too, and each
+evidence (:mod:`.evidence`) holds for the :class:`Attempt`. What differs between kinds of kernel is
+asked of the kind (:mod:`.kinds`), never tested here."""
 from __future__ import annotations
 
 import ast
-import inspect
 import sys
-import textwrap
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
 from ..checking import CheckFailed, check
-from ..launches import Launch, LaunchLog, launches
-from . import guard
-from .provenance import (_KINDS, _SYNTAX, _check_scopes, _name_of, _provenance_problem, _py_function,
-                         _rebound)
-from .runner import _first_line, _hint_note
+from ..launches import Launch, LaunchLog
+from . import guard, kinds
+from .kinds import SetupError
+from .kinds.cuda import kernel_body
+from .kinds.python_code import function_tree
+from .problem import KernelProblem, Verdict
+from .provenance import check_scopes, name_of, provenance_problem, rebound
+from .runner import first_line, hint_note
 
-_COURSE_DIR = Path(__file__).resolve().parent.parent  # where the course's own .cu kernels are
-
-
-@dataclass
-class Verdict:
-    """What a check found: ``ok`` is True (passed), False (refused) or None (not answered);
-    ``lines`` are what :func:`kernel_exercise` prints."""
-    ok: bool | None
-    lines: list[str]
-
-    def __str__(self):
-        return "\n".join(self.lines)
+__all__ = ["Attempt", "Trial", "Verdict", "KernelProblem", "STEPS", "judge", "judge_kernel", "kernel_exercise",
+           "same_values", "same_bytes", "mode_on_gpu"]
 
 
 @dataclass
@@ -49,475 +42,264 @@ class Attempt:
     source: str | None = None
     execution: object = None  # what ran in the course's own launch (replay.Execution, cuda_launch.CudaExecution)
     replayed: torch.Tensor | None = None  # the output of the course's own launch
-    _trees: dict = field(default_factory=dict)
+    trees: dict = field(default_factory=dict)
 
     def functions(self) -> list:
         """The learner's launched kernels as Python functions (Triton, Numba), once each."""
-        out = []
-        for L in self.launches:
-            if L.fn is not None and all(L.fn is not f for f in out):
-                out.append(L.fn)
-        return out
+        return kinds.get(self.kind).functions(self)
 
     def tree(self, fn) -> ast.FunctionDef:
         """The AST of kernel function ``fn`` (its source from ``inspect.getsource``)."""
-        if fn not in self._trees:
-            self._trees[fn] = _function_tree(fn)
-        return self._trees[fn]
+        if fn not in self.trees:
+            self.trees[fn] = function_tree(fn)
+        return self.trees[fn]
 
     def cuda_body(self) -> list:
         """Tokens of the body of CUDA C kernel ``name`` in ``source``."""
-        return _cuda_kernel_body(self.source or "", self.name)
+        return kernel_body(self.source or "", self.name)
 
 
-def _function_tree(fn) -> ast.FunctionDef:
-    src = textwrap.dedent(inspect.getsource(fn))
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node
-    raise ValueError(f"no function definition in the source of {fn!r}")
+@dataclass
+class Trial:
+    """One judging under way: the ``problem``, the ``answer``, the ``scopes`` running the check, and
+    what the steps found so far (each step reads what the ones before it set)."""
+    problem: KernelProblem
+    answer: object
+    scopes: list
+    kind: kinds.Kind | None = None
+    kname: str | None = None          # the kernel's name, when the problem names it
+    kernel_object: object = None      # the kernel object, when the problem gives one
+    source: str | None = None         # CUDA C
+    module: object = None             # CUDA C: the built module
+    kernels: dict = field(default_factory=dict)
+    host_torch: object = None         # CUDA C: what torch did in the host functions
+    ref: object = None
+    inputs: list = field(default_factory=list)
+    seen: LaunchLog | None = None
+    out: object = None
+    mine: list = field(default_factory=list)
+    last: Launch | None = None
+    label: str = ""
+    execution: object = None
+    replayed: object = None
+
+    @property
+    def value_name(self) -> str:
+        return self.problem.name or self.label
 
 
-def _dotted(node) -> str:
-    """``cuda.shared.array`` for the expression ``cuda.shared.array`` ("" if not a name chain)."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else node.attr
-    return ""
-
-
-def _called_names(tree) -> set[str]:
-    return {_dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)} - {""}
-
-
-def _is_stub(tree) -> bool:
-    """A body of only ``pass``, ``...`` and strings: the starter, not yet written."""
-    return all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-               for s in tree.body)
-
-
-def _cuda_kernels(source: str) -> dict[str, list]:
-    """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source`` (read once:
-    the same parse as ``get_sig`` and ``load_cuda``'s)."""
-    from ..cuda.parsed import parse
-    return parse(source).kernel_bodies
-
-
-def _cuda_kernel_body(source: str, name: str) -> list:
-    return _cuda_kernels(source).get(name, [])
-
-
-_COURSE_BODIES: dict = {}  # a course file's path -> ((mtime, size), [the token texts of each kernel body])
-
-
-def _course_kernel_bodies(path: Path) -> list:
-    """The token texts of each ``__global__`` body in the course file ``path`` (read again only
-    when the file changed)."""
-    from ..cuda.parsed import ParsedSource
-    try:
-        st = path.stat()
-        stamp = (st.st_mtime_ns, st.st_size)
-        if path not in _COURSE_BODIES or _COURSE_BODIES[path][0] != stamp:
-            kernels = ParsedSource(path.read_text()).kernel_bodies  # not kept by parse(): only the bodies are
-            _COURSE_BODIES[path] = (stamp, [tuple(t.text for t in body) for body in kernels.values()])
-    except (OSError, UnicodeDecodeError):
-        return []
-    return _COURSE_BODIES[path][1]
-
-
-def _course_cuda_kernel(source: str, name: str) -> str | None:
-    """The course file holding a kernel with the same body as ``name`` in ``source``, if any."""
-    body = tuple(t.text for t in _cuda_kernel_body(source, name))
-    if not body:
-        return None
-    root = _COURSE_DIR
-    for path in sorted(root.rglob("*.cu*")):
-        if "emulation" in path.parts or path.suffix not in (".cu", ".cuh"):
-            continue
-        if body in _course_kernel_bodies(path):
-            return str(path.relative_to(root.parent))
+def _set_up(t: Trial):
+    p = t.problem
+    t.kind = kinds.get(p.kind)
+    if t.kind is None:
+        return Verdict(False, [f"❌ {p.title}: the check is set up wrongly: kind={p.kind!r}, not one of "
+                               f"{', '.join(kinds.names())}"])
+    t.kname = p.kernel if isinstance(p.kernel, str) else (name_of(p.kernel) if p.kernel is not None else None)
+    t.kernel_object = None if isinstance(p.kernel, str) else p.kernel
     return None
 
 
-def _evaluate(reference):
-    return reference() if callable(reference) and not isinstance(reference, torch.Tensor) else reference
+def _answered(t: Trial):
+    if t.answer is None:
+        return Verdict(None, [f"⬜ {t.problem.title}: not answered yet{hint_note(t.problem.title, t.problem.hint)}"])
+    return rebound()
+
+
+def _evidence_is_genuine(t: Trial):
+    for ev in t.problem.evidence:
+        if not guard.is_genuine(ev) and not any(s.holds(ev) for s in t.scopes):
+            return (f"{name_of(ev)} is not evidence the course made, nor a function of the check cell: "
+                    f"the check's evidence comes from utils (utils.grid_is(...), ...)")
+    return None
+
+
+def _learners_own(t: Trial):
+    """Where the answer and the named kernel come from."""
+    why = provenance_problem(t.answer, t.kind.answer, t.kind, t.scopes, t.problem.reference)
+    if why is None and t.kernel_object is not None:
+        why = provenance_problem(t.kernel_object, "kernel", t.kind, t.scopes)
+    return why
+
+
+def _prepared(t: Trial):
+    return t.kind.prepare(t)
+
+
+def _reference(t: Trial):
+    ref = t.problem.reference
+    try:
+        t.ref = ref() if callable(ref) and not isinstance(ref, torch.Tensor) else ref
+    except Exception as e:  # noqa: BLE001
+        return Verdict(False, [f"❌ {t.problem.title}: the check is set up wrongly (its reference raised "
+                               f"{first_line(e)})"])
+    return None
+
+
+def _ran(t: Trial):
+    """Run it, recording launches, with the inputs the check names kept by value."""
+    t.inputs = list(t.problem.inputs) + [x for ev in t.problem.evidence for x in getattr(ev, "inputs", ())]
+    before = [(x, x.detach().clone()) for x in t.inputs]
+    try:
+        with t.kind.recording(t) as seen:
+            t.seen = seen
+            t.out = t.kind.run(t)
+    except Exception as e:  # noqa: BLE001  the learner's code may fail in any way
+        return f"running it raised {first_line(e)}"
+    why = t.kind.after_run(t)
+    if why:
+        return why
+    for i, (x, was) in enumerate(before):
+        if not same_bytes(x, was):
+            return (f"running it changed input {i + 1} of the check (a {_describe(x)}): a kernel reads its "
+                    f"inputs and writes only its output")
+    return None
+
+
+def _learners_launches(t: Trial):
+    """The learner's launches of the asked kind."""
+    kind, kname = t.kind, t.kname
+    label = kname or f"your {kind.label} kernel"
+    syntax = kind.syntax.format(k=kname or "your_kernel")
+    t.mine, refused = kind.learner_launches(t)
+    if t.mine:
+        t.label = kname or t.mine[0].name or label
+        return None
+    if refused:
+        return refused[0][1]
+    others = [L for L in t.seen if L.kind != kind.key and L.finished]
+    if others:
+        o = others[0]
+        other = kinds.get(o.kind)
+        return (f"only a {other.label if other else o.kind} kernel ({o.name}) was launched: this exercise asks "
+                f"for a {kind.label} kernel, launched as {syntax}")
+    if kname is not None and t.seen.of(kind.key):
+        ran = ", ".join(sorted({str(L.name) for L in t.seen.of(kind.key)}))
+        return f"no launch of {kname} was recorded ({ran} ran instead): launch it with {syntax}"
+    return (f"no launch of {label} was recorded: the result came from somewhere else — "
+            f"launch the kernel with {syntax}")
+
+
+def _output_written(t: Trial):
+    """The output is memory the learner's kernel wrote, unchanged since."""
+    label, seen = t.label, t.seen
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(t.out, np.ndarray):
+        t.out = torch.from_numpy(t.out)
+    if not isinstance(t.out, torch.Tensor):
+        return (f"the result is a {type(t.out).__name__}, not a tensor: return the output tensor "
+                f"that {label} wrote")
+    if t.out.numel() == 0:
+        return "the result is an empty tensor"
+    if not seen.writers_of(t.out, among=t.mine):
+        return (f"the returned tensor is not memory {label} was given: it was computed "
+                f"afterwards (by torch?) — return the output tensor you passed to {label}")
+    t.last = seen.writers_of(t.out)[-1]
+    if t.last not in t.mine:
+        return f"after {label}, {t.last.name} was given the output too: the result must be what {label} wrote"
+    if seen.changed_since_launch(t.out, t.last):
+        return (f"the output changed after {label} wrote it: something (torch?) overwrote it "
+                f"afterwards — return what the kernel wrote")
+    t.label = t.kname or t.last.name or label  # the kernel that wrote the result, among several of the learner's
+    return None
+
+
+def _not_a_stub(t: Trial):
+    if t.kind.is_stub(t):
+        return Verdict(None, [f"⬜ {t.problem.title}: not answered yet: {t.label}'s body is still the "
+                              f"starter's `pass`{hint_note(t.problem.title, t.problem.hint)}"])
+    return None
+
+
+def _values_match(t: Trial):
+    p = t.problem
+    try:
+        check(t.out, t.ref, atol=p.atol, rtol=p.rtol, name=t.value_name)
+    except CheckFailed as e:
+        lines = str(e).splitlines()
+        return Verdict(False, [f"❌ {p.title}: not yet: {lines[0]}"] + [f"    {ln.strip()}" for ln in lines[1:]])
+    except Exception as e:  # noqa: BLE001  a shape or dtype the check cannot compare
+        return f"the result cannot be compared with the reference ({first_line(e)})"
+    return None
+
+
+def _own_launch(t: Trial):
+    """The course launches the learner's kernel itself, on fresh memory."""
+    why, t.replayed, t.execution = t.kind.own_launch(t)
+    return why
+
+
+def _method(t: Trial):
+    """Each evidence holds for the :class:`Attempt`."""
+    attempt = Attempt(t.kind.key, t.label, t.mine, t.seen, t.out, t.source, execution=t.execution,
+                      replayed=t.replayed)
+    for ev in t.problem.evidence:
+        try:
+            why = ev(attempt)
+        except SetupError as e:
+            return Verdict(False, [f"❌ {t.problem.title}: the check is set up wrongly ({e})"])
+        except Exception as e:  # noqa: BLE001  e.g. no source to read
+            return f"the method could not be checked ({first_line(e)})"
+        if why:
+            return why
+    return None
+
+
+STEPS = [_set_up, _answered, _evidence_is_genuine, _learners_own, _prepared, _reference, _ran,
+         _learners_launches, _output_written, _not_a_stub, _values_match, _own_launch, _method]
+
+
+def judge(problem: KernelProblem, answer, scopes) -> Verdict:
+    """Run :data:`STEPS` on ``answer`` to ``problem``; the first reason is the verdict, else ✅."""
+    t = Trial(problem, answer, scopes)
+    for step in STEPS:
+        why = step(t)
+        if isinstance(why, Verdict):
+            return why
+        if why:
+            return Verdict(False, [f"❌ {problem.title}: not yet: {why}"])
+    return Verdict(True, [f"✅ {problem.title}: correct (your {t.kind.label} kernel {t.label} wrote the result)"])
 
 
 def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
                  atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
-                 name: str | None = None, inputs=(), _scopes=None) -> Verdict:
+                 name: str | None = None, inputs=(), scopes=None) -> Verdict:
     """The verdict of :func:`kernel_exercise` (same arguments), without printing it."""
-    scopes = _check_scopes() if _scopes is None else _scopes
-    note = _hint_note(title, hint)
+    problem = KernelProblem(title, kind, run, reference, kernel, build, atol, rtol, tuple(evidence), hint, name,
+                            tuple(inputs))
+    return judge(problem, answer, check_scopes() if scopes is None else scopes)
 
-    def no(why: str) -> Verdict:
-        return Verdict(False, [f"❌ {title}: not yet: {why}"])
 
-    if kind not in _KINDS:
-        return Verdict(False, [f"❌ {title}: the check is set up wrongly: kind={kind!r}, not one of "
-                               f"{', '.join(_KINDS)}"])
-    if answer is None:
-        return Verdict(None, [f"⬜ {title}: not answered yet{note}"])
-    why = _rebound()
-    if why:
-        return no(why)
-    for ev in evidence:
-        if not guard.is_genuine(ev) and not any(s.holds(ev) for s in scopes):
-            return no(f"{_name_of(ev)} is not evidence the course made, nor a function of the check cell: "
-                      f"the check's evidence comes from utils (utils.grid_is(...), ...)")
-    Kind = _KINDS[kind]
-    what = "CUDA C source" if kind == "cuda" else "function or kernel"
-
-    # 1. where the answer and the named kernel come from
-    why = _provenance_problem(answer, what, kind, scopes, reference)
-    if why:
-        return no(why)
-    if kernel is not None and not isinstance(kernel, str):
-        why = _provenance_problem(kernel, "kernel", kind, scopes)
-        if why:
-            return no(why)
-    kname = kernel if isinstance(kernel, str) else (_name_of(kernel) if kernel is not None else None)
-    source, mod, kernels = None, None, {}
-    if kind != "cuda" and not callable(answer):
-        return no(f"hand in the {what} itself, not a {type(answer).__name__}: the check runs it")
-    if kind == "cuda":
-        if not isinstance(answer, str):
-            return no(f"hand in your CUDA C source as a string (utils.cuda_begin + r\"\"\"...\"\"\"), "
-                      f"not a {type(answer).__name__}")
-        source = answer
-        kernels = _cuda_kernels(source)
-        if kname is not None and kname not in kernels:
-            return no(f"your source has no __global__ kernel named {kname}: write one (the check "
-                      f"looks for its launches)")
-        if kname is not None:
-            where = _course_cuda_kernel(source, kname)
-            if where:
-                return no(f"{kname} is the course's own kernel from {where}: write your own")
-        from .cuda_launch import build_with_launcher  # cpu mode: the check's launcher in the same build
-        try:
-            mod = build(source) if kname is None else build_with_launcher(build, source, kname)
-        except Exception as e:  # noqa: BLE001  a build error is the learner's to fix
-            lines = str(e).strip().splitlines() or [type(e).__name__]
-            return Verdict(False, [f"❌ {title}: not yet: your source does not build:"]
-                           + [f"    {ln}" for ln in lines[:12]])
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype, device and bytes (False where they cannot be compared)."""
     try:
-        ref = _evaluate(reference)
-    except Exception as e:  # noqa: BLE001
-        return Verdict(False, [f"❌ {title}: the check is set up wrongly (its reference raised "
-                               f"{_first_line(e)})"])
-
-    # the inputs the check names (``inputs=`` and those of only_reads), kept by value
-    inputs = list(inputs) + [t for ev in evidence for t in getattr(ev, "inputs", ())]
-    before = [(t, t.detach().clone()) for t in inputs]
-
-    # 2. run it, recording launches (and, for CUDA C, what torch did inside the host functions)
-    host_torch = _HostTorch()
-    try:
-        with host_torch.watching(mod), launches(modules=[mod] if mod is not None else (), snapshot=True) as seen:
-            out = run(mod if kind == "cuda" else answer)
-    except Exception as e:  # noqa: BLE001  the learner's code may fail in any way
-        return no(f"running it raised {_first_line(e)}")
-    if kind == "cuda" and isinstance(out, torch.Tensor):
-        why = host_torch.problem(out)
-        if why:
-            return no(why)
-
-    for i, (t, was) in enumerate(before):
-        if not _same_bytes(t, was):
-            return no(f"running it changed input {i + 1} of the check (a {_describe(t)}): a kernel "
-                      f"reads its inputs and writes only its output")
-
-    # 3. the learner's launches of the asked kind
-    label = kname or f"your {Kind} kernel"
-    syntax = _SYNTAX[kind].format(k=kname or "your_kernel")
-    if kind == "cuda" and _module_name_of(mod) in seen.uncounted:
-        return no(f"cannot tell whether {label} ran: {seen.uncounted[_module_name_of(mod)]}")
-    mine, refused = [], []
-    for L in seen.of(kind):
-        if not L.finished:
-            continue
-        if kname is not None and L.name != kname:
-            continue
-        if kernel is not None and not isinstance(kernel, str) and L.fn is not _py_function(kernel):
-            continue
-        if kind == "cuda":
-            if L.kernel is mod and L.name in kernels:
-                mine.append(L)
-            continue
-        why = _provenance_problem(L.kernel, "kernel", kind, scopes)
-        (refused if why else mine).append((L, why) if why else L)
-    if not mine:
-        if refused:
-            return no(refused[0][1])
-        others = [L for L in seen if L.kind != kind and L.finished]
-        if others:
-            o = others[0]
-            return no(f"only a {_KINDS[o.kind]} kernel ({o.name}) was launched: this exercise asks "
-                      f"for a {Kind} kernel, launched as {syntax}")
-        if kname is not None and seen.of(kind):
-            ran = ", ".join(sorted({str(L.name) for L in seen.of(kind)}))
-            return no(f"no launch of {kname} was recorded ({ran} ran instead): launch it with "
-                      f"{syntax}")
-        return no(f"no launch of {label} was recorded: the result came from somewhere else — "
-                  f"launch the kernel with {syntax}")
-    label = kname or mine[0].name or label
-
-    # 4. the output is memory the learner's kernel wrote, unchanged since
-    if isinstance(out, tuple(_numpy_array_types())):
-        out = torch.from_numpy(out)
-    if not isinstance(out, torch.Tensor):
-        return no(f"the result is a {type(out).__name__}, not a tensor: return the output tensor "
-                  f"that {label} wrote")
-    if out.numel() == 0:
-        return no("the result is an empty tensor")
-    if not seen.writers_of(out, among=mine):
-        return no(f"the returned tensor is not memory {label} was given: it was computed "
-                  f"afterwards (by torch?) — return the output tensor you passed to {label}")
-    last = seen.writers_of(out)[-1]
-    if last not in mine:
-        return no(f"after {label}, {last.name} was given the output too: the result must be what "
-                  f"{label} wrote")
-    if seen.changed_since_launch(out, last):
-        return no(f"the output changed after {label} wrote it: something (torch?) overwrote it "
-                  f"afterwards — return what the kernel wrote")
-    label = kname or last.name or label  # the kernel that wrote the result, among several of the learner's
-    fns = [L.fn for L in mine if L.fn is not None]
-    try:
-        if fns and all(_is_stub(_function_tree(f)) for f in fns):
-            return Verdict(None, [f"⬜ {title}: not answered yet: {label}'s body is still the "
-                                  f"starter's `pass`{note}"])
-    except (OSError, TypeError, ValueError, SyntaxError):
-        pass  # no source to read: the value check below still judges it
-
-    # 5. the values
-    try:
-        check(out, ref, atol=atol, rtol=rtol, name=name or label)
-    except CheckFailed as e:
-        lines = str(e).splitlines()
-        return Verdict(False, [f"❌ {title}: not yet: {lines[0]}"]
-                       + [f"    {ln.strip()}" for ln in lines[1:]])
-    except Exception as e:  # noqa: BLE001  a shape or dtype the check cannot compare
-        return no(f"the result cannot be compared with the reference ({_first_line(e)})")
-
-    # 5b. the course launches the learner's kernel itself, on fresh memory
-    execution = replayed = None
-    if kind in ("triton", "numba"):
-        why, replayed, execution = _own_launch(mine, out, inputs, ref, atol, rtol, name or label, label)
-        if why:
-            return no(why)
-    else:
-        why, replayed, execution = _own_cuda_launch(source, label, last, out, inputs, ref, atol, rtol,
-                                                    name or label, host_torch.zeroed(out))
-        if why:
-            return no(why)
-
-    # 6. the method
-    attempt = Attempt(kind, label, mine, seen, out, source, execution=execution, replayed=replayed)
-    for ev in evidence:
-        try:
-            why = ev(attempt)
-        except _SetupError as e:
-            return Verdict(False, [f"❌ {title}: the check is set up wrongly ({e})"])
-        except Exception as e:  # noqa: BLE001  e.g. no source to read
-            return no(f"the method could not be checked ({_first_line(e)})")
-        if why:
-            return no(why)
-    return Verdict(True, [f"✅ {title}: correct (your {Kind} kernel {label} wrote the result)"])
-
-
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and _same_bytes(a, b)
+        return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and same_bytes(a, b)
     except Exception:  # noqa: BLE001
         return False
 
 
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal shape, dtype and bytes (so NaN equals NaN, and -0.0 is not 0.0)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(a.detach().contiguous().view(torch.uint8) if a.dim() else a.detach().reshape(1).view(torch.uint8),
-                       b.detach().contiguous().view(torch.uint8) if b.dim() else b.detach().reshape(1).view(torch.uint8))
+    raw = lambda x: x.detach().contiguous().view(torch.uint8) if x.dim() else x.detach().reshape(1).view(torch.uint8)  # noqa: E731
+    return torch.equal(raw(a), raw(b))
 
 
 def _describe(t: torch.Tensor) -> str:
     return f"{'×'.join(str(n) for n in t.shape) or 'scalar'} {str(t.dtype).replace('torch.', '')} tensor"
 
 
-def _own_launch(mine, out, inputs, ref, atol, rtol, name, label):
-    """The course's own launch of the learner's kernel(s) (:func:`.replay.replay`): the same
-    launches on fresh, poisoned memory. Returns (why not, or None; the replayed output; what ran)."""
-    from .replay import replay, written
-    try:
-        got, execution, mem = replay(mine, out, inputs)
-    except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
-        return f"the check launched {label} itself (your grid and arguments, on fresh memory) and it raised " \
-               f"{_first_line(e)}", None, None
-    why = _replayed_result(label, mem, got, ref, atol, rtol, name, "your grid and arguments", "function")
-    if why:
-        return why, got, execution
-    if len(mine) == 1 and execution.programs > 2:
-        L = mine[0]
-        unit = "program" if L.kind == "triton" else "block"
-        if execution.counted and L.kind == "triton":
-            idle = execution.programs - sum(1 for n in execution.stored.values() if n > 0)
-            if idle:
-                return (f"{idle} of the {execution.programs} programs of {label} stored nothing: split the "
-                        f"work so that each program computes and stores its own part"), got, execution
-        try:
-            one, _, _ = replay(mine, out, inputs, grid=(1, 1, 1))
-        except Exception as e:  # noqa: BLE001
-            return (f"the check launched {label} with a single {unit} and it raised {_first_line(e)}: "
-                    f"a {unit} must work on its own part, whatever the grid"), got, execution
-        n = int(written(one).sum())
-        if n >= out.numel():
-            return (f"launched alone, {unit} 0 of {label} wrote all {n} outputs, the work of the whole grid "
-                    f"of {execution.programs}: each {unit} must compute its own part, not loop over the "
-                    f"others'"), got, execution
-    return None, got, execution
-
-
-def _own_cuda_launch(source, label, launch, out, inputs, ref, atol, rtol, name, zeroed):
-    """The course's own launch of the learner's CUDA C kernel ``label`` (:func:`.cuda_launch.own_launch`):
-    the launches of it that the host call ``launch`` made, again, on fresh memory. Returns (why not,
-    or None; the output it wrote; what ran)."""
-    from .cuda_launch import CudaLaunchError, own_launch
-    try:
-        got, execution, mem = own_launch(source, label, launch, out, inputs, zeroed)
-    except CudaLaunchError as e:
-        return f"the check launches {label} itself and cannot: {e}", None, None
-    except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
-        return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
-                f"memory) and it raised {_first_line(e)}"), None, None
-    why = _replayed_result(label, mem, got, ref, atol, rtol, name, "your launch configuration and arguments",
-                           "host function")
-    return why, got, execution
-
-
-def _replayed_result(label, mem, got, ref, atol, rtol, name, launched, rest):
-    """Why the course's own launch of ``label`` (``launched``: what of the learner's it reused) does not
-    count, or None: it wrote into an input, or its output ``got`` is not the reference's."""
-    changed = mem.changed_inputs()
-    if changed:
-        return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
-                f"its inputs and writes only its output")
-    try:
-        check(got, ref, atol=atol, rtol=rtol, name=name)
-    except Exception as e:  # noqa: BLE001
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return (f"the check launched {label} itself ({launched}, on fresh memory, without the rest of your "
-                f"{rest}) and it did not compute the result: {first}")
-    return None
-
-
-# aten operators a host function may run: allocation, views, copies and conversions, zeroing
-_HOST_OPS_ALLOWED = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-    "new_zeros", "zero_", "fill_", "clone", "contiguous", "copy_", "_to_copy", "to", "view", "_unsafe_view",
-    "reshape", "_reshape_alias", "t", "transpose", "permute", "select", "slice", "as_strided", "alias",
-    "detach", "expand", "unsqueeze", "squeeze", "flatten", "narrow", "lift_fresh", "resize_", "sym_size",
-    "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "_local_scalar_dense", "set_",
-    "record_stream", "view_as", "unflatten", "split", "chunk", "unbind", "item",
-}
-
-
-class _HostTorch:
-    """What torch did inside a CUDA C module's host functions (aten operators, seen through a
-    TorchDispatchMode, which sees the operators C++ code calls too): a host function allocates,
-    checks and launches; it does not compute, and it does not write the output, except to zero it."""
-
-    def __init__(self):
-        self.ops: list[tuple[str, str, list, object]] = []  # (host function, op, storages written, fill value)
-
-    @contextmanager
-    def watching(self, mod):
-        if mod is None:
-            yield
-            return
-        from torch.utils._python_dispatch import TorchDispatchMode
-        log = self
-
-        class Mode(TorchDispatchMode):
-            host = ""
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                written = []
-                for i, a in enumerate(func._schema.arguments):
-                    if a.alias_info is not None and a.alias_info.is_write:
-                        v = args[i] if i < len(args) else kwargs.get(a.name)
-                        if isinstance(v, torch.Tensor):
-                            written.append(v.untyped_storage().data_ptr())
-                name = func._overloadpacket.__name__
-                value = args[1] if name == "fill_" and len(args) > 1 else None
-                log.ops.append((self.host, name, written, value))
-                return func(*args, **kwargs)
-
-        wrapped = []
-        for attr in dir(mod):
-            f = getattr(mod, attr)
-            if attr.startswith("_") or not callable(f) or isinstance(f, type):
-                continue
-
-            def host_call(*args, _f=f, _attr=attr, **kwargs):
-                mode = Mode()
-                mode.host = _attr
-                with mode:
-                    return _f(*args, **kwargs)
-            wrapped.append((attr, attr in getattr(mod, "__dict__", {}), f))
-            setattr(mod, attr, host_call)
-        try:
-            yield
-        finally:
-            for attr, had_own, f in reversed(wrapped):
-                if had_own:
-                    setattr(mod, attr, f)
-                else:
-                    delattr(mod, attr)
-
-    def zeroed(self, out: torch.Tensor) -> bool:
-        """Whether a host function zeroed the output's memory (``out.zero_()``, ``fill_(0)``): the
-        course's own launch of the kernel then starts from zeros too (a kernel that adds into it)."""
-        ptr = out.untyped_storage().data_ptr()
-        return any(ptr in written and (name == "zero_" or (name == "fill_" and type(value) in (int, float)
-                                                             and value == 0))
-                   for _, name, written, value in self.ops)
-
-    def problem(self, out: torch.Tensor) -> str | None:
-        """Why the host functions' use of torch is not allowed, or None."""
-        ptr = out.untyped_storage().data_ptr()
-        for host, name, written, value in self.ops:
-            zeroing = name == "zero_" or (name == "fill_" and type(value) in (int, float) and value == 0)
-            if ptr in written and not zeroing:
-                return (f"your host function {host} writes the output with torch (aten.{name}): the "
-                        f"result must be what your kernel wrote (a host function may only zero it first)")
-            if name not in _HOST_OPS_ALLOWED:
-                return (f"your host function {host} computes with torch (aten.{name}): the kernel must do "
-                        f"the work; a host function checks, allocates, zeroes and launches")
-        return None
-
-
-def _module_name_of(mod) -> str:
-    return getattr(mod, "__name__", None) or f"module@{id(mod):x}"
-
-
-def _numpy_array_types():
-    np = sys.modules.get("numpy")
-    return (np.ndarray,) if np is not None else ()
-
-
 def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,
                     atol: float = 1e-5, rtol: float = 1e-5, evidence=(), hint: str | None = None,
                     name: str | None = None, inputs=()) -> None:
     """Check a kernel exercise for its method as well as its numbers; print ⬜/✅/❌ and a
-    sentence that says what to do. Never raises.
+    sentence that says what to do. Never raises. (The exercise as an object: :class:`KernelProblem`.)
 
     * ``answer``: what the learner hands in: a function that launches their kernel and returns
       its output (``add_relu``), a kernel (``matmul_rect_numba``), or for ``kind="cuda"`` the
       CUDA C source, which ``build(source)`` turns into a module. None: not answered yet.
-    * ``kind``: "triton", "numba" or "cuda": the kind of kernel that must run.
+    * ``kind``: "triton", "numba" or "cuda" (or another kind registered in :mod:`.kinds`): the kind
+      of kernel that must run.
     * ``run(answer)`` (``run(module)`` for CUDA C): runs the exercise on the check's inputs and
       returns the output; outputs it allocates should come from ``utils.poisoned``.
     * ``reference``: the expected output (a tensor, or a function of no arguments returning one),
@@ -537,19 +319,11 @@ def kernel_exercise(title: str, answer, *, kind: str, run, reference, kernel=Non
     >>> kernel_exercise("a fused kernel", None, kind="triton", run=None, reference=None)
     ⬜ a fused kernel: not answered yet
     """
-    try:
-        verdict = judge_kernel(title, answer, kind=kind, run=run, reference=reference, kernel=kernel,
-                               build=build, atol=atol, rtol=rtol, evidence=evidence, hint=hint,
-                               name=name, inputs=inputs, _scopes=_check_scopes())
-    except Exception as e:  # noqa: BLE001  never raise from a check
-        verdict = Verdict(False, [f"❌ {title}: the check itself failed ({_first_line(e)})"])
-    print(verdict)
-
-
-class _SetupError(Exception):
-    """Evidence that does not apply to the exercise's kind: the check's fault, not the learner's."""
+    KernelProblem(title, kind, run, reference, kernel, build, atol, rtol, tuple(evidence), hint, name,
+                  tuple(inputs)).check(answer, check_scopes())
 
 
 def mode_on_gpu() -> bool:
+    """Whether the course runs on a GPU (read when asked: tests switch it)."""
     from .. import mode
     return mode.ON_GPU

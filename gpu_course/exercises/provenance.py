@@ -1,7 +1,7 @@
 """Where an answer comes from: the learner's own code, not a library's, the course's, the check's
-reference or a function defined inside the check cell (:func:`_provenance_problem`, the code running
-a check: :func:`_check_scopes`); and whether the check's own tools are still the originals
-(:func:`_rebound`)."""
+reference or a function defined inside the check cell (:func:`provenance_problem`, the code running
+a check: :func:`check_scopes`); and whether the check's own tools are still the originals
+(:func:`rebound`)."""
 from __future__ import annotations
 
 import sys
@@ -14,16 +14,13 @@ from . import guard
 _LIBRARIES = ("torch", "triton", "numba", "numba_cuda", "numpy", "builtins", "math", "operator",
               "functools")
 _COURSE = ("gpu_course", "utils")
-_KINDS = {"triton": "Triton", "numba": "Numba", "cuda": "CUDA C"}
-_SYNTAX = {"triton": "{k}[grid](...)", "numba": "{k}[blocks, threads](...)",
-           "cuda": "{k}<<<blocks, threads>>>(...) in your host function"}
 
 
 def _top(module: str | None) -> str:
     return (module or "").split(".")[0]
 
 
-def _py_function(obj):
+def py_function(obj):
     """The Python function under a kernel object: a Triton JITFunction / InterpretedFunction (also
     under autotune/heuristics wrappers), a Numba dispatcher or simulator kernel, or ``obj``."""
     for _ in range(8):
@@ -34,24 +31,13 @@ def _py_function(obj):
     return obj
 
 
-def _kind_of(obj) -> str | None:
-    """Which kind of kernel ``obj`` is: "triton", "numba", or None (not a kernel)."""
-    for klass in type(obj).__mro__:
-        mod = _top(klass.__module__)
-        if mod == "triton":
-            return "triton"
-        if mod in ("numba", "numba_cuda"):
-            return "numba"
-    return None
-
-
 def _module_of(obj) -> str:
-    fn = _py_function(obj)
+    fn = py_function(obj)
     return getattr(fn, "__module__", None) or getattr(obj, "__module__", None) or ""
 
 
-def _name_of(obj) -> str:
-    fn = _py_function(obj)
+def name_of(obj) -> str:
+    fn = py_function(obj)
     return getattr(fn, "__name__", None) or getattr(obj, "__name__", None) or type(obj).__name__
 
 
@@ -63,7 +49,7 @@ class _Scope:
     last: int
 
     def holds(self, obj) -> bool:
-        code = getattr(_py_function(obj), "__code__", None)
+        code = getattr(py_function(obj), "__code__", None)
         return (code is not None and code.co_filename == self.filename
                 and self.first <= code.co_firstlineno <= self.last)
 
@@ -77,7 +63,7 @@ def _is_cell(filename: str) -> bool:
     return filename.startswith("<ipython-input") or "ipykernel_" in filename
 
 
-def _check_scopes() -> list[_Scope]:
+def check_scopes() -> list[_Scope]:
     """The code that is running a check: the caller of the exercise helper and its callers in
     the same file (a test and its helpers), and the notebook cell around them (the ``<module>``
     frame of an IPython cell) if there is one."""
@@ -98,14 +84,16 @@ def _check_scopes() -> list[_Scope]:
     return scopes
 
 
-def _provenance_problem(obj, what: str, kind: str, scopes, reference=None) -> str | None:
-    """Why ``obj`` (an answer or a kernel) cannot be the learner's own work, or None."""
+def provenance_problem(obj, what: str, kind, scopes, reference=None) -> str | None:
+    """Why ``obj`` (an answer or a kernel) cannot be the learner's own work for an exercise of ``kind``
+    (a :class:`.kinds.Kind`), or None."""
+    from .kinds import kind_of
     if reference is not None and obj is reference:
         return (f"that is the reference the check compares with: hand in your own {what}, "
-                f"which launches your {_KINDS[kind]} kernel")
+                f"which launches your {kind.label} kernel")
     if not callable(obj):
         return None
-    name, module = _name_of(obj), _module_of(obj)
+    name, module = name_of(obj), _module_of(obj)
     if any(s.holds(obj) for s in scopes):
         return (f"{name} is defined inside the check cell: define it in your own cell above the "
                 f"check and hand that in")
@@ -113,15 +101,15 @@ def _provenance_problem(obj, what: str, kind: str, scopes, reference=None) -> st
         return f"{name} comes from the course package ({module}): write your own {what}"
     if _top(module) in _LIBRARIES:
         return (f"{name} is {module}'s, not yours: the exercise asks for a {what} that launches "
-                f"your own {_KINDS[kind]} kernel")
-    other = _kind_of(obj)
-    if other is not None and other != kind:
-        return (f"{name} is a {_KINDS[other]} kernel; this exercise asks for a {_KINDS[kind]} "
-                f"kernel, launched as {_SYNTAX[kind].format(k='kernel')}")
+                f"your own {kind.label} kernel")
+    other = kind_of(obj)
+    if other is not None and other is not kind:
+        return (f"{name} is a {other.label} kernel; this exercise asks for a {kind.label} "
+                f"kernel, launched as {kind.syntax.format(k='kernel')}")
     return None
 
 
-def _rebound() -> str | None:
+def rebound() -> str | None:
     """Why a check cannot be trusted now: a function of torch or of the course was reassigned."""
     name = guard.reassigned()
     if name:

@@ -15,7 +15,7 @@ counted per program, and the Numba simulator's shared arrays record which thread
 wrote and read them (:class:`Execution`); on a GPU the compiled code is what the evidence reads
 (see :mod:`.compiled`).
 
->>> m = _Memory(output=torch.zeros(3), inputs=[])
+>>> m = Memory(output=torch.zeros(3), inputs=[])
 >>> m.tensor(torch.zeros(2)).isnan().all().item()  # not the output, no inputs named: copied
 False
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -79,7 +79,7 @@ def _torch_dtype(np_dtype):
     return torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
 
 
-class _Memory:
+class Memory:
     """The check's memory for one replay: one replacement per storage the launches were given."""
 
     def __init__(self, output: torch.Tensor, inputs):
@@ -109,7 +109,7 @@ class _Memory:
             new, role = (pre if pre is not None else raw).clone(), "input"
         elif not self.named_inputs:
             new, role = raw.clone(), "input"
-        elif value_view is not None and any(_same_values(value_view, t) for t, _ in self.inputs):
+        elif value_view is not None and any(same_values(value_view, t) for t, _ in self.inputs):
             new, role = raw.clone(), "input"   # a copy of an input: the input, by value
         else:
             new, role = torch.full_like(raw, POISON), "scratch"
@@ -198,7 +198,7 @@ class _Memory:
         self._snap = {k: new.clone() for k, (new, role, name) in self.regions.items() if role == "input"}
 
 
-def _same_values(view: torch.Tensor, t: torch.Tensor) -> bool:
+def same_values(view: torch.Tensor, t: torch.Tensor) -> bool:
     try:
         return view.shape == t.shape and view.dtype == t.dtype and bool(torch.equal(view, t.detach()))
     except Exception:  # noqa: BLE001
@@ -209,98 +209,44 @@ def _same_values(view: torch.Tensor, t: torch.Tensor) -> bool:
 # Counting what runs (cpu mode)
 
 @contextmanager
-def _count_triton(ex: Execution):
-    """While open: the Triton interpreter counts stores and ``tl.dot`` calls per program."""
-    import sys
-    interp = sys.modules.get("triton.runtime.interpreter")
-    b = getattr(interp, "interpreter_builder", None)
-    if b is None:
-        yield
-        return
-    store, dot = b.create_masked_store, b.create_dot
-
-    def create_masked_store(ptrs, value, mask, *rest, **kwargs):  # the cache/eviction arguments vary by version
-        ex.stored[b.grid_idx] += int(mask.data.sum())
-        return store(ptrs, value, mask, *rest, **kwargs)
-
-    def create_dot(*args, **kwargs):
-        ex.dots[b.grid_idx] += 1
-        return dot(*args, **kwargs)
-    b.create_masked_store, b.create_dot = create_masked_store, create_dot
-    ex.counted = True
-    try:
-        yield
-    finally:
-        del b.create_masked_store, b.create_dot  # the class's methods again
-
-
-@contextmanager
-def _count_numba(ex: Execution):
-    """While open: the Numba simulator's shared arrays record which threads wrote and read them,
-    and its barriers count per thread."""
-    import sys
-    api = sys.modules.get("numba.cuda.simulator.kernelapi")
-    kern = sys.modules.get("numba.cuda.simulator.kernel")
-    if api is None or kern is None:
-        yield
-        return
-    import numpy as np
-
-    from ..simulator_fix import block_array
-
-    def numpy_dtype(dtype):
-        from numba.core import types
-        from numba.np import numpy_support
-        return numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype
-    array, sync = api.FakeCUDAShared.array, kern.BlockThread.syncthreads
+def counting(ex: Execution):
+    """While open (cpu mode), ``ex`` counts what runs, from the events of :mod:`gpu_course.interpose`:
+    the Triton interpreter's stores and ``tl.dot`` calls per program, which threads of which block
+    wrote and read each Numba shared array, and the barriers each Numba thread passed."""
+    from ..interpose import numba as numba_events
+    from ..interpose import triton as triton_events
     lock = threading.Lock()
 
-    def who():
-        t = threading.current_thread()
-        b, th = getattr(t, "blockIdx", None), getattr(t, "threadIdx", None)
-        return (tuple(b), tuple(th)) if b is not None else None
+    def stored(ev):
+        if ev.op == "store" and ev.mask is not None:
+            ex.stored[ev.builder.grid_idx] += int(ev.mask.data.sum())
 
-    class Counted(np.ndarray):
-        def __getitem__(self, key):
-            use, w = getattr(self, "_use", None), who()
-            if use is not None and w is not None:
-                with lock:
-                    use.readers.add(w)
-            return np.ndarray.__getitem__(self, key)
+    def dot(ev):
+        ex.dots[ev.builder.grid_idx] += 1
 
-        def __setitem__(self, key, value):
-            use, w = getattr(self, "_use", None), who()
-            if use is not None and w is not None:
-                with lock:
-                    use.writers.add(w)
-            return np.ndarray.__setitem__(self, key, value)
+    def shared(ev):
+        ex.shared.setdefault(ev.site, SharedUse(ev.shape))
 
-    def shared_array(self, shape, dtype):
-        # the simulator tells its arrays apart by the line that declares them (its caller): the
-        # same here, one frame further up
-        f = sys._getframe(1)
-        caller = (f.f_code.co_filename, f.f_lineno)
-        if shape == 0:
-            res = array(self, shape, dtype)
-        else:   # under the simulator fix's lock: one array per block, whatever thread comes first
-            res = block_array(self, caller, shape, numpy_dtype(dtype))
-        use = ex.shared.setdefault(caller, SharedUse(tuple(res.shape)))
-        view = res.view(Counted)
-        view._use = use
-        return view
-
-    def syncthreads(self):
-        w = who()
-        if w is not None:
+    def access(ev):
+        use = ex.shared.get(ev.site)
+        if use is not None:
             with lock:
-                ex.barriers[w] += 1
-        return sync(self)
-    api.FakeCUDAShared.array, kern.BlockThread.syncthreads = shared_array, syncthreads
-    ex.counted = True
+                (use.writers if ev.op == "store" else use.readers).add((ev.block, ev.thread))
+
+    def barrier(ev):
+        with lock:
+            ex.barriers[(ev.block, ev.thread)] += 1
+    wanted = [(triton_events, "access", stored), (triton_events, "dot", dot), (numba_events, "shared", shared),
+              (numba_events, "access", access), (numba_events, "barrier", barrier)]
+    subs = []
     try:
-        yield
+        for bus, event, handler in wanted:
+            subs.append((bus, bus.subscribe(event, handler)))
+        ex.counted = True
+        yield ex
     finally:
-        api.FakeCUDAShared.array, kern.BlockThread.syncthreads = array, sync
+        for bus, sub in reversed(subs):
+            bus.unsubscribe(sub)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -311,56 +257,34 @@ class ReplayError(Exception):
 
 
 def replay(launches, output: torch.Tensor, inputs=(), grid=None):
-    """Launch the learner's recorded ``launches`` (Triton or Numba) again, in order, on the check's
-    memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
+    """Launch the learner's recorded ``launches`` again, in order, each by its kind's ``launch_again``
+    (:mod:`.kinds`: Triton, Numba), on the check's memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
     grid shows how the work is split). Returns ``(output, execution, memory)``: the output as the
-    replay wrote it, what ran (:class:`Execution`), and the :class:`_Memory` used."""
-    mem = _Memory(output, list(inputs))
+    replay wrote it, what ran (:class:`Execution`), and the :class:`Memory` used."""
+    from . import kinds
+    mem = Memory(output, list(inputs))
     calls = []
     for L in launches:
-        if L.kind not in ("triton", "numba"):
+        kind = kinds.get(L.kind)
+        if not callable(getattr(kind, "launch_again", None)):
             raise ReplayError(f"a {L.kind} launch is not replayed here")
         args = [mem.substitute(a, f"argument {i}") for i, a in enumerate(L.args)]
         kwargs = {k: mem.substitute(v, k) for k, v in L.kwargs.items()}
-        calls.append((L, args, kwargs))
+        calls.append((kind, L, args, kwargs))
     out = mem.output_view(output)
     mem.freeze_inputs()
     ex = Execution()
-    counting = []
-    if not mode.ON_GPU:
-        counting = [_count_triton(ex), _count_numba(ex)]
-    with _all(counting):
-        for L, args, kwargs in calls:
+    with counting(ex) if not mode.ON_GPU else nullcontext():
+        for kind, L, args, kwargs in calls:
             g = tuple(grid) if grid is not None else L.grid
             if g is None:
                 raise ReplayError(f"the grid of {L.name}'s launch was not recorded")
             ex.programs += g[0] * g[1] * g[2]
-            if L.kind == "triton":
-                got = L.kernel.run(*args, grid=g, warmup=False, **kwargs)
-                if got is not None and hasattr(got, "asm"):
-                    ex.compiled.append(got)
-            else:
-                ex.threads = L.block[0] * L.block[1] * L.block[2]
-                L.kernel[g, L.block](*args)
-                for bx in range(g[0]):
-                    for by in range(g[1]):
-                        for bz in range(g[2]):
-                            ex.blocks.add((bx, by, bz))
+            kind.launch_again(L, args, kwargs, g, ex)
     mode.synchronize()
-    if mode.ON_GPU and any(L.kind == "numba" for L in launches):
-        from numba import cuda
-        cuda.synchronize()
+    for kind in {id(k): k for k, _, _, _ in calls}.values():
+        kind.finish_launches()
     return out, ex, mem
-
-
-@contextmanager
-def _all(managers):
-    if not managers:
-        yield
-        return
-    with managers[0]:
-        with _all(managers[1:]):
-            yield
 
 
 def written(out: torch.Tensor) -> torch.Tensor:

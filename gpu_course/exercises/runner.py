@@ -4,7 +4,7 @@ registered by a check and printed by :func:`hint`."""
 from __future__ import annotations
 
 from ..launch import cdiv  # noqa: F401  (used by the doctest)
-from .provenance import _check_scopes, _name_of, _rebound
+from .provenance import check_scopes, name_of, rebound
 
 
 _HINTS: dict[str, str] = {}
@@ -24,25 +24,25 @@ def exercise(title: str, answer, check, hint: str = "") -> None:
     >>> exercise("blocks for 1000 items", 3, lambda a: a == cdiv(1000, 256), hint="round up")
     ❌ blocks for 1000 items: not yet (utils.hint('blocks for 1000 items') prints a hint)
     """
-    note = _hint_note(title, hint)
+    note = hint_note(title, hint)
     if answer is None:
         print(f"⬜ {title}: not answered yet{note}")
         return
-    why = _rebound()
+    why = rebound()
     if why:
         print(f"❌ {title}: not yet: {why}")
         return
-    if callable(answer) and any(s.holds(answer) for s in _check_scopes()):
-        print(f"❌ {title}: not yet: {_name_of(answer)} is defined inside the check cell: define it "
+    if callable(answer) and any(s.holds(answer) for s in check_scopes()):
+        print(f"❌ {title}: not yet: {name_of(answer)} is defined inside the check cell: define it "
               f"in your own cell above the check and hand that in")
         return
     try:
         ok = check(answer)
         why = ""
     except AssertionError as e:  # an assert of the check: its message says what is wrong
-        ok, why = False, (str(e).strip().splitlines() or [""])[0] or _first_line(e)
+        ok, why = False, (str(e).strip().splitlines() or [""])[0] or first_line(e)
     except Exception as e:  # the learner's answer may fail in any way: report, do not raise
-        ok, why = False, _first_line(e)
+        ok, why = False, first_line(e)
     if ok is None or ok:
         print(f"✅ {title}: correct")
     else:
@@ -64,7 +64,7 @@ def hint(title: str) -> None:
         print(f"no hint for {title!r}: run its check cell first (hints so far: {known})")
 
 
-def _hint_note(title: str, text: str | None) -> str:
+def hint_note(title: str, text: str | None) -> str:
     if not text:  # a hint kept out of the notebook, in the package (hints.py), if there is one
         from .hints import HINTS
         text = HINTS.get(title)
@@ -74,6 +74,6 @@ def _hint_note(title: str, text: str | None) -> str:
     return f" (utils.hint({title!r}) prints a hint)"
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     first = (str(e).strip().splitlines() or [""])[0]
     return f"{type(e).__name__}: {first}".rstrip(": ")

@@ -16,6 +16,11 @@ source (``utils.show_source`` for Triton, ``cuda_source`` for CUDA C) and ``benc
 * ``elementwise``: notebook 03's CUDA C square and GeLU, one file per step in ``cuda/elementwise/``
 * ``reductions``: notebook 09's CUDA C sums (a ladder, ``cuda/reduce/``), scans, histograms and image
   kernels, one file per step
+* ``ladder``: what the four CUDA C ladders above share, declared once (rungs, files, configurations;
+  source, build, the rungs that run here, autotuning)
+
+What a notebook measures these kernels with (tables, recordings, ladders timed a step at a time, profiler
+readings) is not here but in :mod:`gpu_course.lessons`.
 
 The CUDA C files under ``cuda/`` each compile on their own (``nvcc -c``, an editor's language server),
 as llm.c's ``dev/cuda/`` files do: each has an include guard and includes ``cuda/common.cuh`` (the prelude

@@ -14,8 +14,7 @@ Notebook 03 prints the files and builds them; ``bench/elementwise.py`` builds th
 """
 from __future__ import annotations
 
-from ..cuda import get_sig, load_cuda
-from . import cuda_unit
+from .ladder import Ladder
 
 STEPS = {"naive": "elementwise/01_naive.cu", "vec": "elementwise/02_vec.cu",
          "fast": "elementwise/03_fast.cu"}
@@ -28,11 +27,16 @@ def _upto(step: str) -> list:
     return names[:names.index(step) + 1]
 
 
+# The steps as a ladder: a step's file includes the steps before it, so a build of one step is that file.
+LADDER = Ladder("elementwise", {s: f"step {s}" for s in STEPS}, lambda step: [STEPS[step]],
+                lambda steps: functions(steps[-1]))
+
+
 def source(upto: str = "fast") -> str:
     """The file of step ``upto`` with what it includes (``cuda_begin`` and the steps before it), ready
     for ``load_cuda``."""
     _upto(upto)  # checks the name
-    return cuda_unit(STEPS[upto])
+    return LADDER.source([upto])
 
 
 def functions(upto: str = "fast") -> list:
@@ -42,5 +46,5 @@ def functions(upto: str = "fast") -> list:
 
 def build(upto: str = "fast", **load_cuda_kwargs):
     """Build (or load from the cache) the steps up to ``upto``: a module with :func:`functions`."""
-    src, funcs = source(upto), functions(upto)
-    return load_cuda(src, "\n".join(get_sig(f, src) for f in funcs), funcs, **load_cuda_kwargs)
+    _upto(upto)  # checks the name
+    return LADDER.build([upto], **load_cuda_kwargs)

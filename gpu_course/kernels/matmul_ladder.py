@@ -35,11 +35,12 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from ..checking import check, dot_tol, poisoned
-from ..cuda import cxx, get_sig, load_cuda
-from ..mode import ON_GPU, fits_shared_memory, gpu_supports
-from ..timing import Timing, bench as _bench, fmt_ms
-from . import CUDA_DIR, cuda_ints, cuda_source, cuda_unit
+from ..checking import dot_tol
+from ..cuda import cxx
+from ..hardware import fits_shared_memory, gpu_supports
+from ..timing import bench as _bench
+from . import cuda_ints, cuda_source
+from .ladder import Ladder, Tuned, numbered
 
 # The name each rung is reported under (notebook 04 records its results with these).
 RUNGS = {1: "rung 1 naive, x->row", 2: "rung 2 coalesced", 3: "rung 3 smem tiles 32x32",
@@ -77,10 +78,7 @@ FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", 
 
 def rung_file(rung: int) -> str:
     """The file (under ``gpu_course/kernels/cuda/``) that holds rung ``rung``'s kernels."""
-    found = sorted(CUDA_DIR.glob(f"matmul/{rung:02d}_*.cu"))
-    if rung not in RUNGS or len(found) != 1:
-        raise ValueError(f"rung_file: no rung {rung!r}; the ladder has rungs {sorted(RUNGS)}")
-    return str(found[0].relative_to(CUDA_DIR))
+    return LADDER.rung_file(rung)
 
 
 def launches(name: str, kernel: str) -> list:
@@ -192,6 +190,23 @@ def runs_here(rung: int, cfg: int = 0) -> tuple:
     return fits_shared_memory(rung10_shared_bytes(cfg), f"{RUNGS[10]} ({RUNG_CONFIGS[10][cfg]})")
 
 
+def _funcs(rungs) -> list:
+    """The host functions of a build: :data:`FUNCS` for the whole ladder, ``matmul_tiled`` for rung 3 alone."""
+    if rungs is None:
+        return list(FUNCS)
+    if list(rungs) == [3]:
+        return ["matmul_tiled"]
+    raise ValueError(f"matmul_ladder: build the whole ladder, or rung 3 alone; got rungs {rungs!r}")
+
+
+# The ladder: rung r is cuda/matmul/0r_*.cu; the whole ladder is the dispatcher, which includes every rung.
+LADDER = Ladder("matmul_ladder", RUNGS, numbered("matmul"), _funcs, RUNG_CONFIGS, runs_here,
+                whole=lambda: [DISPATCHER])
+# How print shows autotune_rung9's result.
+TUNED_STYLE = dict(shapes="every tile shape", cfg_width=2, name_width=38,
+                    cpu_note="cpu mode: cfg {best} took {t}; the emulation picked it, a GPU may not")
+
+
 def rungs_here() -> dict:
     """:data:`RUNGS` without the rungs whose default shape cannot run on this GPU (:func:`runs_here`),
     printing one line for each one left out (nothing where all run, as on an H100 or in cpu mode).
@@ -199,56 +214,24 @@ def rungs_here() -> dict:
     >>> set(rungs_here()) <= set(RUNGS)   # all ten on an H100, rungs 1 to 9 on a T4
     True
     """
-    out = {}
-    for rung, name in RUNGS.items():
-        ok, why = runs_here(rung)
-        if ok:
-            out[rung] = name
-        else:
-            print(why)
-    return out
+    return LADDER.rungs_here()
 
 
 def rung_source(rung: int) -> str:
     """The CUDA C of one rung, as notebook 04 prints it."""
-    return cuda_source(rung_file(rung)).rstrip()
+    return LADDER.rung_source(rung)
 
 
 def source(rungs=None) -> str:
     """The whole ladder, ready for ``load_cuda``: the dispatcher with what it includes (``cuda_begin``,
     then every rung's file in order; :func:`cuda_unit`). ``rungs=[3]`` gives rung 3 alone
     (``matmul_tiled``, no dispatcher), with the files it includes."""
-    if rungs is not None:
-        return cuda_unit(*(rung_file(r) for r in rungs))
-    return cuda_unit(DISPATCHER)
+    return LADDER.source(rungs)
 
 
 def build(**load_cuda_kwargs):
     """Build (or load from the cache) the whole ladder: a module with :data:`FUNCS`."""
-    src = source()
-    return load_cuda(src, "\n".join(get_sig(f, src) for f in FUNCS), FUNCS, **load_cuda_kwargs)
-
-
-class Tuned(NamedTuple):
-    """What :func:`autotune_rung9` found for one size: the fastest cfg and every cfg's row."""
-    size: tuple        # (h, w, k)
-    best: int          # the cfg to pass to matmul_rung_cfg(m, n, out, 9, cfg)
-    table: list        # one (cfg, name, Timing) per shape of RUNG9_SHAPES, in cfg order
-
-    def __str__(self):
-        h, w, k = self.size
-        lines = [f"rung 9 at h={h}, w={w}, k={k}: every tile shape checked against float64, then timed"]
-        for cfg, name, t in self.table:
-            tflops = f"{2 * h * w * k / t.median / 1e9:8.1f} TFLOP/s" if t.on_gpu else ""
-            lines.append(f"{'*' if cfg == self.best else ' '} cfg {cfg:2d} {name:38s} {fmt_ms(t.median):>10s} {tflops}")
-        lines.append(f"best: cfg {self.best} ({self.table[self.best][1]})")
-        if not self.table[self.best][2].on_gpu:
-            lines.append(f"cpu mode: cfg {self.best} took {self.table[self.best][2]}; the emulation picked it, "
-                         f"a GPU may not")
-        return "\n".join(lines)
-
-
-_TUNED: dict = {}  # (h, w, k) -> Tuned, for this process
+    return LADDER.build(**load_cuda_kwargs)
 
 
 def autotune_rung9(m, n, out=None, *, mod=None, bench=_bench, retune: bool = False) -> Tuned:
@@ -267,21 +250,11 @@ def autotune_rung9(m, n, out=None, *, mod=None, bench=_bench, retune: bool = Fal
     w = n.shape[1]
     if n.shape[0] != k:
         raise ValueError(f"autotune_rung9: m (h x k) and n (k x w) do not fit: {tuple(m.shape)} and {tuple(n.shape)}")
-    if (h, w, k) in _TUNED and not retune:
-        return _TUNED[h, w, k]
-    mod = build() if mod is None else mod
-    out = poisoned(h, w, device=m.device) if out is None else out
-    if not ON_GPU and bench is _bench:
-        bench = functools.partial(_bench, warmup=0, reps=1)
-    ref = m.double() @ n.double()
-    table = []
-    for cfg, shape in enumerate(RUNG9_SHAPES):
-        check(mod.matmul_rung_cfg(m, n, poisoned(h, w, device=m.device), 9, cfg), ref, **dot_tol(k),
-              name=f"rung 9 cfg {cfg} ({shape.name})")
-        t = bench(mod.matmul_rung_cfg, m, n, out, 9, cfg)
-        if not isinstance(t, Timing):
-            raise TypeError(f"autotune_rung9: bench must return a Timing, got {type(t).__name__}")
-        table.append((cfg, shape.name, t))
-    best = min(table, key=lambda row: row[2].median)[0]
-    _TUNED[h, w, k] = Tuned((h, w, k), best, table)
-    return _TUNED[h, w, k]
+    built = []
+
+    def call(o, cfg):
+        if not built:
+            built.append(build() if mod is None else mod)
+        return built[0].matmul_rung_cfg, (m, n, o, 9, cfg)
+    return LADDER.autotune(9, m, n, call, cfgs=range(len(RUNG9_SHAPES)), tol=dot_tol(k), who="autotune_rung9",
+                           out=out, bench=bench, retune=retune, style=TUNED_STYLE)

@@ -25,8 +25,8 @@ Host functions (every output is a tensor the caller passes, so checks can hand i
 """
 from __future__ import annotations
 
-from ..cuda import get_sig, load_cuda
-from . import COMMON, CUDA_DIR, cuda_files, cuda_ints, cuda_source, cuda_unit, listing as _listing
+from . import COMMON, cuda_files, cuda_ints, listing as _listing
+from .ladder import Ladder, numbered
 
 # The name each rung of the sum is reported under (notebook 09 records its results with these).
 RUNGS = {1: "rung 1 atomicAdd per element", 2: "rung 2 tree, divergent warps",
@@ -77,17 +77,20 @@ def launches(rung: int, n: int, blocks: int) -> dict:
     return {kernel: count}
 
 
+# The sum ladder: rung r is cuda/reduce/0r_*.cu; a build is the whole notebook's (:func:`files`: the dispatcher,
+# which includes every rung, then the scans, histograms and image kernels).
+LADDER = Ladder("reductions", RUNGS, numbered("reduce"), lambda rungs: list(FUNCS), whole=lambda: files(),
+                what="the sum ladder")
+
+
 def rung_file(rung: int) -> str:
     """The file (under ``gpu_course/kernels/cuda/``) that holds rung ``rung``'s kernel."""
-    found = sorted(CUDA_DIR.glob(f"reduce/{rung:02d}_*.cu")) if isinstance(rung, int) else []
-    if rung not in RUNGS or len(found) != 1:
-        raise ValueError(f"rung_file: no rung {rung!r}; the sum ladder has rungs {sorted(RUNGS)}")
-    return str(found[0].relative_to(CUDA_DIR))
+    return LADDER.rung_file(rung)
 
 
 def rung_source(rung: int) -> str:
     """The CUDA C of one rung of the sum, as notebook 09 prints it."""
-    return cuda_source(rung_file(rung)).rstrip()
+    return LADDER.rung_source(rung)
 
 
 def files() -> list:
@@ -99,18 +102,17 @@ def files() -> list:
 
 def source() -> str:
     """All of it, ready for ``load_cuda``: ``cuda_begin`` and every file, each after those it includes."""
-    return cuda_unit(*files())
+    return LADDER.source()
 
 
 def cpp_source(funcs=None) -> str:
     """The declarations of ``funcs`` (default :data:`FUNCS`) for ``load_cuda``'s ``cpp_src``."""
-    src = source()
-    return "\n".join(get_sig(f, src) for f in (FUNCS if funcs is None else funcs))
+    return LADDER.cpp_source(FUNCS if funcs is None else funcs, source())
 
 
 def build(**load_cuda_kwargs):
     """Build (or load from the cache) every kernel of notebook 09: a module with :data:`FUNCS`."""
-    return load_cuda(source(), cpp_source(), FUNCS, **load_cuda_kwargs)
+    return LADDER.build(**load_cuda_kwargs)
 
 
 # ------------------------------------------------------------------ decoupled look-back, walked through

@@ -13,15 +13,12 @@ shape (batch, heads, N, d).
   The forward saves one number per query row, the log-sum-exp (LSE) of its scores, from which the
   backward rebuilds the probabilities instead of storing them.
 * :func:`attention_forward_desc`: the same forward reading q, k and v through tensor descriptors (on
-  Hopper, TMA bulk copies), optionally warp-specialised; :func:`forward_ladder` measures it a step at a
-  time against the pointer kernel and SDPA's cuDNN backend (:func:`ladder_table`, :func:`registers`).
+  Hopper, TMA bulk copies), optionally warp-specialised or hand-pipelined, or on a persistent grid.
 
-Measured against PyTorch's own attentions (``scaled_dot_product_attention`` restricted to one backend:
-cuDNN, flash, memory-efficient, :data:`SDPA_BACKENDS`, those that run here from :func:`sdpa_baselines`)
-by :func:`errors_like_sdpa`, :func:`time_attention` (GPU time, time per step in a loop, CPU time per
-call), :func:`speed_table`, :func:`record_speed` and :func:`forward_memory`, and looked into by
-:func:`count_dots`, :func:`tensor_core_instructions` (PTX) and :func:`profiled_kernels`: the code that
-notebook 11 and ``bench/flash_attention.py`` share.
+This module holds the kernels, their configurations and their thin wrappers. What notebook 11 and
+``bench/flash_attention.py`` measure them with (PyTorch's own attentions, the speed and memory tables, the
+forward and backward ladders, PTX and profiler readings, Nsight Compute's counters) is in
+:mod:`gpu_course.lessons.attention`.
 
 Inside the Triton kernels exponentials are base 2 (``exp2(x * log2(e)) == exp(x)``, one instruction
 cheaper); the LSE handed out is in natural log. Scores and running statistics are fp32 whatever
@@ -37,20 +34,15 @@ True
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from ..checking import CheckFailed
 from ..launch import cdiv
-from ..device_ceilings import ceilings, spec_peak, throughput
-from ..mode import DEVICE, ON_GPU, by_mode, gpu_supports, shared_memory_per_block, sm_count
-from ..results import report, save_result, stored_results
-from ..timing import bench_user, fmt_ms
+from ..hardware import gpu_supports, shared_memory_per_block, sm_count
+from ..mode import DEVICE, ON_GPU, by_mode
 from .triton_matmul import dot_precision
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -251,7 +243,9 @@ def small_shared_memory() -> bool:
     """Whether this GPU gives a block less than :data:`SMALL_SMEM` of shared memory (a T4, or
     ``COURSE_FAKE_CC=7.5``); False in cpu mode.
 
-    >>> small_shared_memory() in (True, False)
+    >>> from gpu_course.hardware import acting_as
+    >>> with acting_as("7.5"):       # a T4's 64 KB a block: small on a GPU; cpu mode limits nothing
+    ...     small_shared_memory() == ON_GPU
     True
     """
     limit = shared_memory_per_block()
@@ -330,6 +324,16 @@ def _forward_buffers(q, k, v, name, alloc):
 
 _LAST_FORWARD = [None]   # the compiled kernel of the last forward launch (for :func:`registers`)
 _FORWARD_TUNER = [None]  # the autotuner the last autotuned forward went through (for :func:`tuned_configs`)
+
+
+def last_forward_kernel():
+    """The compiled kernel of the last forward launch (None before any; in the interpreter what the launch returned)."""
+    return _LAST_FORWARD[0]
+
+
+def last_forward_tuner():
+    """The autotuner the last autotuned forward went through (pointer or descriptor kernel's; None before any)."""
+    return _FORWARD_TUNER[0]
 
 
 def registers(ck=None):
@@ -575,25 +579,6 @@ def persist_config(d):
     return dict(desc_config(d), PERSIST=2 if d <= 64 else 1)
 
 
-@contextlib.contextmanager
-def _compiler_dumps_muted():
-    """Within: what C++ code writes to the process's standard error (file descriptor 2) is dropped. A
-    Triton compile that fails writes a page of MLIR there (a reproducer for Triton's developers), which
-    a notebook would show; :func:`forward_ladder` reports the failure in one line instead."""
-    import os
-    import sys
-    import tempfile
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
 def pipe_config(d):
     """The tile of ladder step 5 (:func:`_fwd_inner_pipelined`), which holds two blocks of scores at once: on the
     H100 (fp16, B4 H16 N4096) 128 x 64 with 8 warps and 4 stages at d <= 64, 128 x 128 with 8 warps and 2 stages
@@ -603,193 +588,6 @@ def pipe_config(d):
     if d <= 64:
         return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)
     return dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2)
-
-
-def _check_steps(steps, small, d, dtype, g, causal=False, backward=False):
-    """Run each of ``steps`` (``{name: function(q, k, v, do, alloc) -> tensors}``) once on inputs of ``small``
-    (B, H, N) into poisoned outputs and compare with float64 autograd: ``({name: ok}, {name: one-line reason})``;
-    a step whose compiler refuses it, or whose largest error exceeds 2e-3 (forward) or 2e-2 (gradients, which
-    sum over N), is reported instead."""
-    from ..checking import poisoned
-    cq, ck, cv, cdo = (torch.randn(*small, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(4))
-    ins = [t.double().requires_grad_() for t in (cq, ck, cv)]
-    ref = naive_attention(*ins, causal=causal)
-    refs = torch.autograd.grad(ref, ins, cdo.double()) if backward else (ref.detach(),)
-    tol = 2e-2 if backward else 2e-3
-    ok, failed = {}, {}
-    for name, fn in steps.items():
-        try:
-            with _compiler_dumps_muted():
-                got = fn(cq, ck, cv, cdo, poisoned)
-            err = max((a.double() - r).abs().max().item() for a, r in zip(got, refs))
-        except Exception as e:  # noqa: BLE001  a compiler that refuses a step: say why, go on
-            failed[name] = f"{name}: did not compile or run here ({_one_line(e)})"
-            continue
-        if not err <= tol:   # NaN (an unwritten or wrong element) fails too
-            failed[name] = f"{name}: wrong result here (largest error {err:.1e} against float64)"
-            continue
-        ok[name] = True
-    return ok, failed
-
-
-def forward_ladder(shape, d, dtype=torch.float16, seed=0, causal=False):
-    """The forward (``causal`` or not) a step at a time toward Hopper's way of feeding the tensor cores
-    (:data:`LADDER`), on inputs of ``shape`` (B, H, N) and head dimension ``d``, timed beside SDPA's cuDNN
-    and flash backends (``utils.bench_users``, the functions interleaved). Each step is first checked
-    against float64 on a ragged length (N = 1000 on a GPU) into a poisoned output. Returns
-    ``({name: UserTiming}, {name: one-line reason})``, the second for steps that did not compile, did not
-    run or gave a wrong result here. Step 1 is the pointer kernel (autotuned); step 2 the descriptors with
-    step 1's tile; step 3 with :func:`desc_config`'s; step 4 adds ``warp_specialize``; step 5 is the
-    hand-pipelined loop with :func:`pipe_config`'s tile; step 6 step 3's tile on the persistent grid
-    (:func:`persist_config`); step 7 the descriptor kernel's autotuner over :func:`desc_forward_configs`, which
-    holds tiles of steps 2, 3, 5 and 6: the forward :func:`flash_attention` runs here.
-    The registers (:data:`REGISTERS`) and an instruction census of the PTX (:data:`PTX_CENSUS`, GPU only) of
-    the kernel each step ran are kept."""
-    from ..timing import bench_users
-    REGISTERS.clear()
-    PTX_CENSUS.clear()
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    q, k, v = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(3))
-    causal = bool(causal)
-    attention_forward(q, k, v, causal, descriptors=False)      # tunes step 1 at this size
-    tuned = attention_fwd_tuned.best_config
-    same = dict(tuned.kwargs, num_warps=tuned.num_warps, num_stages=tuned.num_stages)
-    steps = {LADDER[0]: (attention_forward, dict(descriptors=False)),
-             LADDER[1]: (attention_forward_desc, dict(cfg=same)),
-             LADDER[2]: (attention_forward_desc, dict(cfg=desc_config(d))),
-             LADDER[3]: (attention_forward_desc, dict(cfg=desc_config(d), warp_specialize=True)),
-             LADDER[4]: (attention_forward_desc, dict(cfg=pipe_config(d), pipeline=True)),
-             LADDER[5]: (attention_forward_desc, dict(cfg=persist_config(d))),
-             LADDER[6]: (attention_forward_desc, dict(cfg="tuned"))}
-    small = (1, 2, by_mode(gpu=1000, cpu=40))
-    checks = {n: (lambda q_, k_, v_, do_, alloc, fwd=fwd, opts=opts: fwd(q_, k_, v_, causal, alloc=alloc, **opts)[:1])
-              for n, (fwd, opts) in steps.items()}
-    ok, failed = _check_steps(checks, small, d, dtype, g, causal=causal)
-    ran = {n: (lambda fwd=fwd, opts=opts: fwd(q, k, v, causal, **opts)[0])
-           for n, (fwd, opts) in steps.items() if n in ok}
-    libs = {n: (lambda f=sdpa_with(n): f(q, k, v, causal)) for n in ("SDPA cuDNN", "SDPA flash")
-            if ON_GPU and gpu_supports(SDPA_BACKENDS[n][1])[0]}
-    times = bench_users({**ran, **libs})
-    for name, fn in ran.items():   # the compiled kernel each step ran at this size: its registers, its PTX
-        fn()
-        REGISTERS[name] = registers()
-        if ON_GPU:
-            PTX_CENSUS[name] = ptx_census(_LAST_FORWARD[0].asm["ptx"])
-    return times, failed
-
-
-REGISTERS = {}     # forward_ladder's step -> (registers per thread, spills) of its last run
-PTX_CENSUS = {}    # forward_ladder's step -> ptx_census of the kernel it ran (GPU only)
-
-# What ptx_census counts: (label, the PTX opcodes it counts, what they are).
-PTX_OPS = (("wgmma", ("wgmma.mma_async",), "Hopper's asynchronous warp-group matmul"),
-           ("wgmma waits", ("wgmma.wait_group",), "waits for wgmmas issued before"),
-           ("TMA copies", ("cp.async.bulk.tensor",), "bulk tensor copies (tensor descriptors)"),
-           ("cp.async", ("cp.async.cg", "cp.async.ca"), "per-thread asynchronous copies (pointer loads, pipelined)"),
-           ("setmaxnreg", ("setmaxnreg",), "register reallocation between warp groups (warp specialisation)"),
-           ("mbarrier waits", ("mbarrier.try_wait",), "waits on a shared-memory barrier (TMA arrivals, producers)"))
-
-
-def ptx_census(ptx):
-    """How many times each opcode family of :data:`PTX_OPS` appears in PTX text (static counts: an
-    instruction in a loop counts once): ``{label: count}``.
-
-    >>> c = ptx_census("  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 a;\\n  @%p1 cp.async.bulk.tensor.2d x;")
-    >>> c["wgmma"], c["TMA copies"]
-    (1, 1)
-    """
-    ops = []
-    for line in ptx.splitlines():
-        words = line.split()
-        if words and words[0].startswith("@"):   # a predicated instruction: "@%p1 cp.async.bulk.tensor..."
-            words = words[1:]
-        if words:
-            ops.append(words[0])
-    return {label: sum(op.startswith(prefixes) for op in ops) for label, prefixes, _ in PTX_OPS}
-
-
-def census_table(census):
-    """:data:`PTX_CENSUS` as a table: one row per step, one column per :data:`PTX_OPS` label."""
-    labels = [label for label, _, _ in PTX_OPS]
-    width = max((len(n) for n in census), default=10) + 2
-    lines = [f"{'PTX instructions (static count)':<{width}}" + "".join(f"{lab:>15}" for lab in labels)]
-    for name, counts in census.items():
-        lines.append(f"{name:<{width}}" + "".join(f"{counts[lab]:>15}" for lab in labels))
-    lines.append("; ".join(f"{label}: {what}" for label, _, what in PTX_OPS))
-    return "\n".join(lines)
-
-
-def ladder_table(times, flops, baseline="SDPA cuDNN", phase="forward"):
-    """:func:`forward_ladder`'s (or :func:`backward_ladder`'s) timings as a table: GPU time, time per step in a
-    loop, CPU time per call, TFLOP/s, its % of :func:`rate_label`'s peak (on a GPU), ``baseline``'s time over
-    each, for the GPU time and for the loop (where ``baseline`` ran), and on a GPU each forward step's registers
-    per thread and spills (:data:`REGISTERS`)."""
-    from ..timing import user_cells, user_header, user_ratios
-    label, b = rate_label(), times.get(baseline)
-    width = max(len(n) for n in times) + 2
-    regs = ON_GPU and phase == "forward" and any(REGISTERS.get(n, (None,))[0] for n in times)
-    lines = [f"{phase:<{width}}{user_header()}{'TFLOP/s':>9}" + (f"{'% peak':>8}" if label else "")
-             + (f"{'× ' + baseline + ' (GPU, loop)':>28}" if b else "") + (f"{'regs, spills':>14}" if regs else "")]
-    for name, t in times.items():
-        rate = flops / t.median / 1e9
-        r = REGISTERS.get(name, (None, None)) if name in LADDER else (None, None)
-        lines.append(f"{name:<{width}}{user_cells(t)}{rate:>9.0f}" + (f"{100 * rate / label[1]:>7.0f}%" if label else "")
-                     + (f"{user_ratios(t, b):>28}" if b else "")
-                     + (f"{f'{r[0]}, {r[1]}' if r[0] is not None else '':>14}" if regs else ""))
-    lines.append(f"(% peak: {label[2]})" if label else
-                 "(CPU wall clock of the interpreter: these figures say nothing about a GPU)")
-    return "\n".join(lines)
-
-
-LADDER = ("1. pointer loads, autotuned", "2. tensor descriptors, step 1's tile",
-          "3. tensor descriptors, desc_config's tile", "4. step 3 + warp specialisation",
-          "5. descriptors + next scores before the softmax", "6. step 3 on a persistent grid, blocks in pairs",
-          "7. descriptors autotuned over 2, 3, 5 and 6")
-BACKWARD_LADDER = ("1. dK/dV and dQ kernels (7 matmuls)", "2. one kernel, dQ by atomic adds (5 matmuls)")
-
-
-def distinct_results(fn, runs=5):
-    """How many bit-for-bit different results ``runs`` calls of ``fn()`` (a tensor) give, compared where
-    they lie (no copy to the host): 1 for a deterministic computation."""
-    seen = []
-    for _ in range(runs):
-        r = fn()
-        if not any(torch.equal(r, s) for s in seen):
-            seen.append(r)
-    return len(seen)
-
-
-def backward_ladder(shape, d, causal=False, dtype=torch.float16, seed=0):
-    """The backward's two ways to get dQ (:data:`BACKWARD_LADDER`) at ``shape`` (B, H, N) and head dimension
-    ``d``: the two deterministic kernels, and one kernel summing dQ with atomic adds. Each is first checked
-    against float64 autograd on a ragged length into poisoned outputs, then timed with ``utils.bench_users``
-    beside SDPA's cuDNN and flash backends (their backward: ``torch.autograd.grad`` of one forward's output).
-    Returns ``(times, failed, distinct)``: ``{name: UserTiming}``, ``{name: one-line reason}``, and for each
-    of ours that ran the number of different dQ (bit for bit) in five backwards of the same inputs."""
-    from ..timing import bench_users
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    q, k, v, do = (torch.randn(*shape, d, device=DEVICE, dtype=dtype, generator=g) for _ in range(4))
-    out, lse = attention_forward(q, k, v, causal)
-    steps = {name: dict(deterministic=det) for name, det in zip(BACKWARD_LADDER, (True, False))}
-
-    def checked(opts):
-        def run(q_, k_, v_, do_, alloc):
-            o_, l_ = attention_forward(q_, k_, v_, causal)
-            return attention_backward(q_, k_, v_, o_, l_, do_, causal, alloc=alloc, **opts)
-        return run
-    ok, failed = _check_steps({n: checked(o) for n, o in steps.items()}, (1, 2, by_mode(gpu=1000, cpu=40)),
-                              d, dtype, g, causal=causal, backward=True)
-    ran = {n: (lambda o=o: attention_backward(q, k, v, out, lse, do, causal, **o)[0]) for n, o in steps.items()
-           if n in ok}
-    libs = {}
-    for name in ("SDPA cuDNN", "SDPA flash"):
-        if ON_GPU and gpu_supports(SDPA_BACKENDS[name][1])[0]:
-            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-            o_lib = sdpa_with(name)(qg, kg, vg, causal)
-            libs[name] = (lambda o_lib=o_lib, ins=(qg, kg, vg): torch.autograd.grad(o_lib, ins, do, retain_graph=True))
-    times = bench_users({**ran, **libs})
-    distinct = {n: distinct_results(fn) for n, fn in ran.items()}
-    return times, failed, distinct
 
 
 # ------------------------------------------------------------------------------------ Triton backward
@@ -839,10 +637,13 @@ def _dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, keys, lo, h
 
 
 @triton.jit
-def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, scale, N,
-                              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program per (block of BLOCK_N keys, batch x head), looping over query blocks: dK and dV of its keys."""
+def _key_block(k_ptr, v_ptr, scale, N, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr):
+    """What both backward kernels that hold a key block start with: the (batch x head) index ``bh``, its offset
+    ``base``, the program's ``keys``, their elements' offsets ``offs``, their k and v tiles, zeroed fp32 dK and dV,
+    the scale in log2 units, and the three ranges of query blocks they loop over, ``[lo, diag_end)``,
+    ``[diag_end, full_end)``, ``[full_end, N)``: (causal) the diagonal ones, masked; those wholly inside N and in
+    the keys' future, unmasked; the ragged end, masked. Each starts at a multiple of BLOCK_M."""
     start_n = tl.program_id(0) * BLOCK_N
     bh = tl.program_id(1).to(tl.int64)
     base = bh * N * HEAD_DIM
@@ -854,8 +655,6 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, d
     dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
     dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
     qk_scale = scale * 1.4426950408889634
-    # query blocks: (causal) the diagonal ones, masked; those wholly inside N and in the keys'
-    # future, unmasked; the ragged end, masked. Each starts at a multiple of BLOCK_M.
     if CAUSAL:
         lo = (start_n // BLOCK_M) * BLOCK_M
         diag_end = tl.minimum(tl.cdiv(start_n + BLOCK_N, BLOCK_M), tl.cdiv(N, BLOCK_M)) * BLOCK_M
@@ -863,6 +662,16 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, d
         lo = 0
         diag_end = 0
     full_end = tl.maximum((N // BLOCK_M) * BLOCK_M, diag_end)
+    return bh, base, keys, offs, k, v, dk, dv, qk_scale, lo, diag_end, full_end
+
+
+@triton.jit
+def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, scale, N,
+                              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (block of BLOCK_N keys, batch x head), looping over query blocks: dK and dV of its keys."""
+    bh, base, keys, offs, k, v, dk, dv, qk_scale, lo, diag_end, full_end = _key_block(
+        k_ptr, v_ptr, scale, N, HEAD_DIM, CAUSAL, BLOCK_M, BLOCK_N)
     qb, dob, lseb, deltab = q_ptr + base, do_ptr + base, lse_ptr + bh * N, delta_ptr + bh * N
     dk, dv = _dkdv_inner(dk, dv, k, v, qb, dob, lseb, deltab, keys, lo, diag_end, N, qk_scale,
                          HEAD_DIM, BLOCK_M, CAUSAL, True, DOT_PRECISION)
@@ -929,6 +738,11 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
     tl.store(dq_ptr + offs, (dq * scale).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
+# The two deterministic backward kernels' loops over the other side's blocks (notebook 11 shows them and counts their
+# matmuls).
+BACKWARD_LOOPS = (_dkdv_inner, _dq_inner)
+
+
 @triton.jit
 def _dkdv_dq_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_base, keys, lo, hi, N, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr,
@@ -976,24 +790,8 @@ def attention_bwd_atomic_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """:func:`attention_bwd_dkdv_kernel` with :func:`_dkdv_dq_inner`: dK and dV of its keys, and their share of
     dQ added into the fp32 ``dq_acc`` (zeroed before; :func:`attention_bwd_dq_convert_kernel` scales it)."""
-    start_n = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1).to(tl.int64)
-    base = bh * N * HEAD_DIM
-    keys = start_n + tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, HEAD_DIM)
-    offs = base + keys[:, None] * HEAD_DIM + dims[None, :]
-    k = tl.load(k_ptr + offs, mask=keys[:, None] < N, other=0.0)
-    v = tl.load(v_ptr + offs, mask=keys[:, None] < N, other=0.0)
-    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    qk_scale = scale * 1.4426950408889634
-    if CAUSAL:   # the same three ranges of query blocks as attention_bwd_dkdv_kernel
-        lo = (start_n // BLOCK_M) * BLOCK_M
-        diag_end = tl.minimum(tl.cdiv(start_n + BLOCK_N, BLOCK_M), tl.cdiv(N, BLOCK_M)) * BLOCK_M
-    else:
-        lo = 0
-        diag_end = 0
-    full_end = tl.maximum((N // BLOCK_M) * BLOCK_M, diag_end)
+    bh, base, keys, offs, k, v, dk, dv, qk_scale, lo, diag_end, full_end = _key_block(
+        k_ptr, v_ptr, scale, N, HEAD_DIM, CAUSAL, BLOCK_M, BLOCK_N)
     qb, dob, dqb = q_ptr + base, do_ptr + base, dq_acc_ptr + base
     lseb, deltab = lse_ptr + bh * N, delta_ptr + bh * N
     dk, dv = _dkdv_dq_inner(dk, dv, k, v, qb, dob, lseb, deltab, dqb, keys, lo, diag_end, N, qk_scale,
@@ -1043,10 +841,10 @@ def atomic_configs():
                    cpu=[bwd_config(16, 16, 1, 4)])
 
 
-_DKDV_CONFIGS, _DQ_CONFIGS = backward_configs()
+DKDV_CONFIGS, DQ_CONFIGS = backward_configs()
 _BWD_KEY = ["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"]
-attention_bwd_dkdv_tuned = triton.autotune(configs=_DKDV_CONFIGS, key=_BWD_KEY)(attention_bwd_dkdv_kernel)
-attention_bwd_dq_tuned = triton.autotune(configs=_DQ_CONFIGS, key=_BWD_KEY)(attention_bwd_dq_kernel)
+attention_bwd_dkdv_tuned = triton.autotune(configs=DKDV_CONFIGS, key=_BWD_KEY)(attention_bwd_dkdv_kernel)
+attention_bwd_dq_tuned = triton.autotune(configs=DQ_CONFIGS, key=_BWD_KEY)(attention_bwd_dq_kernel)
 attention_bwd_atomic_tuned = triton.autotune(configs=atomic_configs(), key=_BWD_KEY,
                                              reset_to_zero=["dq_acc_ptr"])(attention_bwd_atomic_kernel)
 DELTA_BLOCK = by_mode(gpu=128, cpu=16)
@@ -1147,586 +945,3 @@ def flash_attention(q, k, v, causal=False, scale=None, deterministic=True):
     return FlashAttention.apply(q, k, v, causal, scale, deterministic)
 
 
-# ------------------------------------------------ against PyTorch's attentions (notebook 11 and the bench)
-ERROR_FLOORS = {"out": 2e-3, "dq": 1e-2, "dk": 1e-2, "dv": 1e-2}  # fp16 outputs round at ~5e-4
-
-# SDPA's fused backends, strongest first on an H100: name -> (SDPBackend member, gpu_supports feature).
-# "SDPA flash" is FlashAttention-2 (Ampere's mma.sync), "SDPA cuDNN" NVIDIA's cuDNN attention (Hopper
-# kernels on sm_90), "SDPA efficient" the memory-efficient kernel (xFormers'; it runs on older GPUs too).
-SDPA_BACKENDS = {
-    "SDPA cuDNN": ("CUDNN_ATTENTION", "cudnn_sdpa"),
-    "SDPA flash": ("FLASH_ATTENTION", "flash_sdpa"),
-    "SDPA efficient": ("EFFICIENT_ATTENTION", None),
-}
-
-
-def sdpa_backend(name="SDPA flash"):
-    """A context in which ``scaled_dot_product_attention`` may use only the backend ``name`` (a key of
-    :data:`SDPA_BACKENDS`) on a GPU; in cpu mode a context that changes nothing (SDPA's default CPU
-    kernel stands in for every backend there)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    if name not in SDPA_BACKENDS:
-        raise ValueError(f"sdpa_backend: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
-    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[name][0])) if ON_GPU else contextlib.nullcontext()
-
-
-def sdpa_with(name):
-    """A function ``(q, k, v, causal=False) -> out``: SDPA restricted to the backend ``name``."""
-    def sdpa(q, k, v, causal=False):
-        with sdpa_backend(name):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    sdpa.__name__ = sdpa.__qualname__ = name.replace(" ", "_").lower()
-    return sdpa
-
-
-def sdpa_flash(q, k, v, causal=False):
-    """PyTorch's attention restricted to its flash backend (FlashAttention-2)."""
-    return sdpa_with("SDPA flash")(q, k, v, causal)
-
-
-def accuracy_baseline():
-    """``(name, function)`` of the SDPA backend ours is held to in :func:`errors_like_sdpa`: the flash
-    backend where this GPU has it, else the memory-efficient one (Colab's T4, sm_75, has no flash SDPA).
-
-    >>> accuracy_baseline()[0] in SDPA_BACKENDS
-    True
-    """
-    name = "SDPA flash" if gpu_supports("flash_sdpa")[0] else "SDPA efficient"
-    return name, sdpa_with(name)
-
-
-def half_dtypes():
-    """``(dtypes, skipped)``: the half-precision dtypes this GPU computes (fp16 always; bf16 from
-    compute capability 8.0) and ``{dtype: one-line reason}`` for the others.
-
-    >>> torch.float16 in half_dtypes()[0]
-    True
-    """
-    ok, why = gpu_supports("bf16")
-    return ([torch.float16, torch.bfloat16], {}) if ok else ([torch.float16], {torch.bfloat16: why})
-
-
-def _one_line(e):
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:140] if text else ''}"
-
-
-def sdpa_baselines(q, k, v, dout, causal=False, names=tuple(SDPA_BACKENDS)):
-    """The SDPA backends (of ``names``) that run here for these inputs: ``(fns, skipped)`` with
-    ``fns = {name: function(q, k, v, causal)}`` and ``skipped = {name: one-line reason}``. A backend
-    is skipped where ``utils.gpu_supports`` says this GPU lacks it, in cpu mode (except "SDPA flash",
-    for which SDPA's default CPU kernel stands in), or where one forward and backward with it raises
-    (the exception's first line is the reason). ``q, k, v`` must require grad."""
-    import warnings
-    fns, skipped = {}, {}
-    for name in names:
-        if name not in SDPA_BACKENDS:
-            raise ValueError(f"sdpa_baselines: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
-        feature = SDPA_BACKENDS[name][1]
-        ok, why = gpu_supports(feature) if feature else (True, "")
-        if not ok:
-            skipped[name] = f"{name}: {why}"
-            continue
-        if not ON_GPU and name != "SDPA flash":
-            skipped[name] = f"{name}: skipped in cpu mode (a GPU backend; on the CPU SDPA has its own kernel)"
-            continue
-        fn = sdpa_with(name)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch warns why a backend refuses, then raises
-                out = fn(q, k, v, causal)
-                torch.autograd.grad(out, (q, k, v), dout)
-        except Exception as e:  # noqa: BLE001 - any failure of the library means: not available here
-            skipped[name] = f"{name}: skipped, it raised {_one_line(e)}"
-            continue
-        fns[name] = fn
-    return fns, skipped
-
-
-def _max_err(a, b):
-    return (a.detach().double() - b.detach().double()).abs().max().item()
-
-
-def reference_parts(shape, free_bytes=None) -> int:
-    """In how many slices of the batch :func:`fp32_reference` computes attention of ``shape`` (B, H, N, d):
-    1 where three fp32 N x N tensors for the whole batch (the most SDPA's math kernel holds at once,
-    forward or backward) take at most half of ``free_bytes`` (default: the GPU's free memory; in cpu mode
-    always 1), else enough slices for that (at most B). An H100 needs one at B4 H16 N4096, a T4 two.
-
-    >>> reference_parts((4, 16, 4096, 64), free_bytes=75 * 2**30), reference_parts((4, 16, 4096, 64), 14 * 2**30)
-    (1, 2)
-    """
-    if free_bytes is None:
-        if not ON_GPU:
-            return 1
-        free_bytes = torch.cuda.mem_get_info()[0]
-    B, H, N = shape[:3]
-    need = 3 * B * H * N * N * 4
-    return max(1, min(B, math.ceil(need / (free_bytes / 2))))
-
-
-def fp32_reference(q, k, v, dout, causal=False):
-    """``(out, dq, dk, dv)`` of attention by SDPA's math kernel on fp32 copies of ``q, k, v`` (and
-    ``dout``): the reference :func:`errors_like_sdpa` holds ours and SDPA to. It holds N x N tensors, so
-    where the GPU's free memory is short (:func:`reference_parts`: a T4 at B4 H16 N4096) it runs one
-    slice of the batch at a time, each batch element computed alone."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    parts = reference_parts(q.shape)
-    outs = []
-    for qs, ks, vs, ds in [(q, k, v, dout)] if parts == 1 else zip(*(t.chunk(parts) for t in (q, k, v, dout))):
-        ref_in = [t.detach().float().requires_grad_() for t in (qs, ks, vs)]
-        with sdpa_kernel(SDPBackend.MATH):
-            ref = F.scaled_dot_product_attention(*ref_in, is_causal=causal)
-        outs.append((ref.detach(), *torch.autograd.grad(ref, ref_in, ds.float())))
-        del ref, ref_in
-    return outs[0] if parts == 1 else tuple(torch.cat(t) for t in zip(*outs))
-
-
-def errors_like_sdpa(q, k, v, dout, causal=False, baseline=None):
-    """Max abs errors of the output and of dQ, dK, dV, of ours and of an SDPA backend (``baseline``:
-    ``(name, function)``, default :func:`accuracy_baseline`), against an fp32 reference (SDPA's math
-    kernel on fp32 copies): ``{"out": (ours, sdpa), "dq": ...}``. Raises :class:`CheckFailed` where
-    ours errs more than twice as much as the library plus :data:`ERROR_FLOORS`. ``q, k, v`` must
-    require grad."""
-    name, sdpa = baseline or accuracy_baseline()
-    refs = fp32_reference(q, k, v, dout, causal)
-    got = {}
-    for who, fn in (("ours", flash_attention), ("sdpa", sdpa)):
-        out = fn(q, k, v, causal)
-        got[who] = (out, *torch.autograd.grad(out, (q, k, v), dout))
-    errors = {}
-    for i, what in enumerate(ERROR_FLOORS):
-        ours, theirs = _max_err(got["ours"][i], refs[i]), _max_err(got["sdpa"][i], refs[i])
-        errors[what] = (ours, theirs)
-        if not ours <= 2 * theirs + ERROR_FLOORS[what]:
-            raise CheckFailed(f"flash_attention, causal={causal}: {what} errs by {ours:.2e}, {name} by "
-                              f"{theirs:.2e} (allowed: 2x + {ERROR_FLOORS[what]})")
-    return errors
-
-
-def time_attention(q, k, v, dout, causal=False, baselines=None):
-    """What a caller gets from ours and from each baseline (``{name: function(q, k, v, causal)}``,
-    default: the flash backend alone), forward and backward: ``{(name, "forward"): UserTiming, ...}``
-    with name ``"ours"`` or a baseline's (:func:`~gpu_course.timing.bench_user`: GPU time, time per
-    step in a loop, CPU time per call). The backward is ``torch.autograd.grad`` of one forward's output
-    (kept between runs). ``q, k, v`` must require grad."""
-    baselines = {"SDPA flash": sdpa_flash} if baselines is None else baselines
-    times = {}
-    for name, fn in {"ours": flash_attention, **baselines}.items():
-        times[name, "forward"] = bench_user(fn, q, k, v, causal)
-        out = fn(q, k, v, causal)
-        times[name, "backward"] = bench_user(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
-        del out
-    return times
-
-
-def rate_label():
-    """``(kind, peak TFLOP/s, label)`` that attention's fp16 rates are set against: the spec-sheet fp16
-    peak where the course has this GPU's spec sheet, else cuBLAS's fp16 rate measured here; ``None`` on
-    the CPU (no fp16 ceiling there)."""
-    if not ON_GPU:
-        return None
-    spec = spec_peak("fp16")
-    if spec:
-        return "spec", spec, f"of the spec-sheet fp16 peak ({spec:.0f} TFLOP/s)"
-    best = ceilings()["fp16"]
-    return "measured", best, f"of cuBLAS fp16 at 8192³ measured here ({best:.0f} TFLOP/s)"
-
-
-def shape_tag(d, causal):
-    """``"d=64"`` or ``"d=64, causal"``: how the notebook and the results name a shape of the timings."""
-    return f"d={d}" + (", causal" if causal else "")
-
-
-def speed_table(times, phase, flops):
-    """One table of :func:`time_attention`'s timings for ``phase``: per name, GPU time, time per step
-    in a loop, CPU time per call, TFLOP/s (``flops`` over the GPU time) and, on a GPU, its % of the
-    peak of :func:`rate_label`; a last line names any launch-bound call (CPU per call > GPU time)."""
-    names = [n for n, ph in times if ph == phase]
-    label = rate_label()
-    lines = [f"{phase:<16}{'GPU time':>11}{'loop/step':>11}{'CPU/call':>11}{'TFLOP/s':>9}"
-             + (f"{'% peak':>8}" if label else "")]
-    for name in names:
-        t = times[name, phase]
-        rate = flops / t.median / 1e9
-        lines.append(f"{name:<16}{fmt_ms(t.median):>11}{fmt_ms(t.loop_ms):>11}{fmt_ms(t.cpu_ms):>11}{rate:>9.0f}"
-                     + (f"{100 * rate / label[1]:>7.0f}%" if label else ""))
-    if label:
-        lines.append(f"(% peak: {label[2]})")
-    launch_bound = [n for n in names if times[n, phase].launch_bound]
-    if launch_bound and ON_GPU:
-        lines.append(f"launch-bound (CPU per call > GPU time): {', '.join(launch_bound)}")
-    return "\n".join(lines)
-
-
-def speed_ratios(speed, baseline, phase):
-    """``{(d, causal): (gpu, loop)}``: ``baseline``'s time over ours (above 1: ours is faster) by GPU
-    time and by time per step in a loop, for each shape of ``speed`` (``{(d, causal): times}`` of
-    :func:`time_attention`) where ``baseline`` ran."""
-    out = {}
-    for key, times in speed.items():
-        if (baseline, phase) in times:
-            b, o = times[baseline, phase], times["ours", phase]
-            out[key] = (b.median / o.median, b.loop_ms / o.loop_ms)
-    return out
-
-
-def ratio_table(speed, baselines=("SDPA flash", "SDPA cuDNN")):
-    """A table of :func:`speed_ratios`: per shape, ours against each of ``baselines`` (those that ran),
-    forward and backward, GPU time and loop; ``1.00x`` is the library's speed, above is faster."""
-    cols = [(b, ph) for ph in ("forward", "backward") for b in baselines
-            if any((b, ph) in t for t in speed.values())]
-    ratios = {c: speed_ratios(speed, *c) for c in cols}
-    lines = ["ours: the library's time over ours (GPU time, loop); above 1.00x ours is faster",
-             f"{'shape':<14}" + "".join(f"{dict(forward='fwd', backward='bwd')[ph] + ' vs ' + b[5:]:>19}" for b, ph in cols)]
-    for key in speed:
-        cells = []
-        for c in cols:
-            g, lp = ratios[c].get(key, (math.nan, math.nan))
-            cells.append(f"{g:>11.2f}x,{lp:>5.2f}x")
-        lines.append(f"{shape_tag(*key):<14}" + "".join(cells))
-    return "\n".join(lines)
-
-
-def record_speed(notebook, tag, size, times, phase, flops):
-    """Record :func:`time_attention`'s timings of ``phase`` in the results (on a GPU, during
-    ``course.py execute``): each SDPA backend's row quietly, and ours with :func:`~gpu_course.results.report`
-    once against each of SDPA flash and SDPA cuDNN that ran (kernel ``flash attention {phase}, {tag}``
-    and ``... vs cuDNN``), which prints those lines. Returns the printed lines."""
-    rate = dict(flops=flops, kind="fp16") if ON_GPU else {}
-    for name, ph in times:
-        if ph == phase and name != "ours" and ON_GPU:
-            save_result(notebook, f"{name} {phase}, {tag}", size, times[name, ph],
-                        throughput(times[name, ph], **rate), baseline_name=name)
-    lines = []
-    for base, suffix in (("SDPA flash", ""), ("SDPA cuDNN", " vs cuDNN")):
-        if (base, phase) in times:
-            lines.append(report(notebook, f"flash attention {phase}, {tag}{suffix}", size, times["ours", phase],
-                                baseline=times[base, phase], baseline_name=base, **rate))
-    return lines
-
-
-def summary_rows(speed, shape):
-    """The closing table's rows from this run's ``speed`` (``{(d, causal): times}`` of
-    :func:`time_attention`, at ``shape`` = (batch, heads, N)): one dict per shape and phase with
-    ``what``, ``ms`` (ours, GPU time), ``tflops``, ``pct_spec`` (% of the spec-sheet fp16 peak, or
-    None), ``vs_flash`` and ``vs_cudnn`` (the library's GPU time over ours, None where it did not run)."""
-    spec, rows = spec_peak("fp16") if ON_GPU else None, []
-    for (d, causal), times in speed.items():
-        for phase in ("forward", "backward"):
-            ms = times["ours", phase].median
-            tflops = attention_flops(*shape, d, causal, backward=phase == "backward") / ms / 1e9
-            ratio = {b: times[b, phase].median / ms if (b, phase) in times else None
-                     for b in ("SDPA flash", "SDPA cuDNN")}
-            rows.append(dict(what=f"flash attention {phase}, {shape_tag(d, causal)}", ms=ms, tflops=tflops,
-                             pct_spec=100 * tflops / spec if spec else None,
-                             vs_flash=ratio["SDPA flash"], vs_cudnn=ratio["SDPA cuDNN"]))
-    return rows
-
-
-def stored_summary_rows(notebook):
-    """:func:`summary_rows` from the results stored by a GPU run of ``notebook`` (for the CPU): ours
-    against SDPA flash (kernel ``flash attention ...``) and SDPA cuDNN (``... vs cuDNN``), and the
-    device they come from (``None`` without stored results): the device of the newest row, where GPUs of
-    more than one kind have stored results (a table of one run, not a mix)."""
-    stored = [r for r in stored_results(notebook=notebook) if r["kernel"].startswith("flash attention")]
-    if stored:
-        newest = max(stored, key=lambda r: r["when"])["device"]
-        stored = [r for r in stored if r["device"] == newest]
-    vs_cudnn = {r["kernel"][:-len(" vs cuDNN")]: r for r in stored if r["kernel"].endswith(" vs cuDNN")}
-    rows = []
-    for r in stored:
-        if r["kernel"].endswith(" vs cuDNN"):
-            continue
-        spec = spec_peak("fp16", r["device"])
-        c = vs_cudnn.get(r["kernel"])
-        rows.append(dict(what=r["kernel"], ms=float(r["ms"]), tflops=float(r["rate"]),
-                         pct_spec=100 * float(r["rate"]) / spec if spec else None,
-                         vs_flash=float(r["vs_baseline"]) if r["vs_baseline"] else None,
-                         vs_cudnn=float(c["vs_baseline"]) if c and c["vs_baseline"] else None))
-    return rows, (stored[0]["device"] if stored else None)
-
-
-def summary_table(rows):
-    """The closing table of :func:`summary_rows` as text."""
-    def x(v):
-        return f"{v:5.2f}x" if v is not None else f"{'-':>6}"
-    lines = [f"{'':<40}{'ours':>10}{'TFLOP/s':>9}{'% spec':>8}{'vs flash':>10}{'vs cuDNN':>10}"]
-    for r in rows:
-        pct = f"{r['pct_spec']:6.0f}%" if r["pct_spec"] is not None else f"{'-':>7}"
-        lines.append(f"{r['what']:<40}{fmt_ms(r['ms']):>10}{r['tflops']:>9.0f}{pct:>8}{x(r['vs_flash']):>10}"
-                     f"{x(r['vs_cudnn']):>10}")
-    lines.append("(% spec: of the spec-sheet fp16 peak; vs: the library's GPU time over ours, above 1.00x ours is "
-                 "faster)")
-    return "\n".join(lines)
-
-
-# --------------------------------------------- what the kernels are made of (source, PTX, profiler)
-def count_dots(*fns):
-    """How many ``tl.dot`` calls the source of each Triton function in ``fns`` makes (in its loop
-    body: one per tile pair visited): ``{name: count}``.
-
-    >>> count_dots(_dkdv_inner, _dq_inner)
-    {'_dkdv_inner': 4, '_dq_inner': 3}
-    """
-    import inspect
-    import re
-    out = {}
-    for fn in fns:
-        src = inspect.getsource(getattr(fn, "fn", fn))
-        out[getattr(fn, "__name__", None) or fn.fn.__name__] = len(re.findall(r"\btl\.dot\(", src))
-    return out
-
-
-BACKWARD_MATMULS = {"counted": 5, "ours": sum(count_dots(_dkdv_inner, _dq_inner).values())}
-"""Matmuls of N x N x d per (batch, head) in the backward: as the usual FLOP count has it (S recomputed,
-dV, dP, dQ, dK: 2.5 forwards), and as our two kernels execute them (S and dP in both kernels: 7)."""
-
-
-def mma_instructions(ptx):
-    """The tensor-core opcodes in PTX text (``wgmma.mma_async...`` on Hopper, ``mma.sync...`` before),
-    sorted and without repeats.
-
-    >>> mma_instructions("  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {...};\\n  mma.sync.aligned.m16n8k16 x;")
-    ['mma.sync.aligned.m16n8k16', 'wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16']
-    """
-    ops = set()
-    for line in ptx.splitlines():
-        op = line.strip().split(" ")[0]
-        if op.startswith(("wgmma.mma_async", "mma.sync")):
-            ops.add(op)
-    return sorted(ops)
-
-
-def tensor_core_instructions(q, k, v, dout, causal=False):
-    """``{"forward": [...], "dK/dV": [...], "dQ": [...]}``: the tensor-core opcodes (:func:`mma_instructions`)
-    in the PTX that Triton compiled for each of our kernels, with the configuration its autotuner kept for
-    these inputs (run once here). GPU only: the interpreter compiles nothing."""
-    if not ON_GPU:
-        raise RuntimeError("tensor_core_instructions needs a GPU: in cpu mode Triton interprets and compiles no PTX")
-    q, k, v, dout = (t.detach().contiguous() for t in (q, k, v, dout))
-    out, lse = attention_forward(q, k, v, causal)          # tunes the forward for these inputs
-    attention_backward(q, k, v, out, lse, dout, causal)    # and the backward
-    B, H, N, D = q.shape
-    sc, sw = default_scale(D), dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
-    delta = (out.float() * dout.float()).sum(-1)
-    dq, dk, dv = (torch.empty_like(q) for _ in range(3))
-
-    def cfg(tuned):
-        c = tuned.best_config
-        return dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
-    kc, qc = cfg(attention_bwd_dkdv_tuned), cfg(attention_bwd_dq_tuned)
-    attention_forward(q, k, v, causal)                     # its compiled kernel, tuned above
-    compiled = {
-        "forward": _LAST_FORWARD[0],
-        "dK/dV": attention_bwd_dkdv_kernel[(cdiv(N, kc["BLOCK_N"]), B * H)](
-            q, k, v, dout, lse, delta, dk, dv, sc, N, **sw, **kc),
-        "dQ": attention_bwd_dq_kernel[(cdiv(N, qc["BLOCK_M"]), B * H)](q, k, v, dout, lse, delta, dq, sc, N, **sw, **qc),
-    }
-    return {name: mma_instructions(c.asm["ptx"]) for name, c in compiled.items()}
-
-
-def profiled_kernels(fn, *args, **kwargs):
-    """The names of the GPU kernels that ``fn(*args, **kwargs)`` launched, in order of first launch,
-    from ``torch.profiler`` (memory copies and fills left out). GPU only."""
-    if not ON_GPU:
-        raise RuntimeError("profiled_kernels needs a GPU: in cpu mode no GPU kernel runs")
-    from ..profiling import gpu_kernels
-    return list(dict.fromkeys(gpu_kernels(fn, *args, **kwargs)))  # each name once, in order of first launch
-
-
-def short_kernel_name(name, width=110):
-    """A kernel's name cut to ``width`` characters (C++ template arguments make them long)."""
-    return name if len(name) <= width else name[:width - 3] + "..."
-
-
-def distinct_grads(fn, q, k, v, dout, causal=False, runs=5):
-    """How many different dQ (bit for bit) ``runs`` backwards of ``fn`` give for the same inputs: 1 for a
-    deterministic backward; more where the gradient is summed with atomics in a run-dependent order."""
-    seen = set()
-    for _ in range(runs):
-        out = fn(q, k, v, causal)
-        dq = torch.autograd.grad(out, (q,), dout)[0]
-        seen.add(dq.cpu().numpy().tobytes())
-    return len(seen)
-
-
-def config_str(cfg):
-    """``128x64 w8 s4`` for a Triton config of these kernels (BLOCK_M x BLOCK_N, warps, stages), followed by
-    `` TMA`` for the descriptor forward's (`` TMA pipelined`` with its PIPE, `` persistent k/SM`` with its
-    PERSIST); ``-`` for None."""
-    if cfg is None:
-        return "-"
-    kind = "" if "PIPE" not in cfg.kwargs else " TMA pipelined" if cfg.kwargs["PIPE"] else " TMA"
-    if cfg.kwargs.get("PERSIST"):
-        kind += f" persistent {cfg.kwargs['PERSIST']}/SM"
-    return f"{cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps} s{cfg.num_stages}{kind}"
-
-
-def tuned_configs():
-    """The configurations the autotuners kept last: ``{"forward": ..., "dkdv": ..., "dq": ...}`` as
-    :func:`config_str` strings (``-`` before any tuning); the forward's from the autotuner the last autotuned
-    forward went through (descriptors or pointers)."""
-    kernels = {"forward": _FORWARD_TUNER[0] or attention_fwd_tuned, "dkdv": attention_bwd_dkdv_tuned,
-               "dq": attention_bwd_dq_tuned}
-    return {k: config_str(getattr(kern, "best_config", None)) for k, kern in kernels.items()}
-
-
-def forward_peak_memory(fn):
-    """Bytes that ``fn()`` (run without autograd) allocated at its peak above what was allocated
-    before it, on the GPU (``torch.cuda.max_memory_allocated``); ``math.inf`` if it ran out of GPU
-    memory. GPU only: CPU torch keeps no such counters (a clear RuntimeError in cpu mode)."""
-    if not ON_GPU:
-        raise RuntimeError("forward_peak_memory: torch.cuda's memory counters exist on a GPU only (cpu mode)")
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    try:
-        with torch.no_grad():
-            res = fn()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-        del res
-    except torch.cuda.OutOfMemoryError:
-        peak = math.inf
-    torch.cuda.empty_cache()
-    return peak
-
-
-def gib(x):
-    """Bytes as GiB with three decimals, or "out of memory" for ``math.inf`` (:func:`forward_memory`).
-
-    >>> gib(2**30), gib(math.inf)
-    ('1.000 GiB', 'out of memory')
-    """
-    return "out of memory" if math.isinf(x) else f"{x / 2**30:.3f} GiB"
-
-
-def memory_table(rows, batch, heads, d):
-    """The table of :func:`forward_memory`'s ``rows``: N, the naive forward's and ours' peak above the
-    inputs, and their ratio."""
-    lines = [f"peak memory of the forward above its inputs, batch {batch}, heads {heads}, d {d}, fp16, non-causal:",
-             f"{'N':>6} {'naive':>14} {'ours':>10} {'naive / ours':>13}"]
-    lines += [f"{r['n']:>6} {gib(r['naive']):>14} {gib(r['ours']):>10} {r['naive'] / r['ours']:>12,.0f}x" for r in rows]
-    return "\n".join(lines)
-
-
-def forward_memory(batch, heads, d, sizes, cfg=None, dtype=torch.float16):
-    """The forward's peak memory above its inputs, naive vs ours (non-causal), for each N of
-    ``sizes``: a list of ``dict(n=N, scores=bytes of one N x N tensor, naive=bytes, ours=bytes)``,
-    ``math.inf`` where it ran out of memory (the naive one, first). Ours runs once before it is
-    measured, so that compiling or autotuning is not counted (``cfg``: a fixed configuration, as
-    for :func:`attention_forward`). In cpu mode both run (checking that they can) and the
-    measurements are None: CPU torch has no peak-memory counter."""
-    rows = []
-    for n in sizes:
-        q, k, v = (torch.randn(batch, heads, n, d, device=DEVICE, dtype=dtype)
-                   for _ in range(3))
-        row = dict(n=n, scores=batch * heads * n * n * q.element_size())
-        ours = lambda: attention_forward(q, k, v, cfg=cfg)  # noqa: E731
-        ours()  # compile / autotune outside the measurement
-        for name, fn in (("naive", lambda: naive_attention(q, k, v)), ("ours", ours)):
-            if ON_GPU:
-                row[name] = forward_peak_memory(fn)
-            else:
-                with torch.no_grad():
-                    fn()
-                row[name] = None
-        rows.append(row)
-        del q, k, v
-    return rows
-
-
-# ---- what limits our kernels and cuDNN's: Nsight Compute's counters, measured once on a GPU and stored -------------
-NCU_SHAPE = (4, 16, 4096)   # B, H, N, fp16: section 5's size
-NCU_KERNELS = "regex:attention_fwd_desc_kernel|attention_bwd_dkdv_kernel|attention_bwd_dq_kernel|flash_fprop|flash_bprop"
-NCU_FIELDS = ("what", "kernel", "time_us", "tensor_pct", "issue_pct", "warps_pct", "registers", "blocks_per_sm",
-              "stalls")
-
-
-# What bench/flash_attention_ncu.py launches once each under ncu, in order: (what, a piece of the kernel's name).
-NCU_ORDER = (("ours forward d=128, step 3 (descriptors)", "attention_fwd_desc_kernel"),
-             ("ours forward d=128, step 5 (pipelined)", "attention_fwd_desc_kernel"),
-             ("cuDNN forward d=128", "flash_fprop"),
-             ("ours forward d=64, step 3 (descriptors)", "attention_fwd_desc_kernel"),
-             ("cuDNN forward d=64", "flash_fprop"),
-             ("ours dK/dV d=64", "attention_bwd_dkdv_kernel"),
-             ("ours dQ d=64", "attention_bwd_dq_kernel"),
-             ("cuDNN backward d=64", "flash_bprop"))
-
-
-def ncu_launches():
-    """The functions bench/flash_attention_ncu.py launches once each under ncu, in the order of :data:`NCU_ORDER`:
-    our forward at d = 128 (ladder steps 3 and 5) and cuDNN's, our forward at d = 64 (step 3) and cuDNN's (with
-    autograd, for its backward), then our two backward kernels at d = 64 (dQ with the 128x64 tile its autotuner keeps at this
-    size; dK/dV with ``_DKDV_CONFIGS[2]``, 32x128 with 4 warps and 3 stages, not the 32x64 with 4 stages that its
-    autotuner keeps) and cuDNN's backward. GPU only."""
-    def inputs(d):
-        g = torch.Generator(device=DEVICE).manual_seed(d)
-        return [torch.randn(*NCU_SHAPE, d, device=DEVICE, dtype=torch.float16, generator=g) for _ in range(4)]
-    q1, k1, v1, _ = inputs(128)
-    q, k, v, do = inputs(64)
-    out, lse = attention_forward(q, k, v, descriptors=False)       # Triton's pointer kernel: not profiled
-    delta = (out.float() * do.float()).sum(-1)
-    dkdv_cfg, dq_cfg = (dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages) for c in
-                        (_DKDV_CONFIGS[2], _DQ_CONFIGS[0]))
-    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-    lib = {}
-    sc, sw = default_scale(64), dict(HEAD_DIM=64, CAUSAL=False, DOT_PRECISION=dot_precision(q.dtype))
-    B, H, N = NCU_SHAPE
-
-    def cudnn_forward_with_grad():
-        lib["out"] = sdpa_with("SDPA cuDNN")(qg, kg, vg)
-    fns = [lambda: attention_forward_desc(q1, k1, v1, cfg=desc_config(128)),
-           lambda: attention_forward_desc(q1, k1, v1, cfg=pipe_config(128), pipeline=True),
-           lambda: sdpa_with("SDPA cuDNN")(q1, k1, v1),
-           lambda: attention_forward_desc(q, k, v, cfg=desc_config(64)),
-           cudnn_forward_with_grad,
-           lambda: attention_bwd_dkdv_kernel[(cdiv(N, dkdv_cfg["BLOCK_N"]), B * H)](
-               q, k, v, do, lse, delta, torch.empty_like(q), torch.empty_like(q), sc, N, **sw, **dkdv_cfg),
-           lambda: attention_bwd_dq_kernel[(cdiv(N, dq_cfg["BLOCK_M"]), B * H)](
-               q, k, v, do, lse, delta, torch.empty_like(q), sc, N, **sw, **dq_cfg),
-           lambda: torch.autograd.grad(lib["out"], (qg, kg, vg), do)]
-    return [(what, piece, fn) for (what, piece), fn in zip(NCU_ORDER, fns)]
-
-
-def attention_limiter_rows(raw_text, order):
-    """One dict per profiled kernel from ``ncu --csv --page raw`` text: ``what`` (from ``order``, the
-    ``[(what, name piece)]`` of :func:`ncu_launches`), the kernel's name and ``gpu_course.profiling.limiters``.
-    Raises ValueError where ncu profiled other kernels than ``order`` says, or in another order."""
-    from ..profiling import limiters, ncu_raw_rows
-    kernels = ncu_raw_rows(raw_text)
-    names = [r["Kernel Name"] for r in kernels]
-    if len(kernels) != len(order) or any(piece not in n for (_, piece), n in zip(order, names)):
-        raise ValueError(f"attention_limiter_rows: ncu profiled {len(kernels)} kernels, expected {len(order)} "
-                         f"in order {[p for _, p in order]}; got {[n[:50] for n in names]}")
-    out = []
-    for (what, _), row in zip(order, kernels):
-        lim = limiters(row)
-        out.append(dict(what=what, kernel=short_kernel_name(row["Kernel Name"], 70),
-                        **{f: lim[f] for f in NCU_FIELDS[2:]}))
-    return out
-
-
-def limiters_file(device: str = "nvidia-h100-80gb-hbm3"):
-    """Where bench/flash_attention_ncu.py stores what it measured on ``device`` (a results file's stem)."""
-    from .. import paths
-    return paths.RESULTS_DIR / "profiles" / f"ncu_flash_attention_{device}.csv"
-
-
-def limiter_table(rows):
-    """Rows of :func:`attention_limiter_rows` (or read back with ``profiling.read_limiter_csv``) as a table: the
-    time under ncu, how busy the tensor pipe and the schedulers were, warps, registers, blocks per SM and the three
-    largest stall reasons."""
-    width = max(len(r["what"]) for r in rows) + 2
-    lines = [f"{'kernel':<{width}}{'µs':>7} {'tc%':>4} {'iss%':>4} {'wrp%':>4} {'regs':>4} {'blk':>3}  "
-             "largest stalls (warps per issued instruction)"]
-    for r in rows:
-        stalls = ", ".join(f"{n} {v:.1f}" for n, v in r["stalls"])
-        lines.append(f"{r['what']:<{width}}{r['time_us']:7.0f} {r['tensor_pct']:4.0f} {r['issue_pct']:4.0f} "
-                     f"{r['warps_pct']:4.0f} {r['registers']:4.0f} {r['blocks_per_sm']:3.0f}  {stalls}")
-    lines.append("µs: time under ncu (clocks locked at base); tc%: tensor pipe busy, % of cycles; iss%: cycles a "
-                 "scheduler issued; wrp%: active warps, % of the SM's 64; regs: registers a thread; blk: blocks an SM "
-                 "holds")
-    return "\n".join(lines)

@@ -28,6 +28,9 @@ The launchers call each kernel through a ``gpu_course.triton_launch.Launcher``: 
 call, the compiled kernel is launched without ``kernel[grid]``'s per-call binding and hashing (a
 training step calls them on every step, and their GPU time is a few tens of µs).
 
+What notebook 10 and ``bench/layernorm.py`` compare these with (eager torch, ``torch.compile``, CUDA graphs,
+autograd's threads, the launchers' CPU layers) is in :mod:`gpu_course.lessons.layernorm`.
+
 Inputs are fp32, fp16 or bf16 (fp64 too, for ``gradcheck``); statistics and sums are in fp32 (fp64
 for fp64), outputs in the input's dtype. Rows longer than :data:`MAX_W` are refused (a row lives in
 one program's registers).
@@ -48,10 +51,9 @@ import triton
 import triton.language as tl
 
 from . import num_warps_for
-from ..checking import check
 from ..launch import cdiv
-from ..mode import DEVICE, ON_GPU, by_mode, sm_count
-from ..timing import bench, bench_user, bench_users
+from ..hardware import sm_count
+from ..mode import DEVICE, ON_GPU
 from ..triton_launch import Launcher, aligned, direct_allowed, int_kind
 from .triton_matmul import gelu as gelu_erf  # the erf GeLU of notebook 07's epilogue
 
@@ -440,7 +442,7 @@ def _defined(qualname):
         else qualname in torch._library.custom_ops.OPDEFS
 
 
-def _register_ops():
+def register_ops():
     """Define the four custom ops, their fake (shape-only) implementations and their autograd.
 
     Idempotent: when the module is imported again (``importlib.reload``, a notebook re-running its
@@ -510,7 +512,7 @@ def _register_ops():
     torch.library.register_autograd("gpu_course::gelu", gelu_bwd, setup_context=gelu_setup)
 
 
-_register_ops()
+register_ops()
 
 
 def layer_norm_op(x, weight, bias, eps=1e-5):
@@ -648,316 +650,3 @@ def layer_norm_node(x, weight, bias, eps=1e-5):
     if sig is not None:
         _NODE_SIGS[sig] = ids
     return _shaped(mod.layer_norm(x2, weight, bias, eps, *ids), x)
-
-
-# ------------------------------------------------ against torch: what notebook 10 and bench/layernorm.py run
-EPS = 1e-5
-
-
-def backward_dram_bytes(h, w, elt, groups):
-    """Bytes the backward's two kernels read and write, each tensor counted once per kernel (notebook
-    10's exercise 3): the dx kernel reads dy, x, the weight, mean and rstd and writes dx and the
-    ``[2, groups, w]`` fp32 partial sums; the reduction reads the partial sums and writes dweight and
-    dbias (``elt`` bytes an element). Bytes to and from memory as the kernels ask for them: the partial
-    sums (8.7 MB at 132 programs, 34.6 MB at 528, for w = 8192) fit in an H100's 50 MB L2 cache, so
-    part of them may never reach DRAM."""
-    return 3 * h * w * elt + w * elt + 2 * h * 4 + 2 * groups * w * 4 + 2 * groups * w * 4 + 2 * w * elt
-
-
-def backward_time_from_bytes(t1, groups, h=4096, w=8192, elt=2, sms=132):
-    """The backward's time with ``groups`` programs predicted from its time ``t1`` at one program per
-    SM (``sms`` programs), if it moved its bytes (:func:`backward_dram_bytes`) at the same rate at every
-    ``groups`` (notebook 10's exercise 3b)."""
-    return t1 * backward_dram_bytes(h, w, elt, groups) / backward_dram_bytes(h, w, elt, sms)
-
-
-def bytes_moved(h, w, elt):
-    """The bytes a fused LayerNorm of an (h, w) input of ``elt``-byte elements must move at least (the
-    weights and statistics are small next to the rows and left out): the forward reads x and writes y;
-    forward + backward also reads dy and x again and writes dx.
-
-    >>> bytes_moved(4096, 8192, 2)
-    {'forward': 134217728, 'forward + backward': 335544320}
-    """
-    return {"forward": 2 * h * w * elt, "forward + backward": 5 * h * w * elt}
-
-
-EAGER = "torch F.layer_norm (eager)"
-OURS = "ours, layer_norm_op (eager)"
-OP_DIRECT = "ours, torch.ops.gpu_course.layer_norm"
-OURS_COMPILED = "torch.compile(layer_norm_op)"
-NODE = "ours, C++ autograd node"
-
-
-def variants(w, eps=EPS, backend="inductor"):
-    """name -> LayerNorm function of ``(x, weight, bias)`` over ``w`` features, torch's first: eager
-    ``F.layer_norm``; ``torch.compile`` of it (``fullgraph=True``, ``backend``: Inductor's generated
-    Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU); ours as a model
-    calls it in eager mode (:func:`layer_norm_op`: the ``autograd.Function`` where a gradient is needed, the
-    forward launcher alone, without the statistics, under ``no_grad``); the custom op called
-    directly (``torch.ops.gpu_course.layer_norm``: what the Python custom op's dispatch costs a call);
-    and ``torch.compile`` of a function calling :func:`layer_norm_op` (the custom op in a graph). Once
-    :func:`build_node` has built it, :func:`layer_norm_node` too, after ours."""
-    torch_ln = lambda x, wt, b: torch.nn.functional.layer_norm(x, (w,), wt, b, eps)  # noqa: E731
-    ours = lambda x, wt, b: layer_norm_op(x, wt, b, eps)  # noqa: E731
-    out = {EAGER: torch_ln,
-           "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True, backend=backend),
-           OURS: ours}
-    if node_status() is None:   # built (build_node): the C++ node beside the autograd.Function
-        out[NODE] = lambda x, wt, b: layer_norm_node(x, wt, b, eps)
-    out[OP_DIRECT] = lambda x, wt, b: torch.ops.gpu_course.layer_norm(x, wt, b, eps)[0]
-    out[OURS_COMPILED] = torch.compile(ours, fullgraph=True, backend=backend)
-    return out
-
-
-def dtypes_here(supports=None):
-    """The dtypes the LayerNorm comparison runs in on this machine, and why any is left out:
-    ``([torch.float16, torch.bfloat16], [])`` where the GPU has bf16, else fp16 alone and the one-line
-    reason of ``utils.gpu_supports("bf16")`` (Colab's T4, sm_75, has no bf16).
-
-    >>> dtypes_here(lambda f: (False, "no bf16 here"))
-    ([torch.float16], ['bfloat16: no bf16 here'])
-    """
-    from ..mode import gpu_supports
-    ok, why = (supports or gpu_supports)("bf16")
-    return ([torch.float16, torch.bfloat16], []) if ok else ([torch.float16], [f"bfloat16: {why}"])
-
-
-def fwd_bwd(f):
-    """A function of ``(x, weight, bias, dy)`` that runs ``f`` forward and backward (grads into
-    ``.grad``, cleared first)."""
-    def run(x, wt, b, dy):
-        x.grad = wt.grad = b.grad = None
-        f(x, wt, b).backward(dy)
-    return run
-
-
-def check_variants(fns, x, wt, b, dy, eps=EPS, ran=False):
-    """Each of ``fns``'s y, dx, dweight and dbias against torch's ``F.layer_norm`` in float64 (raises
-    ``CheckFailed``). Tolerances for fp16/bf16 outputs: a few units in their last place; fp32: 1e-4;
-    dweight and dbias are sums over all rows, their ``atol`` grows as the square root of the rows.
-    ``ran=True``: the backward already ran (e.g. a CUDA graph's replay): only the gradients in
-    ``x.grad``, ``wt.grad`` and ``b.grad`` are checked."""
-    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, wt, b))
-    ref = torch.nn.functional.layer_norm(xd, (x.shape[-1],), wd, bd, eps)
-    ref.backward(dy.double())
-    tol = {torch.float16: dict(atol=2e-2, rtol=1e-2), torch.bfloat16: dict(atol=1e-1, rtol=2e-2)}.get(
-        x.dtype, dict(atol=1e-4, rtol=1e-4))
-    rows = x.numel() // x.shape[-1]
-    sum_tol = dict(atol=tol["atol"] * rows ** 0.5, rtol=tol["rtol"])  # a sum of `rows` roundings
-    for name, f in fns.items():
-        if not ran:
-            fwd_bwd(f)(x, wt, b, dy)
-            check(f(x, wt, b), ref, **tol, name=f"{name}: y")
-        check(x.grad, xd.grad, **tol, name=f"{name}: dx")
-        check(wt.grad, wd.grad, **sum_tol, name=f"{name}: dweight")
-        check(b.grad, bd.grad, **sum_tol, name=f"{name}: dbias")
-
-
-def time_it(fn, *args):
-    """``utils.bench`` as the LayerNorm comparisons use it: L2 flushed; on a GPU about 200 ms of runs,
-    on the CPU 2 runs (the interpreter's times mean nothing)."""
-    return bench(fn, *args, l2_flush=True, reps=by_mode(gpu=None, cpu=2), budget_ms=by_mode(gpu=200, cpu=None))
-
-
-def inputs(h, w, dtype, seed=0, device=None):
-    """``x`` (h, w), ``weight``, ``bias`` (all requiring grad) and ``dy`` of ``dtype``, random with
-    ``seed``: weight near 1, bias near 0, as a trained LayerNorm's."""
-    g = torch.Generator().manual_seed(seed)
-    device = DEVICE if device is None else device
-    # drawn on the CPU (so the same on every device, and under torch.set_default_device too), then moved
-    r = lambda *s: torch.randn(*s, generator=g, device="cpu").to(device)  # noqa: E731
-    x = r(h, w).to(dtype).requires_grad_()
-    wt = (1 + 0.1 * r(w)).to(dtype).requires_grad_()
-    b = (0.1 * r(w)).to(dtype).requires_grad_()
-    return x, wt, b, r(h, w).to(dtype)
-
-
-def time_user(fn, *args):
-    """``utils.bench_user`` as the LayerNorm comparisons use it (L2 flushed; GPU time from about
-    200 ms of runs): GPU time, time per step in a loop, CPU time per call."""
-    return bench_user(fn, *args, l2_flush=True, budget_ms=by_mode(gpu=200, cpu=None))
-
-
-def time_users(fns, *args):
-    """:func:`time_user` of each of ``fns`` (name -> function), the loop and CPU figures interleaved
-    (``utils.bench_users``): ``{name: UserTiming}``."""
-    return bench_users(fns, *args, l2_flush=True, budget_ms=by_mode(gpu=200, cpu=None))
-
-
-def compare_with_torch(h, w, dtype, backend="inductor", seed=0):
-    """Check every variant (:func:`variants`) against torch in float64 on an (h, w) input of ``dtype``,
-    then time each with :func:`time_user`, forward alone (under ``no_grad``) and forward + backward:
-    ``{(what, name): UserTiming}`` with ``what`` in ``"forward"``, ``"forward + backward"`` (the keys
-    of :func:`bytes_moved`)."""
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    fns = variants(w, backend=backend)
-    check_variants(fns, x, wt, b, dy)
-    with torch.no_grad():
-        fwd = time_users(fns, x, wt, b)
-    both = time_users({name: fwd_bwd(f) for name, f in fns.items()}, x, wt, b, dy)
-    return {**{("forward", n): t for n, t in fwd.items()}, **{("forward + backward", n): t for n, t in both.items()}}
-
-
-def under_cuda_graph(h, w, dtype, seed=0):
-    """Forward + backward of eager ``F.layer_norm`` and of ours (:func:`layer_norm_op`), each captured
-    once in a CUDA graph (``utils.cuda_graph``) and replayed: ``{name: UserTiming}``, names
-    ``"<variant>, CUDA graph"``. A replay launches every kernel of the step for one launch's CPU cost.
-    Each replay's gradients are checked against torch first. On the CPU there are no CUDA graphs:
-    the functions are called directly."""
-    from ..timing import cuda_graph
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
-    out = {}
-    for name, f in fns.items():
-        replay = cuda_graph(fwd_bwd(f), x, wt, b, dy)
-        replay()
-        check_variants({f"{name}, CUDA graph": lambda *_: None}, x, wt, b, dy, ran=True)
-        out[f"{name}, CUDA graph"] = time_user(replay)
-    return out
-
-
-def on_the_calling_thread(h, w, dtype, seed=0):
-    """Forward + backward of eager ``F.layer_norm`` and of ours (:func:`layer_norm_op`), each timed with
-    autograd's engine running the backward on its worker thread for the GPU (the default) and on the
-    thread that calls ``.backward()`` (``torch.autograd.set_multithreading_enabled(False)``), the two
-    settings timed one after the other: ``{name: UserTiming}``, names ``"<variant>, <thread>"`` with
-    thread ``"worker thread"`` or ``"calling thread"``; under each setting the two variants' loops and
-    calls are interleaved. The gradients are checked against torch first, under the calling-thread
-    setting."""
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
-    with torch.autograd.set_multithreading_enabled(False):
-        check_variants(fns, x, wt, b, dy)
-    return _on_each_thread(fns, x, wt, b, dy)
-
-
-def _on_each_thread(fns, x, wt, b, dy):
-    """Forward + backward of each of ``fns`` timed (:func:`time_users`, the functions interleaved) with
-    the backward on autograd's worker thread, then on the calling thread: ``{"<name>, <thread>":
-    UserTiming}``, each name's two rows together."""
-    steps = {name: fwd_bwd(f) for name, f in fns.items()}
-    worker = time_users(steps, x, wt, b, dy)
-    with torch.autograd.set_multithreading_enabled(False):
-        calling = time_users(steps, x, wt, b, dy)
-    out = {}
-    for name in fns:
-        out[f"{name}, worker thread"], out[f"{name}, calling thread"] = worker[name], calling[name]
-    return out
-
-
-def node_comparison(h, w, dtype, seed=0):
-    """Forward + backward of eager ``F.layer_norm``, of ours through the ``autograd.Function``
-    (:func:`layer_norm_op`) and through the C++ node (:func:`layer_norm_node`; :func:`build_node`
-    first, else it is layer_norm_op), each checked against torch in float64 (after a first step that
-    compiles the kernels), then timed, the backward on autograd's worker thread as a training loop runs
-    it, plain and each captured in a CUDA graph: ``{name: UserTiming}``, graph rows named
-    ``"<variant>, CUDA graph"``. Where the node is not built (:func:`node_status` says why), its rows are
-    left out: the rest are eager torch, the ``autograd.Function`` and eager torch's CUDA graph."""
-    from ..timing import cuda_graph
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
-    built = node_status() is None              # not built (cpu mode, a failed build): no node rows at all
-    if built:
-        fns[NODE] = lambda x, wt, b: layer_norm_node(x, wt, b, EPS)
-        fwd_bwd(fns[NODE])(x, wt, b, dy)       # a shape's first step compiles through the Python path
-    check_variants(fns, x, wt, b, dy)
-    out = time_users({name: fwd_bwd(f) for name, f in fns.items()}, x, wt, b, dy)
-    for name in (EAGER, NODE) if built else (EAGER,):
-        replay = cuda_graph(fwd_bwd(fns[name]), x, wt, b, dy)
-        replay()
-        check_variants({f"{name}, CUDA graph": lambda *_: None}, x, wt, b, dy, ran=True)
-        out[f"{name}, CUDA graph"] = time_user(replay)
-    return out
-
-
-class _Times1(torch.autograd.Function):
-    """``x * 1`` with a Python backward that only passes the gradient on: the least a Python autograd
-    node can do (for :func:`python_backward_floor`)."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        return x * 1
-
-    @staticmethod
-    def backward(ctx, dy):
-        return dy, None, None
-
-
-TIMES1_CPP = "x * 1 (torch's C++ backward)"
-TIMES1_PY = "x * 1, a Python backward passing dy on"
-
-
-def python_backward_floor(h, w, dtype, seed=0):
-    """What any Python backward pays before doing any work: forward + backward of ``x * 1`` with
-    torch's C++ backward node, and of the same ``x * 1`` through an ``autograd.Function`` whose Python
-    ``backward`` only returns ``dy``, each on autograd's worker thread and on the calling thread (as
-    :func:`on_the_calling_thread`): ``{name: UserTiming}``. The GPU work is one elementwise kernel
-    each way, so the loop and CPU figures are the autograd layers' cost."""
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    fns = {TIMES1_CPP: lambda x, wt, b: x * 1, TIMES1_PY: _Times1.apply}
-    return _on_each_thread(fns, x, wt, b, dy)
-
-
-def table(times, what):
-    """The table ``utils.compare`` prints (GPU time, loop/step, CPU/call, eager torch's time over each
-    for the GPU and the loop) for the ``what`` rows of :func:`compare_with_torch`'s result, or for a
-    ``{name: UserTiming}`` when ``what`` is None."""
-    from ..timing import user_table
-    rows = times if what is None else {n: t for (w_, n), t in times.items() if w_ == what}
-    return user_table(rows, next(iter(rows)))
-
-
-def cpu_layers(h, w, dtype, seed=0):
-    """Where ours' CPU time per call goes, forward (under ``no_grad``) and forward + backward, layer by
-    layer (``utils.cpu_ms_per_call``, ms): the forward launcher alone (argument checks, allocations,
-    one Triton launch), and the same with its kernel launched through ``kernel[grid]`` rather than
-    its ``Launcher``'s direct path; :func:`layer_norm_op` (under ``no_grad`` it skips the
-    ``autograd.Function`` and the statistics, although its row is labelled "forward, autograd.Function"); the
-    same launchers through the Python custom op's dispatch; and forward + backward through each
-    wrapper (autograd's engine and the backward's two launches added)."""
-    from ..timing import cpu_ms_per_call
-    from ..triton_launch import through_jit
-    x, wt, b, dy = inputs(h, w, dtype, seed)
-    v = variants(w)
-    with torch.no_grad():
-        with through_jit():
-            jit = cpu_ms_per_call(layer_norm_forward, x, wt, b)
-        out = {"forward launcher, through kernel[grid]": jit,
-               "forward launcher alone": cpu_ms_per_call(layer_norm_forward, x, wt, b),
-               "forward, autograd.Function": cpu_ms_per_call(v[OURS], x, wt, b),
-               "forward, custom op": cpu_ms_per_call(v[OP_DIRECT], x, wt, b),
-               "forward, F.layer_norm": cpu_ms_per_call(v[EAGER], x, wt, b)}
-    for name in (OURS, OP_DIRECT, EAGER):
-        label = {OURS: "autograd.Function", OP_DIRECT: "custom op", EAGER: "F.layer_norm"}[name]
-        out[f"forward + backward, {label}"] = cpu_ms_per_call(fwd_bwd(v[name]), x, wt, b, dy)
-    return out
-
-
-def kernels_launched(fn, *args):
-    """Names of the GPU kernels one call of ``fn(*args)`` runs, in order, recorded by
-    ``torch.profiler`` (notebook 02). On the CPU there are no GPU kernels: ``[]``.
-    """
-    if not ON_GPU:
-        fn(*args)
-        return []
-    from ..profiling import gpu_kernels
-    return gpu_kernels(fn, *args)
-
-
-def ulps_per_element(out, ref, dtype, floor=None):
-    """The largest error of ``out`` against ``ref`` (float64), each element's error counted in units
-    of the last place (ulp) of that element's own value in ``dtype``. Elements smaller than ``floor``
-    (default: the largest ``|ref|`` / 256) count in the ulp of ``floor``: near 0 an output's error
-    comes from the arithmetic on terms of the row's size, not from its own rounding, so it is held to
-    an absolute bound there (still 256 times finer than an ulp of the largest value).
-
-    >>> r = torch.tensor([1.0, 1e-2], dtype=torch.float64)
-    >>> round(ulps_per_element(r + torch.tensor([0.0, 2 ** -16], dtype=torch.float64), r, torch.float16), 2)
-    2.0
-    """
-    fi = torch.finfo(dtype)
-    floor = ref.abs().max().item() / 256 if floor is None else floor
-    mag = ref.abs().clamp_min(max(floor, fi.tiny))
-    unit = torch.exp2(torch.floor(torch.log2(mag))) * fi.eps
-    return ((out.double() - ref).abs() / unit).max().item()

@@ -17,7 +17,8 @@ import triton
 import triton.language as tl
 
 from ..launch import cdiv
-from ..mode import ON_GPU, by_mode, fits_shared_memory
+from ..hardware import fits_shared_memory
+from ..mode import ON_GPU, by_mode
 
 ACTIVATIONS = ("", "gelu")
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import utils  # first: chooses the mode before triton is imported
 from triton.runtime.errors import OutOfResources  # noqa: E402
 from gpu_course.kernels import triton_attention as ta
+from gpu_course.lessons import attention as lesson
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 SHAPE = (2, 3, 1000, None)  # (batch, heads, N, d)
@@ -130,8 +131,8 @@ def grad_inputs(d=64, shape=(2, 3, 1000)):
 
 def test_sdpa_baselines_run_or_say_why():
     q, k, v, do = grad_inputs()
-    fns, skipped = ta.sdpa_baselines(q, k, v, do)
-    assert set(fns) | set(skipped) == set(ta.SDPA_BACKENDS) and not set(fns) & set(skipped)
+    fns, skipped = lesson.sdpa_baselines(q, k, v, do)
+    assert set(fns) | set(skipped) == set(lesson.SDPA_BACKENDS) and not set(fns) & set(skipped)
     assert all("\n" not in why for why in skipped.values()), skipped
     for feature, name in (("flash_sdpa", "SDPA flash"), ("cudnn_sdpa", "SDPA cuDNN")):
         if not utils.gpu_supports(feature)[0]:
@@ -145,15 +146,15 @@ def test_sdpa_baselines_run_or_say_why():
 
 def test_time_attention_gives_user_timings_for_every_backend():
     q, k, v, do = grad_inputs(shape=(1, 2, 512))
-    fns, _ = ta.sdpa_baselines(q, k, v, do)
-    times = ta.time_attention(q, k, v, do, baselines=fns)
+    fns, _ = lesson.sdpa_baselines(q, k, v, do)
+    times = lesson.time_attention(q, k, v, do, baselines=fns)
     assert set(times) == {(n, p) for n in ("ours", *fns) for p in ("forward", "backward")}
     assert all(t.on_gpu and t.median > 0 and t.loop_ms > 0 and t.cpu_ms > 0 for t in times.values())
 
 
 def test_our_kernels_use_the_tensor_cores_of_this_gpu():
     q, k, v, do = grad_inputs()
-    ops = ta.tensor_core_instructions(q, k, v, do)
+    ops = lesson.tensor_core_instructions(q, k, v, do)
     assert set(ops) == {"forward", "dK/dV", "dQ"}
     want = "wgmma.mma_async" if utils.gpu_supports("wgmma")[0] else "mma.sync"
     assert all(any(op.startswith(want) for op in found) for found in ops.values()), ops
@@ -161,7 +162,7 @@ def test_our_kernels_use_the_tensor_cores_of_this_gpu():
 
 def test_profiler_names_our_three_backward_kernels():
     q, k, v, do = grad_inputs()
-    names = ta.profiled_kernels(lambda: torch.autograd.grad(ta.flash_attention(q, k, v), (q, k, v), do))
+    names = lesson.profiled_kernels(lambda: torch.autograd.grad(ta.flash_attention(q, k, v), (q, k, v), do))
     forward = "attention_fwd_desc_kernel" if ta.uses_descriptors(q) else "attention_fwd_kernel"
     for kernel in (forward, "attention_bwd_delta_kernel", "attention_bwd_dkdv_kernel", "attention_bwd_dq_kernel"):
         assert any(kernel in n for n in names), names
@@ -169,4 +170,4 @@ def test_profiler_names_our_three_backward_kernels():
 
 def test_our_backward_is_deterministic_on_the_gpu():
     q, k, v, do = grad_inputs()
-    assert ta.distinct_grads(ta.flash_attention, q, k, v, do, causal=True, runs=5) == 1
+    assert lesson.distinct_grads(ta.flash_attention, q, k, v, do, causal=True, runs=5) == 1

@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 import utils
-from gpu_course import distributed as gd
+from gpu_course import collective_check, collectives as coll, distributed as gd, ring_all_reduce as ring_ar
 from gpu_course import parallel_training as pt
 
 GPUS = torch.cuda.device_count() if utils.ON_GPU else 0
@@ -31,17 +31,17 @@ def test_each_rank_has_its_own_gpu_and_nccl(ranks):
 
 @pytest.mark.parametrize("n", [1, 1001, 2**20 + 3])
 def test_the_ring_equals_nccls_all_reduce(ranks, n):
-    assert max(ranks.run(gd.ring_error, n)) < 1e-12
+    assert max(ranks.run(ring_ar.ring_error, n)) < 1e-12
 
 
 def test_a_sweep_on_gpus(ranks):
-    rows = gd.sweep(ranks, "all_reduce", [4096, 2**26], iters=5, warmup=2)
+    rows = coll.sweep(ranks, "all_reduce", [4096, 2**26], iters=5, warmup=2)
     assert rows[1].busbw > 10 * rows[0].busbw   # a 64 MB all-reduce is bandwidth-bound, 4 KB latency-bound
-    assert rows[1].busbw < 2 * gd.link_spec_gbps(utils.device_name())   # and no faster than the link
+    assert rows[1].busbw < 2 * coll.link_spec_gbps(utils.device_name())   # and no faster than the link
 
 
 def test_a_captured_all_reduce_hides_the_launch(ranks):
-    loop, gpu, cpu = gd.three_ways_table(ranks, [4096], iters=10)[4096]
+    loop, gpu, cpu = ring_ar.three_ways_table(ranks, [4096], iters=10)[4096]
     assert gpu is not None and 0 < gpu < loop   # the graph's replay leaves the GPUs' own time
 
 
@@ -67,9 +67,9 @@ def test_overlap_is_read_from_the_trace(ranks):
 def test_the_exercise_check_with_nccl(ranks):
     from solutions import nb13
     from tests.unit.test_distributed import answer
-    gd.check_composed_all_reduce(ranks, answer(nb13.SOLUTIONS["ex13-2-answer"]))
+    collective_check.check_composed_all_reduce(ranks, answer(nb13.SOLUTIONS["ex13-2-answer"]))
     with pytest.raises(AssertionError, match="calls dist.all_reduce"):
-        gd.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
+        collective_check.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
 
 
 def test_torchrun_on_gpus():

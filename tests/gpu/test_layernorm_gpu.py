@@ -6,25 +6,26 @@ import torch
 
 import utils
 from gpu_course.kernels import triton_layernorm as ln
+from gpu_course.lessons import layernorm as lesson
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_under_cuda_graph_replays_correct_gradients(dtype):
-    got = ln.under_cuda_graph(64, 1000, dtype)  # raises CheckFailed if a replay's gradients are wrong
-    ours = got[f"{ln.OURS}, CUDA graph"]
+    got = lesson.under_cuda_graph(64, 1000, dtype)  # raises CheckFailed if a replay's gradients are wrong
+    ours = got[f"{lesson.OURS}, CUDA graph"]
     assert ours.cpu_ms < 0.05, ours           # a replay is one launch: well under 50 µs of CPU
 
 
 def test_kernels_launched_lists_ours_backward():
-    x, wt, b, dy = ln.inputs(64, 1000, torch.float16)
+    x, wt, b, dy = lesson.inputs(64, 1000, torch.float16)
     y = ln.layer_norm_op(x, wt, b)
 
     def backward():
         x.grad = wt.grad = b.grad = None
         y.backward(dy, retain_graph=True)
-    names = ln.kernels_launched(backward)
+    names = lesson.kernels_launched(backward)
     assert any("layer_norm_bwd_dx_kernel" in n for n in names), names
     assert any("layer_norm_bwd_dwdb_kernel" in n for n in names), names
 
@@ -55,12 +56,12 @@ def test_the_node_gives_the_python_paths_results_bit_for_bit(node, dtype, shape)
     got = grads_of(ln.layer_norm_node, x, wt, b, dy)
     for r, o in zip(ref, got):
         assert torch.equal(r, o)
-    ln.check_variants({"node": ln.layer_norm_node}, *(t.clone().requires_grad_() for t in (x, wt, b)), dy)  # float64
+    lesson.check_variants({"node": ln.layer_norm_node}, *(t.clone().requires_grad_() for t in (x, wt, b)), dy)  # float64
 
 
 def test_the_nodes_graph_node_is_cpp_and_a_strided_dy_is_made_contiguous(node):
-    x, wt, b, dy = ln.inputs(256, 768, torch.float16)
-    ln.fwd_bwd(ln.layer_norm_node)(x, wt, b, dy)                   # first step: Python path
+    x, wt, b, dy = lesson.inputs(256, 768, torch.float16)
+    lesson.fwd_bwd(ln.layer_norm_node)(x, wt, b, dy)                   # first step: Python path
     y = ln.layer_norm_node(x, wt, b)
     assert "LayerNormNode" in y.grad_fn.name(), y.grad_fn.name()   # CppNode<...LayerNormNode>: C++ all the way
     x.grad = wt.grad = b.grad = None
@@ -71,10 +72,10 @@ def test_the_nodes_graph_node_is_cpp_and_a_strided_dy_is_made_contiguous(node):
 
 
 def test_the_node_steps_aside_for_torch_compile_and_recording(node):
-    x, wt, b, dy = ln.inputs(64, 512, torch.float16)
-    ln.fwd_bwd(ln.layer_norm_node)(x, wt, b, dy)
+    x, wt, b, dy = lesson.inputs(64, 512, torch.float16)
+    lesson.fwd_bwd(ln.layer_norm_node)(x, wt, b, dy)
     with utils.launches() as rec:
-        ln.fwd_bwd(ln.layer_norm_node)(x, wt, b, dy)
+        lesson.fwd_bwd(ln.layer_norm_node)(x, wt, b, dy)
     assert rec.of("triton", "layer_norm_fwd_kernel"), rec.summary()   # recorded: it went through kernel[grid]
     f = torch.compile(lambda x, wt, b: ln.layer_norm_node(x, wt, b), fullgraph=True)
     y = f(x, wt, b)
@@ -82,5 +83,5 @@ def test_the_node_steps_aside_for_torch_compile_and_recording(node):
 
 
 def test_the_node_in_a_cuda_graph_and_its_cpu_cost(node):
-    got = ln.node_comparison(512, 2048, torch.float16)               # checks every variant's gradients
-    assert got[ln.NODE].cpu_ms < got[ln.OURS].cpu_ms, got
+    got = lesson.node_comparison(512, 2048, torch.float16)               # checks every variant's gradients
+    assert got[lesson.NODE].cpu_ms < got[lesson.OURS].cpu_ms, got

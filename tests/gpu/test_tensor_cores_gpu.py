@@ -8,6 +8,7 @@ import torch
 
 import utils
 from gpu_course.kernels import tensor_cores as tc
+from gpu_course.lessons import tensor_cores as lesson
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
@@ -73,7 +74,7 @@ def test_rung5_refuses_other_gpus_clearly():
 def test_fragment_layouts_are_what_the_emulation_and_the_notebook_say(mod):
     """fragment_layouts on the GPU: the WMMA accumulator is mma.m16n8k16's C layout twice (what emu_wmma.h
     emulates), and the mma.sync grids follow the PTX ISA's formulas."""
-    grids = tc.layout_grids(mod, torch.empty(1, device="cuda"))
+    grids = lesson.layout_grids(mod, torch.empty(1, device="cuda"))
     lanes, elems = grids["WMMA accumulator 16x16 (float)"]
     for r in range(16):
         for c in range(16):

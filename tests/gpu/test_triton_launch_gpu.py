@@ -8,6 +8,7 @@ import torch.nn.functional as F
 import utils
 from gpu_course import triton_launch
 from gpu_course.kernels import triton_layernorm as ln
+from gpu_course.lessons import layernorm as lesson
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
@@ -19,7 +20,7 @@ def _check_forward(x, wt, b):
 
 
 def test_direct_path_after_the_first_launch_gives_the_same_results():
-    x, wt, b, _ = ln.inputs(37, 777, torch.float16)
+    x, wt, b, _ = lesson.inputs(37, 777, torch.float16)
     x, wt, b = x.detach(), wt.detach(), b.detach()
     before = ln._fwd_launch.direct
     for _ in range(3):
@@ -28,7 +29,7 @@ def test_direct_path_after_the_first_launch_gives_the_same_results():
 
 
 def test_a_misaligned_view_gets_its_own_compiled_kernel():
-    x, wt, b, _ = ln.inputs(38, 777, torch.float16)
+    x, wt, b, _ = lesson.inputs(38, 777, torch.float16)
     flat = x.detach().flatten()
     view = flat[1:1 + 37 * 777].view(37, 777)            # starts 2 bytes into the storage
     assert not triton_launch.aligned(view)
@@ -39,16 +40,16 @@ def test_a_misaligned_view_gets_its_own_compiled_kernel():
 
 
 def test_backward_through_the_launchers_matches_torch():
-    x, wt, b, dy = ln.inputs(300, 1000, torch.float16)
+    x, wt, b, dy = lesson.inputs(300, 1000, torch.float16)
     for _ in range(3):
-        ln.check_variants({"ours": lambda x, wt, b: ln.layer_norm_op(x, wt, b)}, x, wt, b, dy)
+        lesson.check_variants({"ours": lambda x, wt, b: ln.layer_norm_op(x, wt, b)}, x, wt, b, dy)
     assert ln._dx_launch.direct >= 1 and ln._dwdb_launch.direct >= 1
 
 
 @pytest.mark.parametrize("how", ["recording", "through_jit", "hook"])
 def test_recorded_or_hooked_launches_go_through_kernel_grid(how):
     from triton import knobs
-    x, wt, b, _ = ln.inputs(16, 512, torch.float16)
+    x, wt, b, _ = lesson.inputs(16, 512, torch.float16)
     x, wt, b = x.detach(), wt.detach(), b.detach()
     ln.layer_norm_forward(x, wt, b)                        # compiled, key known
     before = ln._fwd_launch.direct

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 import utils
 from gpu_course.kernels import triton_attention as ta
+from gpu_course.lessons import attention as lesson
+from gpu_course.lessons.attention import ladder as lesson_ladder, sdpa as lesson_sdpa
 
 # (batch, heads, N, d): N = 1 (one row), 17 and 100 (ragged last blocks), 64 (a multiple of every block)
 SHAPES = [(1, 2, 1, 16), (1, 2, 17, 16), (2, 2, 64, 16), (1, 2, 100, 64)]
@@ -155,12 +157,12 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
     """Causal, every step is checked against causal float64 and runs; then (not causal) a step that does not
     compile and one that is wrong are reported and left out."""
     dtype = torch.float16 if utils.ON_GPU else torch.float32
-    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype, causal=True)
-    ok = [n for n in ta.LADDER if n not in failed]   # on a GPU step 4 may fail to compile (said in `failed`)
-    assert [n for n in times if n in ta.LADDER] == ok and set(ta.REGISTERS) == set(ok)
-    assert set(failed) <= ({ta.LADDER[3]} if utils.ON_GPU else set())
-    assert "TFLOP/s" in ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16))
-    assert set(ta.PTX_CENSUS) == (set(ok) if utils.ON_GPU else set())
+    times, failed = lesson.forward_ladder((1, 2, 20), 16, dtype, causal=True)
+    ok = [n for n in lesson.LADDER if n not in failed]   # on a GPU step 4 may fail to compile (said in `failed`)
+    assert [n for n in times if n in lesson.LADDER] == ok and set(lesson.REGISTERS) == set(ok)
+    assert set(failed) <= ({lesson.LADDER[3]} if utils.ON_GPU else set())
+    assert "TFLOP/s" in lesson.ladder_table(times, ta.attention_flops(1, 2, 20, 16))
+    assert set(lesson.PTX_CENSUS) == (set(ok) if utils.ON_GPU else set())
     real = ta.attention_forward_desc
 
     def broken(q, k, v, *a, warp_specialize=False, **kw):
@@ -173,12 +175,13 @@ def test_forward_ladder_checks_each_step_and_reports_the_ones_that_fail(monkeypa
         return (out + 1 if isinstance(cfg, dict) and cfg["BLOCK_M"] == ta.desc_config(16)["BLOCK_M"]
                 and not cfg.get("PERSIST") and q.shape[2] != 20 else out), lse
 
-    monkeypatch.setattr(ta, "attention_forward_desc", broken)
-    monkeypatch.setattr(ta, "desc_config", lambda d: dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1))
-    times, failed = ta.forward_ladder((1, 2, 20), 16, dtype)
-    assert [n for n in times if n in ta.LADDER] == [ta.LADDER[i] for i in (0, 1, 4, 5, 6)]
-    assert failed[ta.LADDER[3]].endswith("(RuntimeError: PassManager::run failed)")
-    assert "wrong result here" in failed[ta.LADDER[2]]
+    monkeypatch.setattr(lesson_ladder, "attention_forward_desc", broken)
+    for module in (ta, lesson_ladder):   # the ladder's step 3, and persist_config's tile (step 6)
+        monkeypatch.setattr(module, "desc_config", lambda d: dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1))
+    times, failed = lesson.forward_ladder((1, 2, 20), 16, dtype)
+    assert [n for n in times if n in lesson.LADDER] == [lesson.LADDER[i] for i in (0, 1, 4, 5, 6)]
+    assert failed[lesson.LADDER[3]].endswith("(RuntimeError: PassManager::run failed)")
+    assert "wrong result here" in failed[lesson.LADDER[2]]
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -253,12 +256,12 @@ def test_the_atomic_backward_matches_float64_and_the_deterministic_one(causal):
 
 def test_backward_ladder_checks_each_way_and_counts_distinct_results():
     dtype = torch.float16 if utils.ON_GPU else torch.float32
-    times, failed, distinct = ta.backward_ladder((1, 2, 20), 16, causal=True, dtype=dtype)
-    assert failed == {} and list(distinct) == list(ta.BACKWARD_LADDER)
-    assert [n for n in times if n in ta.BACKWARD_LADDER] == list(ta.BACKWARD_LADDER)
-    assert distinct[ta.BACKWARD_LADDER[0]] == 1   # the deterministic backward; the atomic one may give several
-    assert ta.distinct_results(iter([torch.ones(2), torch.ones(2), torch.zeros(2)]).__next__, runs=3) == 2
-    table = ta.ladder_table(times, ta.attention_flops(1, 2, 20, 16, backward=True), phase="backward")
+    times, failed, distinct = lesson.backward_ladder((1, 2, 20), 16, causal=True, dtype=dtype)
+    assert failed == {} and list(distinct) == list(lesson.BACKWARD_LADDER)
+    assert [n for n in times if n in lesson.BACKWARD_LADDER] == list(lesson.BACKWARD_LADDER)
+    assert distinct[lesson.BACKWARD_LADDER[0]] == 1   # the deterministic backward; the atomic one may give several
+    assert lesson.distinct_results(iter([torch.ones(2), torch.ones(2), torch.zeros(2)]).__next__, runs=3) == 2
+    table = lesson.ladder_table(times, ta.attention_flops(1, 2, 20, 16, backward=True), phase="backward")
     assert table.splitlines()[0].startswith("backward") and "regs" not in table
 
 
@@ -267,9 +270,9 @@ def test_the_ptx_census_counts_each_family_once_per_line():
            "  @%p7 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [x];\n"
            "  cp.async.cg.shared.global [y], [z], 16;\n  setmaxnreg.inc.sync.aligned.u32 240;\n"
            "  mbarrier.try_wait.parity.shared::cta.b64 p, [b], 0;\n  ld.global.v4.b32 {r}, [g];")
-    assert ta.ptx_census(ptx) == {"wgmma": 1, "wgmma waits": 1, "TMA copies": 1, "cp.async": 1, "setmaxnreg": 1,
+    assert lesson.ptx_census(ptx) == {"wgmma": 1, "wgmma waits": 1, "TMA copies": 1, "cp.async": 1, "setmaxnreg": 1,
                                   "mbarrier waits": 1}
-    table = ta.census_table({"step": ta.ptx_census(ptx)})
+    table = lesson.census_table({"step": lesson.ptx_census(ptx)})
     assert table.splitlines()[1].split() == ["step", "1", "1", "1", "1", "1", "1"]
 
 
@@ -291,24 +294,24 @@ def _ncu_raw(names):
 
 def test_attention_limiter_rows_round_trip_and_refuse_other_kernels(tmp_path):
     from gpu_course import profiling
-    names = [piece + "_x" for _, piece in ta.NCU_ORDER]
-    rows = ta.attention_limiter_rows(_ncu_raw(names), ta.NCU_ORDER)
-    assert [r["what"] for r in rows] == [w for w, _ in ta.NCU_ORDER] and rows[0]["tensor_pct"] == 55.5
-    profiling.write_limiter_csv(rows, ta.NCU_FIELDS, tmp_path / "a.csv", "made by a test")
+    names = [piece + "_x" for _, piece in lesson.NCU_ORDER]
+    rows = lesson.attention_limiter_rows(_ncu_raw(names), lesson.NCU_ORDER)
+    assert [r["what"] for r in rows] == [w for w, _ in lesson.NCU_ORDER] and rows[0]["tensor_pct"] == 55.5
+    profiling.write_limiter_csv(rows, lesson.NCU_FIELDS, tmp_path / "a.csv", "made by a test")
     back, about = profiling.read_limiter_csv(tmp_path / "a.csv", texts=("what", "kernel"))
     assert about == "made by a test" and back[2]["stalls"] == [("wait", 1.5), ("math_pipe_throttle", 0.7)]
-    assert back[0]["kernel"] == names[0] and "cuDNN backward d=64" in ta.limiter_table(back)
+    assert back[0]["kernel"] == names[0] and "cuDNN backward d=64" in lesson.limiter_table(back)
     with pytest.raises(ValueError, match="expected 8 in order"):
-        ta.attention_limiter_rows(_ncu_raw(names[::-1]), ta.NCU_ORDER)
+        lesson.attention_limiter_rows(_ncu_raw(names[::-1]), lesson.NCU_ORDER)
     with pytest.raises(ValueError, match="ncu profiled 7 kernels"):
-        ta.attention_limiter_rows(_ncu_raw(names[:7]), ta.NCU_ORDER)
+        lesson.attention_limiter_rows(_ncu_raw(names[:7]), lesson.NCU_ORDER)
 
 
 def test_a_failed_compile_s_dump_on_standard_error_is_muted(capfd):
     import os
-    with ta._compiler_dumps_muted():
+    with lesson.compiler_dumps_muted():
         os.write(2, b"a page of MLIR\n")
-    with pytest.raises(RuntimeError), ta._compiler_dumps_muted():
+    with pytest.raises(RuntimeError), lesson.compiler_dumps_muted():
         raise RuntimeError("PassManager::run failed")
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"
@@ -331,13 +334,13 @@ def test_errors_like_sdpa_reports_both_and_refuses_a_wrong_attention(monkeypatch
     # fp16: SDPA's flash backend (used on a GPU) takes no fp32
     q, k, v = (t.requires_grad_() for t in qkv((1, 2, 20, 16), dtype=torch.float16, seed=10))
     do = qkv((1, 2, 20, 16), dtype=torch.float16, seed=11)[0]
-    errors = ta.errors_like_sdpa(q, k, v, do, causal=True)
+    errors = lesson.errors_like_sdpa(q, k, v, do, causal=True)
     assert list(errors) == ["out", "dq", "dk", "dv"]
     assert all(0 <= ours < 1e-2 and 0 <= theirs < 1e-2 for ours, theirs in errors.values())
     # an attention that forgets the causal mask must be caught
-    monkeypatch.setattr(ta, "flash_attention", lambda q, k, v, causal: ta.naive_attention(q, k, v, not causal))
+    monkeypatch.setattr(lesson_sdpa, "flash_attention", lambda q, k, v, causal: ta.naive_attention(q, k, v, not causal))
     with pytest.raises(utils.CheckFailed, match="causal=True: out errs by"):
-        ta.errors_like_sdpa(q, k, v, do, causal=True)
+        lesson.errors_like_sdpa(q, k, v, do, causal=True)
 
 
 def small_grad_inputs(n=17, seed=12):
@@ -347,30 +350,30 @@ def small_grad_inputs(n=17, seed=12):
 
 def test_time_attention_gives_what_a_user_gets_for_ours_and_each_baseline():
     q, k, v, do = small_grad_inputs()
-    times = ta.time_attention(q, k, v, do, causal=False, baselines={"SDPA flash": ta.sdpa_flash})
+    times = lesson.time_attention(q, k, v, do, causal=False, baselines={"SDPA flash": lesson.sdpa_flash})
     assert set(times) == {(n, p) for n in ("ours", "SDPA flash") for p in ("forward", "backward")}
     assert all(isinstance(t, utils.UserTiming) and t.median > 0 and t.loop_ms > 0 and t.cpu_ms > 0
                for t in times.values())
-    table = ta.speed_table(times, "backward", flops=10**6)
+    table = lesson.speed_table(times, "backward", flops=10**6)
     assert table.splitlines()[0].split()[:4] == ["backward", "GPU", "time", "loop/step"]
     assert [line.split()[0] for line in table.splitlines()[1:3]] == ["ours", "SDPA"]
     # the library's time over ours, GPU and loop, per shape; a baseline that did not run has no entry
     speed = {(16, False): times}
-    (g, lp), = ta.speed_ratios(speed, "SDPA flash", "forward").values()
+    (g, lp), = lesson.speed_ratios(speed, "SDPA flash", "forward").values()
     assert g == pytest.approx(times["SDPA flash", "forward"].median / times["ours", "forward"].median)
     assert lp == pytest.approx(times["SDPA flash", "forward"].loop_ms / times["ours", "forward"].loop_ms)
-    assert ta.speed_ratios(speed, "SDPA cuDNN", "forward") == {}
-    assert "nan" in ta.ratio_table({**speed, (16, True): {k: t for k, t in times.items() if k[0] == "ours"}})
-    rows = ta.summary_rows(speed, (1, 1, 17))
+    assert lesson.speed_ratios(speed, "SDPA cuDNN", "forward") == {}
+    assert "nan" in lesson.ratio_table({**speed, (16, True): {k: t for k, t in times.items() if k[0] == "ours"}})
+    rows = lesson.summary_rows(speed, (1, 1, 17))
     assert [r["what"] for r in rows] == ["flash attention forward, d=16", "flash attention backward, d=16"]
     assert rows[0]["vs_flash"] == pytest.approx(g) and rows[0]["vs_cudnn"] is None
-    assert "vs cuDNN" in ta.summary_table(rows)
+    assert "vs cuDNN" in lesson.summary_table(rows)
 
 
 def test_record_speed_reports_ours_against_flash_and_cudnn(capsys):
     q, k, v, do = small_grad_inputs()
-    times = ta.time_attention(q, k, v, do, baselines={"SDPA flash": ta.sdpa_flash, "SDPA cuDNN": ta.sdpa_flash})
-    lines = ta.record_speed("nb", "d=16", "tiny", times, "forward", flops=10**6)
+    times = lesson.time_attention(q, k, v, do, baselines={"SDPA flash": lesson.sdpa_flash, "SDPA cuDNN": lesson.sdpa_flash})
+    lines = lesson.record_speed("nb", "d=16", "tiny", times, "forward", flops=10**6)
     assert [line.split(":")[0] for line in lines] == ["flash attention forward, d=16",
                                                       "flash attention forward, d=16 vs cuDNN"]
     assert "SDPA flash" in lines[0] and "SDPA cuDNN" in lines[1] and "in a loop" in lines[1]
@@ -390,7 +393,7 @@ def test_stored_summary_rows_pair_the_flash_and_cudnn_rows(tmp_path, monkeypatch
         w = csv.DictWriter(f, fieldnames=results.RESULT_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    got, device = ta.stored_summary_rows("nbx")
+    got, device = lesson.stored_summary_rows("nbx")
     assert device == "NVIDIA H100 80GB HBM3"
     assert got == [dict(what="flash attention forward, d=64", ms=2.0, tflops=494.7, pct_spec=pytest.approx(50.0),
                         vs_flash=1.3, vs_cudnn=0.9)]
@@ -399,13 +402,13 @@ def test_stored_summary_rows_pair_the_flash_and_cudnn_rows(tmp_path, monkeypatch
         w = csv.DictWriter(f, fieldnames=results.RESULT_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(later)
-    got, device = ta.stored_summary_rows("nbx")
+    got, device = lesson.stored_summary_rows("nbx")
     assert device == "NVIDIA H200" and [(r["ms"], r["vs_flash"], r["vs_cudnn"]) for r in got] == [(1.0, 1.1, 1.1)]
 
 
 def test_sdpa_baselines_skip_with_one_line_reasons(monkeypatch):
     q, k, v, do = small_grad_inputs()
-    fns, skipped = ta.sdpa_baselines(q, k, v, do)
+    fns, skipped = lesson.sdpa_baselines(q, k, v, do)
     if not utils.ON_GPU:  # SDPA's CPU kernel stands in for flash; the GPU backends are skipped, and say so
         assert list(fns) == ["SDPA flash"] and set(skipped) == {"SDPA cuDNN", "SDPA efficient"}
     assert all("\n" not in why and why.startswith(name) for name, why in skipped.items())
@@ -414,12 +417,12 @@ def test_sdpa_baselines_skip_with_one_line_reasons(monkeypatch):
         def fn(q, k, v, causal=False):
             raise RuntimeError("No available kernel. Aborting execution.\nsecond line")
         return fn
-    monkeypatch.setattr(ta, "sdpa_with", broken)
-    fns, skipped = ta.sdpa_baselines(q, k, v, do, names=("SDPA flash",))
+    monkeypatch.setattr(lesson_sdpa, "sdpa_with", broken)
+    fns, skipped = lesson.sdpa_baselines(q, k, v, do, names=("SDPA flash",))
     assert fns == {} and skipped == {
         "SDPA flash": "SDPA flash: skipped, it raised RuntimeError: No available kernel. Aborting execution."}
     with pytest.raises(ValueError, match="unknown backend"):
-        ta.sdpa_baselines(q, k, v, do, names=("SDPA math",))
+        lesson.sdpa_baselines(q, k, v, do, names=("SDPA math",))
 
 
 def test_colab_t4_guards(monkeypatch):
@@ -427,24 +430,24 @@ def test_colab_t4_guards(monkeypatch):
     accuracy check falls back on SDPA's memory-efficient backend."""
     monkeypatch.setenv("COURSE_FAKE_CC", "7.5")
     q, k, v, do = small_grad_inputs()
-    fns, skipped = ta.sdpa_baselines(q, k, v, do, names=("SDPA cuDNN", "SDPA flash"))
+    fns, skipped = lesson.sdpa_baselines(q, k, v, do, names=("SDPA cuDNN", "SDPA flash"))
     assert fns == {}
     assert "sm_75" in skipped["SDPA flash"] and "flash-attention backend needs compute capability 8.0" in \
         skipped["SDPA flash"]
     assert "sm_75" in skipped["SDPA cuDNN"]
-    assert ta.accuracy_baseline()[0] == "SDPA efficient"
-    dtypes, no = ta.half_dtypes()
+    assert lesson.accuracy_baseline()[0] == "SDPA efficient"
+    dtypes, no = lesson.half_dtypes()
     assert dtypes == [torch.float16] and "sm_75" in no[torch.bfloat16]
     if not utils.ON_GPU:  # the memory-efficient stand-in is SDPA's CPU kernel here: the check still runs
-        assert set(ta.errors_like_sdpa(q, k, v, do)) == {"out", "dq", "dk", "dv"}
+        assert set(lesson.errors_like_sdpa(q, k, v, do)) == {"out", "dq", "dk", "dv"}
     monkeypatch.setenv("COURSE_FAKE_CC", "9.0")
-    assert ta.accuracy_baseline()[0] == "SDPA flash" and ta.half_dtypes()[1] == {}
+    assert lesson.accuracy_baseline()[0] == "SDPA flash" and lesson.half_dtypes()[1] == {}
 
 
 def test_backward_matmuls_are_counted_from_the_source():
-    assert ta.count_dots(ta._dkdv_inner, ta._dq_inner) == {"_dkdv_inner": 4, "_dq_inner": 3}
-    assert ta.count_dots(ta._fwd_inner) == {"_fwd_inner": 2}
-    assert ta.BACKWARD_MATMULS == {"counted": 5, "ours": 7}
+    assert lesson.count_dots(ta._dkdv_inner, ta._dq_inner) == {"_dkdv_inner": 4, "_dq_inner": 3}
+    assert lesson.count_dots(ta._fwd_inner) == {"_fwd_inner": 2}
+    assert lesson.BACKWARD_MATMULS == {"counted": 5, "ours": 7}
     # the usual count: 2.5 forwards = 5 matmuls of N x N x d, 2 flops per multiply-add
     assert ta.attention_flops(1, 1, 8, 16, backward=True) == 5 * 2 * 8 * 8 * 16
 
@@ -452,38 +455,38 @@ def test_backward_matmuls_are_counted_from_the_source():
 def test_ptx_and_profiler_helpers():
     ptx = ("  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {a}, b;\n  wgmma.fence.sync.aligned;\n"
            "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {c}, d;\n  mma.sync.aligned.m16n8k16.row.col x;")
-    assert ta.mma_instructions(ptx) == ["mma.sync.aligned.m16n8k16.row.col",
+    assert lesson.mma_instructions(ptx) == ["mma.sync.aligned.m16n8k16.row.col",
                                         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"]
-    assert ta.mma_instructions("ld.global.b32 r, [p];") == []
-    assert ta.short_kernel_name("k" * 200, width=20) == "k" * 17 + "..."
-    assert ta.short_kernel_name("attention_fwd_kernel") == "attention_fwd_kernel"
+    assert lesson.mma_instructions("ld.global.b32 r, [p];") == []
+    assert lesson.short_kernel_name("k" * 200, width=20) == "k" * 17 + "..."
+    assert lesson.short_kernel_name("attention_fwd_kernel") == "attention_fwd_kernel"
     if not utils.ON_GPU:
         q = torch.zeros(1, 1, 8, 16)
         with pytest.raises(RuntimeError, match="needs a GPU"):
-            ta.tensor_core_instructions(q, q, q, q)
+            lesson.tensor_core_instructions(q, q, q, q)
         with pytest.raises(RuntimeError, match="needs a GPU"):
-            ta.profiled_kernels(lambda: None)
+            lesson.profiled_kernels(lambda: None)
 
 
 def test_our_backward_is_deterministic():
     q, k, v = (t.requires_grad_() for t in qkv((1, 2, 33, 16), seed=13))
     do = qkv((1, 2, 33, 16), seed=14)[0]
-    assert ta.distinct_grads(ta.flash_attention, q, k, v, do, causal=True, runs=2) == 1
+    assert lesson.distinct_grads(ta.flash_attention, q, k, v, do, causal=True, runs=2) == 1
     # a backward that changes from run to run is counted as such
     calls = iter(range(10))
     def noisy(q, k, v, causal=False):
         return ta.naive_attention(q, k, v, causal) * (1 + 1e-3 * next(calls))
-    assert ta.distinct_grads(noisy, q, k, v, do, runs=3) == 3
+    assert lesson.distinct_grads(noisy, q, k, v, do, runs=3) == 3
 
 
 def test_forward_memory_and_configs_in_cpu_mode():
     if utils.ON_GPU:
         pytest.skip("cpu mode: the GPU's numbers are tests/gpu's")
-    rows = ta.forward_memory(1, 2, 16, [5, 33])
+    rows = lesson.forward_memory(1, 2, 16, [5, 33])
     assert [(r["n"], r["scores"], r["naive"], r["ours"]) for r in rows] == [(5, 100, None, None),
                                                                              (33, 4356, None, None)]
     with pytest.raises(RuntimeError, match="GPU only"):
-        ta.forward_peak_memory(lambda: None)
-    assert ta.config_str(None) == "-"
-    assert ta.config_str(ta.fwd_config(128, 64, 4, 8)) == "128x64 w8 s4"
-    assert set(ta.tuned_configs()) == {"forward", "dkdv", "dq"}
+        lesson.forward_peak_memory(lambda: None)
+    assert lesson.config_str(None) == "-"
+    assert lesson.config_str(ta.fwd_config(128, 64, 4, 8)) == "128x64 w8 s4"
+    assert set(lesson.tuned_configs()) == {"forward", "dkdv", "dq"}

@@ -15,8 +15,8 @@ def _on_gpu(monkeypatch, device: str, stored: str | None):
     """This run on ``device``, in a notebook whose stored outputs come from ``stored``."""
     monkeypatch.setattr(claims, "ON_GPU", True)
     monkeypatch.setattr(claims, "device_name", lambda: device)
-    monkeypatch.setattr(claims.mode, "_NOTEBOOK", "07_triton_matmul")
-    monkeypatch.setattr(claims.mode, "stored_device", lambda stem: stored if stem == "07_triton_matmul" else None)
+    monkeypatch.setattr(claims.session, "_NOTEBOOK", "07_triton_matmul")
+    monkeypatch.setattr(claims.session, "stored_device", lambda stem: stored if stem == "07_triton_matmul" else None)
     monkeypatch.delenv("COURSE_STRICT_CLAIMS", raising=False)
     monkeypatch.delenv("COURSE_SAVE_RESULTS", raising=False)
 
@@ -70,10 +70,10 @@ def test_a_mode_free_claim_is_checked_everywhere(capsys, monkeypatch):
 
 
 def test_the_banner_names_the_notebook_whose_stored_gpu_claims_read(monkeypatch):
-    monkeypatch.setattr(claims.mode, "_NOTEBOOK", None)
+    monkeypatch.setattr(claims.session, "_NOTEBOOK", None)
     utils.banner("11_flash_attention")
-    assert claims.mode.current_notebook() == "11_flash_attention"
-    assert claims.mode.stored_device("11_flash_attention").startswith("NVIDIA ")
+    assert claims.session.current_notebook() == "11_flash_attention"
+    assert claims.session.stored_device("11_flash_attention").startswith("NVIDIA ")
     with pytest.raises(ValueError, match="notebook's name"):
         utils.banner("  ")
 

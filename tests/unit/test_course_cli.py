@@ -166,17 +166,17 @@ def test_lecture_opens_lab_on_the_copy_outside_the_repository(tmp_path, monkeypa
 
 def test_the_banner_says_what_running_does_to_the_stored_outputs():
     import utils
-    from gpu_course import mode
-    assert mode.LECTURE_ENV == course.LECTURE_ENV
-    note = mode.stored_outputs_note({"JPY_SESSION_NAME": "/x/06_triton_basics.ipynb"}, colab=False)
+    from gpu_course import session
+    assert session.LECTURE_ENV == course.LECTURE_ENV
+    note = session.stored_outputs_note({"JPY_SESSION_NAME": "/x/06_triton_basics.ipynb"}, colab=False)
     assert "a run on an NVIDIA H100 80GB HBM3" in note and "python3 course.py reset 06_triton_basics" in note
     # the GPU named is the one the notebook's own metadata records (13 is stored from two H200s)
-    assert "a run on an NVIDIA H200," in mode.stored_outputs_note({"JPY_SESSION_NAME": "13_multi_gpu.ipynb"})
-    assert "reset NB" in mode.stored_outputs_note({}, colab=False)
-    assert "Open in Colab" in mode.stored_outputs_note({}, colab=True)
-    lecture = mode.stored_outputs_note({course.LECTURE_ENV: "/tmp/lec"}, colab=False)
+    assert "a run on an NVIDIA H200," in session.stored_outputs_note({"JPY_SESSION_NAME": "13_multi_gpu.ipynb"})
+    assert "reset NB" in session.stored_outputs_note({}, colab=False)
+    assert "Open in Colab" in session.stored_outputs_note({}, colab=True)
+    lecture = session.stored_outputs_note({course.LECTURE_ENV: "/tmp/lec"}, colab=False)
     assert lecture.startswith("Lecture copy") and "/tmp/lec" in lecture
-    assert mode.stored_outputs_note({"COURSE_SAVE_RESULTS": "1"}) == ""  # `execute` stores outputs
+    assert session.stored_outputs_note({"COURSE_SAVE_RESULTS": "1"}) == ""  # `execute` stores outputs
     assert utils.banner().startswith(f"Mode {utils.MODE}:")
 
 

@@ -2,6 +2,7 @@
 of the session, launch counts) and, in cpu mode, of load_cuda through the emulation on the sources the GPU tests
 use (constant memory, symbol copies). The GPU branches run in tests/gpu and the notebooks."""
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,22 +119,12 @@ def test_one_launch_of_a_templated_kernel_counts_once():
 
 
 # ---- in cpu mode load_cuda runs the emulation: the same source as on a GPU
+# tests/fixtures/conv_constant.cu: a __constant__ mask and a kernel in a namespace, also built by test_gpu_build.py
+CONV = (Path(__file__).resolve().parents[1] / "fixtures" / "conv_constant.cu").read_text()
+
 CONST_SRC = utils.cuda_begin + r'''
 #define R 2
-namespace conv {
-__constant__ float mask[2 * R + 1];
-__global__ void conv_k(const float* x, float* out, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float acc = 0.0f;
-    for (int j = -R; j <= R; ++j) {
-        int p = i + j;
-        if (p >= 0 && p < n) acc += mask[j + R] * x[p];
-    }
-    out[i] = acc;
-}
-}  // namespace conv
-__device__ int calls;
+''' + CONV + r'''__device__ int calls;
 int big = 1'000;
 torch::Tensor convolve(torch::Tensor x, torch::Tensor m) {
     TORCH_CHECK(m.numel() == 2 * R + 1, "the mask needs ", 2 * R + 1, " values");

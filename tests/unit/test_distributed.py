@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 import utils  # noqa: F401  the mode first
-from gpu_course import distributed as gd
+from gpu_course import collective_check, collectives as coll, distributed as gd, ring_all_reduce as ring_ar
 from gpu_course import parallel_training as pt
 
 pytestmark = pytest.mark.slow   # each start of the ranks is two fresh interpreters importing torch
@@ -30,7 +30,7 @@ def ring_against_gloo(n, seed):
     x = torch.randn(n, generator=g, dtype=torch.float64)
     ref = x.clone()
     dist.all_reduce(ref)
-    return gd.ring_all_reduce(x.clone()), ref
+    return ring_ar.ring_all_reduce(x.clone()), ref
 
 
 def fails_on_rank_1():
@@ -137,16 +137,16 @@ def test_a_hang_gives_a_timeout_and_new_ranks_next_time(ranks):
 
 
 def test_sweep_reports_bandwidths_as_nccl_tests_define_them(ranks):
-    for op in gd.COLLECTIVES:
-        rows = gd.sweep(ranks, op, [4096, 65536], iters=2, warmup=1)
+    for op in coll.COLLECTIVES:
+        rows = coll.sweep(ranks, op, [4096, 65536], iters=2, warmup=1)
         assert [r.nbytes for r in rows] == [4096, 65536] and all(r.seconds > 0 for r in rows)
         for r in rows:
-            assert r.busbw == pytest.approx(r.algbw * gd.bus_factor(op, 2))
+            assert r.busbw == pytest.approx(r.algbw * coll.bus_factor(op, 2))
             assert r.algbw == pytest.approx(r.nbytes / r.seconds / 1e9)
 
 
 def test_three_ways_has_no_graph_time_on_cpu_ranks(ranks, capsys):
-    out = gd.three_ways_table(ranks, [4096], iters=2)
+    out = ring_ar.three_ways_table(ranks, [4096], iters=2)
     loop, gpu, cpu = out[4096]
     assert loop > 0 and cpu > 0 and gpu is None       # no CUDA graphs on CPU ranks: said with a dash
     assert "-" in capsys.readouterr().out.splitlines()[1].split()
@@ -154,10 +154,10 @@ def test_three_ways_has_no_graph_time_on_cpu_ranks(ranks, capsys):
 
 def test_bus_factor_and_plan_refuse_nonsense():
     with pytest.raises(ValueError, match="one of"):
-        gd.bus_factor("all_to_all", 2)
+        coll.bus_factor("all_to_all", 2)
     with pytest.raises(ValueError, match="at least 1"):
         gd.plan(world=0)
-    assert gd.ring_bytes_per_rank(1e9, 2) == 1e9 and gd.ring_bytes_per_rank(1e9, 8) == 1.75e9
+    assert ring_ar.ring_bytes_per_rank(1e9, 2) == 1e9 and ring_ar.ring_bytes_per_rank(1e9, 8) == 1.75e9
     assert gd.plan(gpus=1).backend == "gloo" and "one GPU" in gd.plan(gpus=1).note
 
 
@@ -191,33 +191,33 @@ def tf32_is_on():
 
 def answer(src: str, name: str = "my_all_reduce"):
     """A function of notebook 13's solutions file, as the notebook's cell would define it."""
-    return notebook_function(src, name, torch=torch, dist=dist, gd=gd)
+    return notebook_function(src, name, torch=torch, dist=dist, coll=coll)
 
 
 def gathers_everything(t):
     n = dist.get_world_size()
     every = torch.empty(n * t.numel(), dtype=t.dtype, device=t.device)
-    gd.reduce_scatter_into(torch.empty(t.numel() // n, dtype=t.dtype), t)
-    gd.all_gather_into(every, t)
+    coll.reduce_scatter_into(torch.empty(t.numel() // n, dtype=t.dtype), t)
+    coll.all_gather_into(every, t)
     return every.view(n, -1).sum(0)
 
 
 def test_the_composed_all_reduce_check_accepts_the_method_and_names_each_shortcut(ranks):
     from solutions import nb13
-    gd.check_composed_all_reduce(ranks, answer(nb13.SOLUTIONS["ex13-2-answer"]))
+    collective_check.check_composed_all_reduce(ranks, answer(nb13.SOLUTIONS["ex13-2-answer"]))
     with pytest.raises(AssertionError, match="all-gathers the whole tensor"):
-        gd.check_composed_all_reduce(ranks, gathers_everything)
+        collective_check.check_composed_all_reduce(ranks, gathers_everything)
     with pytest.raises(AssertionError, match="calls dist.all_reduce"):
-        gd.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
+        collective_check.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
     with pytest.raises(AssertionError, match="exactly one of each"):
-        gd.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"][
+        collective_check.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"][
             "a reduce-scatter for show, then an all-gather of each raw chunk of t, summed locally"]))
     with pytest.raises(AssertionError, match="also calls broadcast"):
-        gd.check_composed_all_reduce(ranks, answer(
+        collective_check.check_composed_all_reduce(ranks, answer(
             nb13.CHEATS["ex13-2-answer"]["the two collectives, then a broadcast of rank 0's result"]))
 
 
 def test_ring_seconds_pays_the_latency_at_every_step():
-    assert gd.ring_seconds(1000, 1, 1e-5, 1e9) == 0
-    assert gd.ring_seconds(2**30, 2, 0.0, 1e11) == gd.ring_bytes_per_rank(2**30, 2) / 1e11
-    assert abs(gd.ring_seconds(4096, 8, 1e-5, 1e11) - 14 * (1e-5 + 512 / 1e11)) < 1e-15
+    assert ring_ar.ring_seconds(1000, 1, 1e-5, 1e9) == 0
+    assert ring_ar.ring_seconds(2**30, 2, 0.0, 1e11) == ring_ar.ring_bytes_per_rank(2**30, 2) / 1e11
+    assert abs(ring_ar.ring_seconds(4096, 8, 1e-5, 1e11) - 14 * (1e-5 + 512 / 1e11)) < 1e-15

@@ -111,14 +111,14 @@ def test_shared_tiles_refuses_unused_and_other_shapes(capsys):
 def test_shared_tiles_is_for_numba_kernels():
     from types import SimpleNamespace
 
-    from gpu_course.exercises.evidence import _SetupError
-    with pytest.raises(_SetupError, match="shared_tiles applies to Numba kernels"):
+    from gpu_course.exercises.evidence import SetupError
+    with pytest.raises(SetupError, match="shared_tiles applies to Numba kernels"):
         utils.shared_tiles((8, 16))(SimpleNamespace(kind="triton"))
 
 
 def test_shape_constants():
     import ast
-    from gpu_course.exercises.evidence import _constant
+    from gpu_course.exercises.kinds.numba import constant as _constant
     names = {"TH": 8, "TW": 16, "flag": True}
     value = lambda src: _constant(ast.parse(src, mode="eval").body, names)
     assert value("(TH, TW)") == (8, 16)

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -26,23 +27,13 @@ NVCC = shutil.which("nvcc")
 # kernel; braces and <<< in strings and comments; a launch in a #define, in a lambda, two in one
 # statement, and a templated kernel launched as k<16>; a struct with a __device__ member; plain
 # host globals and functions; a __device__ variable read back with cudaMemcpyFromSymbol.
+# tests/fixtures/conv_constant.cu: a __constant__ mask and a kernel in a namespace, also built by test_cuda_frontend.py
+CONV = (Path(__file__).resolve().parents[1] / "fixtures" / "conv_constant.cu").read_text()
+
 TRICKY = utils.cuda_begin + r'''
 #define R 2
 #define LAUNCH_SQ(x, out, n) sq_k<<<cdiv(n, 256), 256>>>(x, out, n)
-namespace conv {
-__constant__ float mask[2 * R + 1];
-__global__ void conv_k(const float* x, float* out, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float acc = 0.0f;
-    for (int j = -R; j <= R; ++j) {
-        int p = i + j;
-        if (p >= 0 && p < n) acc += mask[j + R] * x[p];
-    }
-    out[i] = acc;
-}
-}  // namespace conv
-__device__ unsigned int hits;
+''' + CONV + r'''__device__ unsigned int hits;
 const char* note = "} <<< not a launch {";   // a string with braces, and a comment {
 int big = 1'000'000;
 char quote = '\'';

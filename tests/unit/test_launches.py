@@ -15,7 +15,9 @@ import triton.language as tl
 from numba import cuda
 
 from gpu_course.cuda import counters
-from gpu_course.launches import _numba_gpu_hook, _triton_run_hook, dims3, launches, module_counters
+from gpu_course.interpose.numba import gpu_launch_hook
+from gpu_course.interpose.triton import run_hook
+from gpu_course.launches import dims3, launches, module_counters
 
 pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)"),
               pytest.mark.usefixtures("without_nvcc_check")]   # builds that test other things
@@ -128,7 +130,7 @@ def test_gpu_launch_paths_on_stand_ins():
     def jit_run(self, *args, grid, warmup, **kwargs):  # as triton's JITFunction.run
         calls.append(grid({"BLOCK": 32}) if callable(grid) else grid)
     jit = types.SimpleNamespace(fn=double_kernel.fn, arg_names=["x_ptr", "out_ptr", "n", "BLOCK"])
-    run = _triton_run_hook(jit_run)
+    run = run_hook(jit_run)
     x = torch.ones(100)
     with launches() as seen:
         run(jit, x, x, 100, grid=lambda meta: (triton.cdiv(100, meta["BLOCK"]),), warmup=False, BLOCK=32)
@@ -138,7 +140,7 @@ def test_gpu_launch_paths_on_stand_ins():
         calls.append(args)
     config = types.SimpleNamespace(dispatcher=double_numba, griddim=(2, 1, 1), blockdim=(32, 1, 1))
     with launches(snapshot=True) as numba_seen:
-        _numba_gpu_hook(config_call)(config, x.numpy(), x.numpy())
+        gpu_launch_hook(config_call)(config, x.numpy(), x.numpy())
     (t,) = seen
     assert (t.name, t.grid, t.kwargs, [b.name for b in t.buffers]) == (
         "double_kernel", (4, 1, 1), {"BLOCK": 32}, ["x_ptr", "out_ptr"])

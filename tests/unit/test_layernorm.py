@@ -23,6 +23,7 @@ import utils  # first: chooses the mode before triton is imported
 import triton
 from torch._dynamo.backends.debugging import aot_eager
 from gpu_course.kernels import triton_layernorm as ln
+from gpu_course.lessons import layernorm as lesson
 
 @pytest.fixture(autouse=True)
 def _on_the_course_device():
@@ -303,10 +304,10 @@ def test_config_block_warps_and_groups():
 # ------------------------------------------------ the comparison notebook 10 and bench/layernorm.py share
 def test_compare_with_torch_checks_and_times_every_variant():
     torch._dynamo.reset()
-    times = ln.compare_with_torch(3, 40, torch.float32, backend="aot_eager")
-    names = list(ln.variants(40))
-    assert names == [ln.EAGER, "torch.compile(F.layer_norm)", ln.OURS, ln.OP_DIRECT, ln.OURS_COMPILED]
-    assert set(times) == {(what, name) for what in ln.bytes_moved(3, 40, 4) for name in names}
+    times = lesson.compare_with_torch(3, 40, torch.float32, backend="aot_eager")
+    names = list(lesson.variants(40))
+    assert names == [lesson.EAGER, "torch.compile(F.layer_norm)", lesson.OURS, lesson.OP_DIRECT, lesson.OURS_COMPILED]
+    assert set(times) == {(what, name) for what in lesson.bytes_moved(3, 40, 4) for name in names}
     assert all(t.median > 0 and t.loop_ms > 0 and t.cpu_ms > 0 for t in times.values())
 
 
@@ -315,29 +316,29 @@ def test_variants_take_the_paths_they_name(monkeypatch):
     calls = []
     real = ln.LayerNorm.apply
     monkeypatch.setattr(ln.LayerNorm, "apply", lambda *a: calls.append("fn") or real(*a))
-    x, wt, b, _ = ln.inputs(3, 40, torch.float32)
-    fns = ln.variants(40, backend="aot_eager")
-    fns[ln.OURS](x, wt, b)
+    x, wt, b, _ = lesson.inputs(3, 40, torch.float32)
+    fns = lesson.variants(40, backend="aot_eager")
+    fns[lesson.OURS](x, wt, b)
     assert calls == ["fn"]
-    fns[ln.OP_DIRECT](x, wt, b)
+    fns[lesson.OP_DIRECT](x, wt, b)
     assert calls == ["fn"]
 
 
 def test_under_cuda_graph_checks_and_times_eager_and_ours():
-    got = ln.under_cuda_graph(3, 40, torch.float32)
-    assert sorted(got) == sorted(f"{n}, CUDA graph" for n in (ln.EAGER, ln.OURS))
+    got = lesson.under_cuda_graph(3, 40, torch.float32)
+    assert sorted(got) == sorted(f"{n}, CUDA graph" for n in (lesson.EAGER, lesson.OURS))
     assert all(t.loop_ms > 0 for t in got.values())
 
 
 def test_on_the_calling_thread_times_both_settings_and_restores_the_engine():
-    got = ln.on_the_calling_thread(3, 40, torch.float32)
-    assert list(got) == [f"{n}, {t} thread" for n in (ln.EAGER, ln.OURS) for t in ("worker", "calling")]
+    got = lesson.on_the_calling_thread(3, 40, torch.float32)
+    assert list(got) == [f"{n}, {t} thread" for n in (lesson.EAGER, lesson.OURS) for t in ("worker", "calling")]
     assert all(t.loop_ms > 0 for t in got.values())
     assert torch.autograd.is_multithreading_enabled()       # the setting is left as it was
 
 
 def test_backward_of_a_3d_input_and_an_expanded_gradient():
-    x, wt, b, _ = ln.inputs(6, 40, torch.float32)
+    x, wt, b, _ = lesson.inputs(6, 40, torch.float32)
     x3 = x.detach().view(2, 3, 40).requires_grad_()
     ln.layer_norm(x3, wt, b).sum().backward()               # dy: an expanded scalar, stride 0
     xd = x3.detach().double().requires_grad_()
@@ -346,43 +347,43 @@ def test_backward_of_a_3d_input_and_an_expanded_gradient():
 
 
 def test_check_variants_ran_checks_the_stored_gradients():
-    x, wt, b, dy = ln.inputs(4, 30, torch.float32)
-    ln.fwd_bwd(ln.variants(30)[ln.OURS])(x, wt, b, dy)
-    ln.check_variants({"replayed": None}, x, wt, b, dy, ran=True)
+    x, wt, b, dy = lesson.inputs(4, 30, torch.float32)
+    lesson.fwd_bwd(lesson.variants(30)[lesson.OURS])(x, wt, b, dy)
+    lesson.check_variants({"replayed": None}, x, wt, b, dy, ran=True)
     x.grad = x.grad * 1.01                                   # a wrong stored dx fails
     with pytest.raises(utils.CheckFailed, match="replayed: dx"):
-        ln.check_variants({"replayed": None}, x, wt, b, dy, ran=True)
+        lesson.check_variants({"replayed": None}, x, wt, b, dy, ran=True)
 
 
 def test_dtypes_here_leaves_bf16_out_on_sm75(monkeypatch):
-    assert ln.dtypes_here() == ([torch.float16, torch.bfloat16], [])   # cpu mode: both
+    assert lesson.dtypes_here() == ([torch.float16, torch.bfloat16], [])   # cpu mode: both
     monkeypatch.setenv("COURSE_FAKE_CC", "7.5")                        # Colab's T4
-    dtypes, skipped = ln.dtypes_here()
+    dtypes, skipped = lesson.dtypes_here()
     assert dtypes == [torch.float16] and len(skipped) == 1
     assert skipped[0].startswith("bfloat16: skipped on this GPU (sm_75)") and "\n" not in skipped[0]
     monkeypatch.setenv("COURSE_FAKE_CC", "8.0")
-    assert ln.dtypes_here()[0] == [torch.float16, torch.bfloat16]
+    assert lesson.dtypes_here()[0] == [torch.float16, torch.bfloat16]
 
 
 def test_ulps_per_element_sees_small_values_errors():
     ref = torch.tensor([100.0, 1.0, 0.0], dtype=torch.float64)
-    assert ln.ulps_per_element(ref.clone(), ref, torch.float16) == 0
+    assert lesson.ulps_per_element(ref.clone(), ref, torch.float16) == 0
     # 2**-9 off the element 1.0 (fp16 ulp 2**-10): 2 ulps of its own; in ulps of the largest (2**-4) 0.008
     bad = ref + torch.tensor([0.0, 2.0 ** -9, 0.0], dtype=torch.float64)
-    assert ln.ulps_per_element(bad, ref, torch.float16) == 2.0
+    assert lesson.ulps_per_element(bad, ref, torch.float16) == 2.0
     # near 0, the floor (100 / 256 -> ulp 2**-12): an error of 2**-14 there is a quarter of it
     near0 = ref + torch.tensor([0.0, 0.0, 2.0 ** -14], dtype=torch.float64)
-    assert ln.ulps_per_element(near0, ref, torch.float16) == 0.25
-    assert ln.ulps_per_element(near0, ref, torch.float16, floor=2.0 ** -14) == 1024   # a finer floor: stricter
+    assert lesson.ulps_per_element(near0, ref, torch.float16) == 0.25
+    assert lesson.ulps_per_element(near0, ref, torch.float16, floor=2.0 ** -14) == 1024   # a finer floor: stricter
 
 
 def test_cpu_layers_and_table():
-    got = ln.cpu_layers(3, 40, torch.float32)
+    got = lesson.cpu_layers(3, 40, torch.float32)
     assert list(got)[:2] == ["forward launcher, through kernel[grid]", "forward launcher alone"]
     assert len(got) == 8 and all(v > 0 for v in got.values())
     t = {"a": utils.bench_user(torch.ones, 8), "b": utils.bench_user(torch.zeros, 8)}
-    assert ln.table(t, None).splitlines()[1].startswith("a ")
-    table = ln.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward")
+    assert lesson.table(t, None).splitlines()[1].startswith("a ")
+    table = lesson.table({("forward", "b"): t["b"], ("other", "a"): t["a"]}, "forward")
     rows = [line.split()[0] for line in table.splitlines()[1:] if not line.startswith("(")]   # in cpu mode a note follows
     assert rows == ["b"]   # the "forward" rows only
 
@@ -390,43 +391,43 @@ def test_cpu_layers_and_table():
 @pytest.mark.skipif(utils.ON_GPU, reason="a GPU's case is tests/gpu/test_layernorm_gpu.py's")
 def test_kernels_launched_is_empty_without_a_gpu():
     ran = []
-    assert ln.kernels_launched(lambda: ran.append(1)) == [] and ran == [1]
+    assert lesson.kernels_launched(lambda: ran.append(1)) == [] and ran == [1]
 
 
 def test_check_variants_refuses_a_wrong_gradient():
-    x, wt, b, dy = ln.inputs(4, 30, torch.float32)
+    x, wt, b, dy = lesson.inputs(4, 30, torch.float32)
     right = {"ours": lambda x, wt, b: ln.layer_norm(x, wt, b)}
-    ln.check_variants(right, x, wt, b, dy)
+    lesson.check_variants(right, x, wt, b, dy)
     # the right forward, but x.detach() cuts the gradient of x: dx is wrong (zero)
     wrong = {"detached": lambda x, wt, b: F.layer_norm(x.detach(), (30,), wt, b) + 0 * x}
     with pytest.raises(utils.CheckFailed, match="detached: dx"):
-        ln.check_variants(wrong, x, wt, b, dy)
+        lesson.check_variants(wrong, x, wt, b, dy)
 
 
 def test_bytes_moved_and_inputs():
-    assert ln.bytes_moved(10, 20, 2) == {"forward": 800, "forward + backward": 2000}
-    x, wt, b, dy = ln.inputs(5, 7, torch.float16, seed=3)
-    again = ln.inputs(5, 7, torch.float16, seed=3)
+    assert lesson.bytes_moved(10, 20, 2) == {"forward": 800, "forward + backward": 2000}
+    x, wt, b, dy = lesson.inputs(5, 7, torch.float16, seed=3)
+    again = lesson.inputs(5, 7, torch.float16, seed=3)
     assert x.dtype == dy.dtype == torch.float16 and x.requires_grad and not dy.requires_grad
     assert all(torch.equal(p, q) for p, q in zip((x, wt, b, dy), again))  # the seed decides them
     # exercise 3b's reference: the time at one program per SM, scaled by the bytes
-    assert ln.backward_time_from_bytes(100.0, 132) == 100.0
-    assert ln.backward_time_from_bytes(100.0, 528) == pytest.approx(
-        100.0 * ln.backward_dram_bytes(4096, 8192, 2, 528) / ln.backward_dram_bytes(4096, 8192, 2, 132))
+    assert lesson.backward_time_from_bytes(100.0, 132) == 100.0
+    assert lesson.backward_time_from_bytes(100.0, 528) == pytest.approx(
+        100.0 * lesson.backward_dram_bytes(4096, 8192, 2, 528) / lesson.backward_dram_bytes(4096, 8192, 2, 132))
 
 
 
 def test_python_backward_floor_times_both_nodes_on_both_threads():
-    got = ln.python_backward_floor(3, 40, torch.float32)
-    assert sorted(got) == sorted(f"{n}, {t} thread" for n in (ln.TIMES1_CPP, ln.TIMES1_PY)
+    got = lesson.python_backward_floor(3, 40, torch.float32)
+    assert sorted(got) == sorted(f"{n}, {t} thread" for n in (lesson.TIMES1_CPP, lesson.TIMES1_PY)
                                  for t in ("worker", "calling"))
     x = torch.randn(3, 4, requires_grad=True)
-    ln._Times1.apply(x, None, None).backward(torch.full((3, 4), 2.0))
+    lesson.Times1.apply(x, None, None).backward(torch.full((3, 4), 2.0))
     assert torch.equal(x.grad, torch.full((3, 4), 2.0))
 
 
 def test_a_forward_without_gradients_saves_no_statistics():
-    x, wt, b, _ = ln.inputs(5, 300, torch.float32)
+    x, wt, b, _ = lesson.inputs(5, 300, torch.float32)
     with torch.no_grad():
         y = ln.layer_norm_op(x, wt, b)
     ref = torch.nn.functional.layer_norm(x.double(), (300,), wt.double(), b.double())

@@ -78,23 +78,3 @@ def test_the_known_gpu_warning_is_filtered_and_others_are_not():
                       "the primary context... (Triggered internally at CublasHandlePool.cpp:335.)", UserWarning)
         warnings.warn("something else", UserWarning)
     assert [str(w.message) for w in seen] == ["something else"]
-
-
-def test_gpu_supports_with_a_faked_t4(monkeypatch):
-    from gpu_course import mode
-    monkeypatch.setenv(mode.CC_ENV, "7.5")  # Colab's T4
-    assert mode.compute_capability() == (7, 5)
-    ok, why = mode.gpu_supports("bf16")
-    assert not ok and why == ("skipped on this GPU (sm_75): bfloat16 arithmetic needs compute "
-                              "capability 8.0 (Ampere) or newer")
-    assert not mode.gpu_supports("flash_sdpa")[0] and not mode.gpu_supports("wgmma")[0]
-    monkeypatch.setenv(mode.CC_ENV, "9.0")
-    assert all(mode.gpu_supports(f) == (True, "") for f in mode.FEATURES)
-    monkeypatch.setenv(mode.CC_ENV, "8.0")
-    assert mode.gpu_supports("bf16")[0] and not mode.gpu_supports("wgmma")[0]
-    monkeypatch.setenv(mode.CC_ENV, "seven")
-    with pytest.raises(ValueError, match="MAJOR.MINOR"):
-        mode.compute_capability()
-    monkeypatch.delenv(mode.CC_ENV)
-    with pytest.raises(ValueError, match="unknown feature 'fp4'"):
-        mode.gpu_supports("fp4")

@@ -65,6 +65,32 @@ def test_readable_frames_hides_cell_files_and_addresses():
     assert profiling.readable_frames(s) == "<cell>(2):_f;<built-in_method_pow_of_type_object>;x.py(3):_g"
 
 
+
+def test_folded_stacks_sum_the_lines_that_share_a_stack():
+    text = "/tmp/ipykernel_1/22.py(2):_f;g 3\n/tmp/ipykernel_1/22.py(2):_f;g 4\n/tmp/ipykernel_1/22.py(2):_f 1\n\n"
+    assert profiling.folded_stacks(text) == {"<cell>(2):_f;g": 7, "<cell>(2):_f": 1}
+    assert profiling.frames_from("<module>;three_squares;pow", "nowhere") == "<module>;three_squares;pow"
+
+
+def test_operator_stacks_name_each_operator_and_keep_two_stacks_of_one_operator_apart():
+    from torch.profiler import ProfilerActivity, profile
+
+    def three_squares(a):
+        return torch.square(a), a * a, a ** 2
+    a = torch.rand(1000)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True,
+                 experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True)) as prof:
+        for _ in range(3):
+            three_squares(a)
+    rows = profiling.operator_stacks(prof, "three_squares")
+    pows = [r for r in rows if r.op == "aten::pow"]
+    assert len(pows) == 2 and {r.calls for r in pows} == {3}             # torch.square's and **'s
+    assert any("square" in r.stack for r in pows) and any("pow" in r.stack for r in pows)
+    mul = [r for r in rows if r.op == "aten::mul"]
+    assert len(mul) == 1 and mul[0].stack.endswith("three_squares")       # a * a: no frame below ours
+    assert all(r.stack.split(" → ")[0].endswith("three_squares") for r in rows)
+    assert [r.total_us for r in rows] == sorted((r.total_us for r in rows), reverse=True)
+
 OUTPUT_CODE = """V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] Output code:
 V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] triton_poi_fused_gelu_1 = async_compile.triton('triton_poi_fused_gelu_1', '''
 V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] @triton.jit

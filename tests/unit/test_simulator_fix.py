@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import utils  # noqa: F401  first: cpu mode, the simulator switch and the fix
-from gpu_course import simulator_fix
+from gpu_course import interpose, simulator_fix
+from gpu_course.interpose import numba as numba_events
 from numba import cuda   # a global: the simulator swaps the kernel's global `cuda` for its own
 
 pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="the simulator runs in cpu mode only")
@@ -38,20 +39,28 @@ def slow_empty(monkeypatch):
 
 def test_every_thread_gets_the_one_shared_array(slow_empty):
     from numba.cuda.simulator import kernelapi
-    assert kernelapi.FakeCUDAShared.array is simulator_fix._shared_array   # installed by utils
+    assert kernelapi.FakeCUDAShared.array is numba_events.shared_array   # installed by utils
     got = _allocations_from_threads(kernelapi.FakeCUDAShared(0))
     assert all(a is got[0] for a in got)
 
 
-def test_the_unpatched_simulator_has_the_race(slow_empty, monkeypatch):
-    """Why the fix exists: the simulator's own method hands out several arrays for one call site."""
+@pytest.fixture
+def all_in_empty(monkeypatch):
+    """np.empty that returns only once 16 threads are in it: every thread has looked its call site up before
+    any stores what it made (the thread switch the race needs, made certain rather than likely)."""
+    real, inside = np.empty, threading.Barrier(16, timeout=60)
+    monkeypatch.setattr(np, "empty", lambda *a, **k: (inside.wait(), real(*a, **k))[1])
+
+
+def test_the_unpatched_simulator_has_the_race(all_in_empty, monkeypatch):
+    """Why the fix exists: where threads switch between the look-up and the store, the simulator's own method
+    hands every thread of the block its own array for one call site."""
     from numba.cuda.simulator import kernelapi
-    original = kernelapi.FakeCUDAShared.__dict__.get("_course_original")
-    if original is None:
-        pytest.skip("the original method is not kept")
+    original = numba_events.original(kernelapi.FakeCUDAShared, "array")
+    assert original is not numba_events.shared_array
     monkeypatch.setattr(kernelapi.FakeCUDAShared, "array", original)
     got = _allocations_from_threads(kernelapi.FakeCUDAShared(0))
-    assert len({id(a) for a in got}) > 1
+    assert len({id(a) for a in got}) == len(got)
 
 
 @cuda.jit
@@ -79,11 +88,11 @@ def test_the_checks_counting_shares_one_array_per_block(slow_empty):
     """The exercise checks replace the method with one that records who reads and writes shared
     memory; it allocates under the same lock (without it, the check's own launch of a correct
     tiled kernel returned a few wrong elements now and then)."""
-    from gpu_course.exercises.replay import Execution, _count_numba
+    from gpu_course.exercises.replay import Execution, counting
     x = np.arange(8, dtype=np.float32)
     out = np.zeros(1, np.float32)
     ex = Execution()
-    with _count_numba(ex):
+    with counting(ex):
         tile_sum[1, 8](x, out)
     assert out[0] == x.sum()
     (use,) = ex.shared.values()
@@ -94,10 +103,10 @@ def test_install_is_idempotent():
     simulator_fix.install()
     simulator_fix.install()
     from numba.cuda.simulator import kernel
-    finders = [f.module for f in __import__("sys").meta_path if isinstance(f, simulator_fix._PatchOnImport)]
+    finders = [f.module for f in __import__("sys").meta_path if isinstance(f, interpose._PatchOnImport)]
     assert len(finders) == len(set(finders))   # at most one waiting finder per module
-    assert kernel.FakeCUDAKernel.__getitem__._course_original is not None
-    assert not hasattr(kernel.FakeCUDAKernel.__getitem__._course_original, "_course_original")
+    assert kernel.FakeCUDAKernel.__getitem__.__wrapped__ is not None
+    assert not hasattr(kernel.FakeCUDAKernel.__getitem__.__wrapped__, "__wrapped__")   # wrapped once
 
 
 @cuda.jit

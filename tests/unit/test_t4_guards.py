@@ -1,11 +1,11 @@
 """What a notebook skips on a GPU older than the H100 (Colab's T4, sm_75), checked with a faked compute
-capability (COURSE_FAKE_CC): the guards in gpu_course.mode and in the helpers the notebooks call. Each
+capability (COURSE_FAKE_CC): the guards in gpu_course.hardware and in the helpers the notebooks call. Each
 skip is one printed line with its reason, and nothing is printed where the GPU has what is needed."""
 import pytest
 import torch
 
 import utils
-from gpu_course import device_ceilings, mode
+from gpu_course import device_ceilings, hardware, mode
 from gpu_course.kernels import matmul_ladder as ml
 from gpu_course.kernels import triton_attention as ta
 
@@ -15,50 +15,50 @@ T4, A100, L4, H100 = "7.5", "8.0", "8.9", "9.0"
 @pytest.fixture
 def cc(monkeypatch):
     """cc("7.5"): act as a GPU of that compute capability for the rest of the test."""
-    return lambda value: monkeypatch.setenv(mode.CC_ENV, value)
+    return lambda value: monkeypatch.setenv(hardware.CC_ENV, value)
 
 
 def test_tf32_is_a_feature_of_ampere_and_later(cc):
     cc(T4)
-    ok, why = mode.gpu_supports("tf32")
+    ok, why = hardware.gpu_supports("tf32")
     assert not ok and why.startswith("skipped on this GPU (sm_75): TF32 tensor cores need compute capability 8.0")
     assert "allow_tf32" in why and "\n" not in why
     cc(A100)
-    assert mode.gpu_supports("tf32") == (True, "")
+    assert hardware.gpu_supports("tf32") == (True, "")
 
 
 def test_gpu_has_prints_the_reason_only_where_the_feature_is_missing(cc, capsys):
-    assert mode.gpu_has("tf32") is True and capsys.readouterr().out == ""     # cpu mode: present
+    assert hardware.gpu_has("tf32") is True and capsys.readouterr().out == ""     # cpu mode: present
     cc(T4)
-    assert mode.gpu_has("bf16") is False
-    assert capsys.readouterr().out == mode.gpu_supports("bf16")[1] + "\n"     # one line
+    assert hardware.gpu_has("bf16") is False
+    assert capsys.readouterr().out == hardware.gpu_supports("bf16")[1] + "\n"     # one line
     cc(H100)
-    assert all(mode.gpu_has(f) for f in mode.FEATURES) and capsys.readouterr().out == ""
+    assert all(hardware.gpu_has(f) for f in hardware.FEATURES) and capsys.readouterr().out == ""
 
 
 def test_shared_memory_per_block_by_compute_capability(cc):
-    assert mode.shared_memory_per_block() is None or mode.ON_GPU              # cpu mode: no limit
+    assert hardware.shared_memory_per_block() is None or mode.ON_GPU              # cpu mode: no limit
     expected = {T4: 64, A100: 163, "8.6": 99, L4: 99, H100: 227, "7.0": 96, "8.7": 163, "12.0": 99}
     for value, kb in expected.items():
         cc(value)
-        assert mode.shared_memory_per_block() == kb * 1024, value
+        assert hardware.shared_memory_per_block() == kb * 1024, value
     cc("9.1")                                                                   # between rows: the row below
-    assert mode.shared_memory_per_block() == 227 * 1024
+    assert hardware.shared_memory_per_block() == 227 * 1024
     cc("6.1")                                                                   # older than the table
-    assert mode.shared_memory_per_block() == 48 * 1024
+    assert hardware.shared_memory_per_block() == 48 * 1024
 
 
 def test_fits_shared_memory_says_how_much_in_one_line(cc):
-    assert mode.fits_shared_memory(10**9, "anything") == (True, "") or mode.ON_GPU   # cpu mode: no limit
+    assert hardware.fits_shared_memory(10**9, "anything") == (True, "") or mode.ON_GPU   # cpu mode: no limit
     cc(T4)
-    assert mode.fits_shared_memory(64 * 1024, "a 64 KB tile") == (True, "")
-    ok, why = mode.fits_shared_memory(120 * 1024, "rung 10")
+    assert hardware.fits_shared_memory(64 * 1024, "a 64 KB tile") == (True, "")
+    ok, why = hardware.fits_shared_memory(120 * 1024, "rung 10")
     assert not ok and why == ("rung 10: skipped on this GPU (sm_75): it needs 120 KB of shared memory per block, "
                               "this GPU gives a block at most 64 KB")
 
 
 def test_the_banner_says_when_the_capability_is_faked(cc):
-    assert mode.CC_ENV not in utils.banner()
+    assert hardware.CC_ENV not in utils.banner()
     cc(T4)
     assert "Acting as a GPU of compute capability 7.5 (COURSE_FAKE_CC)" in utils.banner().splitlines()[0]
 

@@ -1,7 +1,7 @@
 """Tensor cores on the CPU: the emulation's __half (emu_fp16.h) and nvcuda::wmma (emu_wmma.h) against torch, their
 errors, and notebook 12's ladder (gpu_course/kernels/tensor_cores.py): rungs 1 and 2 through the emulation, rungs 3
 and 4 with their inline PTX replaced by CUDA C that does what the PTX ISA says each instruction does
-(fixtures/tc_ptx_emulated.cuh), so that their indexing, swizzle, pipeline and epilogue are checked without a GPU.
+(tests/fixtures/tc_ptx_emulated.cuh), so that their indexing, swizzle, pipeline and epilogue are checked without a GPU.
 tests/gpu/test_tensor_cores_gpu.py checks the same on a GPU, with the real instructions."""
 from pathlib import Path
 
@@ -12,10 +12,11 @@ import utils
 from gpu_course.cuda import CudaEmulationError
 from gpu_course.kernels import cuda_source
 from gpu_course.kernels import tensor_cores as tc
+from gpu_course.lessons import tensor_cores as lesson
 
 pytestmark = pytest.mark.skipif(utils.ON_GPU, reason="the CPU emulation (tests/gpu covers the GPU)")
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tc_ptx_emulated.cuh"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tc_ptx_emulated.cuh"
 
 
 def load(src, funcs, **kw):
@@ -229,7 +230,7 @@ def test_rung_preconditions_are_clear_errors(ladder):
 
 
 def test_fragment_layouts_in_the_emulation_are_the_documented_ones(ladder):
-    grids = tc.layout_grids(ladder, torch.empty(1))
+    grids = lesson.layout_grids(ladder, torch.empty(1))
     lanes, elems = grids["WMMA accumulator 16x16 (float)"]
     a_lanes, a_elems = grids["mma.sync m16n8k16: A 16x16"]
     b_lanes, b_elems = grids["mma.sync m16n8k16: B 16x8"]
@@ -245,7 +246,7 @@ def test_fragment_layouts_in_the_emulation_are_the_documented_ones(ladder):
 
 
 def ptx_emulated(src):
-    """``src`` with tc_ptx.cuh replaced by the CUDA C stand-in (tests/unit/fixtures/tc_ptx_emulated.cuh)."""
+    """``src`` with tc_ptx.cuh replaced by the CUDA C stand-in (tests/fixtures/tc_ptx_emulated.cuh)."""
     ptx = cuda_source("tensor_cores/tc_ptx.cuh")
     assert ptx in src
     return src.replace(ptx, "#include <cuda_pipeline.h>\n" + FIXTURE.read_text())
@@ -298,8 +299,8 @@ def test_rung4_pipeline_with_its_ptx_emulated_matches_float64():
 
 
 def test_swizzle_helpers():
-    assert tc.ldmatrix_conflicts(lambda r, p: p ^ (r % 8), 16, 6) == []
-    clash = tc.ldmatrix_conflicts(lambda r, p: p ^ (r % 4))
+    assert lesson.ldmatrix_conflicts(lambda r, p: p ^ (r % 8), 16, 6) == []
+    clash = lesson.ldmatrix_conflicts(lambda r, p: p ^ (r % 4))
     assert clash and clash[0][1:3] == (0, 4)            # rows 0 and 4 put piece 0 in the same place
     assert tc.shared_bytes(4, 1) == 3 * 256 * 64 * 2
 
@@ -307,8 +308,8 @@ def test_swizzle_helpers():
 @pytest.mark.parametrize("fake, runs", [("7.5", {1, 2}), ("8.0", {1, 2}), ("9.0", {1, 2}), ("10.0", {1, 2})])
 def test_what_runs_on_older_and_newer_gpus(monkeypatch, fake, runs):
     """COURSE_FAKE_CC: the reason for each rung left out, in one line; PTX rungs never run in the emulation."""
-    from gpu_course import mode
-    monkeypatch.setenv(mode.CC_ENV, fake)
+    from gpu_course import hardware
+    monkeypatch.setenv(hardware.CC_ENV, fake)
     assert set(tc.rungs_here(quiet=True)) == runs
     why = {r: tc.runs_here(r)[1] for r in (3, 4, 5)}
     if fake == "7.5":
@@ -353,30 +354,30 @@ def test_limiters_reads_a_raw_row():
 
 def test_limiter_rows_round_trip_and_refuse_a_wrong_order(tmp_path):
     names = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "void mma_async_k<128, 256>", 5: "void wgmma_tma_k<256>"}
-    raw = {v: _raw_csv([names[r] for r, _ in order]) for v, order in tc.PROFILED.items()}
-    rows = tc.limiter_rows(raw)
-    assert len(rows) == sum(len(o) for o in tc.PROFILED.values())
-    tc.write_limiters(rows, tmp_path / "x.csv", "made by a test")
-    back, about = tc.read_limiters(tmp_path / "x.csv")
+    raw = {v: _raw_csv([names[r] for r, _ in order]) for v, order in lesson.PROFILED.items()}
+    rows = lesson.limiter_rows(raw)
+    assert len(rows) == sum(len(o) for o in lesson.PROFILED.values())
+    lesson.write_limiters(rows, tmp_path / "x.csv", "made by a test")
+    back, about = lesson.read_limiters(tmp_path / "x.csv")
     assert about == "made by a test" and back[0]["stalls"] == [("wait", 2.24), ("barrier", 0.33)]
-    assert "rung 4 cfg 1" in tc.limiter_table(back)
-    swapped = dict(raw, swizzled=_raw_csv([names[5]] + [names[r] for r, _ in tc.PROFILED["swizzled"][1:]]))
+    assert "rung 4 cfg 1" in lesson.limiter_table(back)
+    swapped = dict(raw, swizzled=_raw_csv([names[5]] + [names[r] for r, _ in lesson.PROFILED["swizzled"][1:]]))
     with pytest.raises(ValueError, match="expected wmma_shared_k"):
-        tc.limiter_rows(swapped)
+        lesson.limiter_rows(swapped)
 
 
 def test_the_stored_h100_measurement_has_every_profiled_kernel():
-    rows, about = tc.read_limiters(tc.limiters_file())
+    rows, about = lesson.read_limiters(lesson.limiters_file())
     assert "H100" in about
     assert [(r["variant"], r["rung"], r["cfg"]) for r in rows] == \
-        [(v, r, c) for v, order in tc.PROFILED.items() for r, c in order]
+        [(v, r, c) for v, order in lesson.PROFILED.items() for r, c in order]
 
 
 def test_smallest_square_tile_does_the_flop_per_byte_the_rates_ask():
-    assert tc.smallest_square_tile(4096, 64) == 128             # b / 2 = 64 FLOP per byte, exactly
-    assert tc.smallest_square_tile(4096, 48) == 176             # 170.7 rounded up to a multiple of 16
-    assert tc.smallest_square_tile(4096, 10_000) == 16          # never below one tile of 16
-    assert tc.smallest_square_tile(2048, 128) / 2 >= 2048 / 128 > (tc.smallest_square_tile(2048, 128) - 16) / 2
+    assert lesson.smallest_square_tile(4096, 64) == 128             # b / 2 = 64 FLOP per byte, exactly
+    assert lesson.smallest_square_tile(4096, 48) == 176             # 170.7 rounded up to a multiple of 16
+    assert lesson.smallest_square_tile(4096, 10_000) == 16          # never below one tile of 16
+    assert lesson.smallest_square_tile(2048, 128) / 2 >= 2048 / 128 > (lesson.smallest_square_tile(2048, 128) - 16) / 2
 
 
 def test_configs_here_are_every_shape_in_cpu_mode_and_one_for_single_shape_rungs():
@@ -385,9 +386,9 @@ def test_configs_here_are_every_shape_in_cpu_mode_and_one_for_single_shape_rungs
 
 
 def test_ldmatrix_conflicts_for_64_byte_rows():
-    assert tc.ldmatrix_conflicts(lambda r, p: p, row_bytes=64)                      # rows 0, 2, 4, 6 share banks
-    assert tc.ldmatrix_conflicts(lambda r, p: p ^ (r % 4), row_bytes=64)
-    assert all(tc.ldmatrix_conflicts(lambda r, p: p ^ ((r // 2) % 4), r0, c0, row_bytes=64) == []
+    assert lesson.ldmatrix_conflicts(lambda r, p: p, row_bytes=64)                      # rows 0, 2, 4, 6 share banks
+    assert lesson.ldmatrix_conflicts(lambda r, p: p ^ (r % 4), row_bytes=64)
+    assert all(lesson.ldmatrix_conflicts(lambda r, p: p ^ ((r // 2) % 4), r0, c0, row_bytes=64) == []
                for r0 in range(0, 64, 16) for c0 in (0, 2))
 
 
@@ -407,8 +408,8 @@ def test_listing_shows_the_named_definitions_in_order_and_counts_the_rest():
 def test_ladder_table_formats_rows_and_leaves_missing_cells_empty():
     sizes = {"4096³": (4096, 4096, 4096), "8192³": (8192, 8192, 8192)}
     rows = [dict(kernel=tc.RUNGS[5], size="4096³", tflops=635.0, vs=0.85),
-            dict(kernel=tc.CUBLAS, size="4096³", tflops=747.0, vs=1.0)]
-    table = tc.ladder_table(rows, "test", sizes, 989.4).splitlines()
+            dict(kernel=lesson.CUBLAS, size="4096³", tflops=747.0, vs=1.0)]
+    table = lesson.ladder_table(rows, "test", sizes, 989.4).splitlines()
     assert table[0].startswith("fp16 tensor-core ladder: test;")
     r5 = next(l for l in table if l.startswith(tc.RUNGS[5]))
     assert "635 TFLOP/s  64 %  0.85×" in r5 and r5.split()[-1] == "0.85×"
@@ -420,6 +421,6 @@ def test_configs_here_leave_out_shapes_too_large_for_this_gpu(monkeypatch):
 
 
 def test_ladder_table_without_a_spec_sheet_leaves_the_percentages_out():
-    rows = [dict(kernel=tc.CUBLAS, size="4096³", tflops=100.0, vs=1.0)]
-    table = tc.ladder_table(rows, "test", {"4096³": (1, 1, 1)}, None)
+    rows = [dict(kernel=lesson.CUBLAS, size="4096³", tflops=100.0, vs=1.0)]
+    table = lesson.ladder_table(rows, "test", {"4096³": (1, 1, 1)}, None)
     assert "no spec sheet" in table and "100 TFLOP/s   - %  1.00×" in table

@@ -40,6 +40,21 @@ def test_bench_refuses_zero_reps():
             utils.bench(torch.ones, 4, reps=bad)
 
 
+def test_wait_and_barrier_come_before_each_clock():
+    """What distributed's rank timers pass: ``wait`` replaces synchronize around each clock, ``barrier`` lines
+    the ranks up after the wait, just before the clock starts."""
+    from gpu_course.user_timing import cpu_ms_per_call, loop_ms
+    seen = []
+    loop_ms(lambda: seen.append("call"), steps=2, rounds=2, warmup=3, wait=lambda: seen.append("wait"),
+            barrier=lambda: seen.append("barrier"))
+    round_ = ["wait", "barrier", "call", "call", "wait"]
+    assert seen == ["call"] * 3 + ["wait"] + round_ * 2
+    seen.clear()
+    cpu_ms_per_call(lambda: seen.append("call"), n=2, wait=lambda: seen.append("wait"),
+                    barrier=lambda: seen.append("barrier"))
+    assert seen == ["wait", "barrier", "call"] * 2 + ["wait"]
+
+
 def test_loop_and_cpu_time_count_every_call():
     calls = []
     assert utils.loop_ms(calls.append, 1, steps=4, rounds=3) >= 0
@@ -62,21 +77,23 @@ def test_compare_prints_one_row_per_function(capsys):
     text = capsys.readouterr().out
     # a header, 2 rows, and in cpu mode a note that these times say nothing about a GPU
     assert set(out) == {"slow", "fast"} and text.count("\n") == (3 if utils.ON_GPU else 4)
-    slow_row = [line for line in text.splitlines() if line.startswith("slow")][0]
-    assert slow_row.rstrip().endswith("1.00×,  1.00×")
+    fast_row = [line for line in text.splitlines() if line.startswith("fast")][0]
+    gpu_ratio = out["slow"].median / out["fast"].median          # the baseline's time over the row's
+    loop_ratio = out["slow"].loop_ms / out["fast"].loop_ms
+    assert fast_row.rstrip().endswith(f"{gpu_ratio:5.2f}×, {loop_ratio:5.2f}×"), fast_row
     with pytest.raises(ValueError, match="baseline 'nope'"):
         utils.compare({"a": lambda: None}, baseline="nope")
     with pytest.raises(ValueError, match="at least one"):
         utils.compare({})
 
 
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode: on a GPU the graph's replays are tests/gpu's")
 def test_cuda_graph_on_the_cpu_calls_the_function():
     calls = []
     replay = utils.cuda_graph(calls.append, 7)
-    if not utils.ON_GPU:
-        replay()
-        replay()
-        assert calls == [7, 7]
+    replay()
+    replay()
+    assert calls == [7, 7]
 
 
 def test_a_timing_cannot_be_edited():

@@ -135,7 +135,7 @@ def test_an_interpreter_without_the_hook_points_fails_clearly():
     fake.InterpreterBuilder = type("InterpreterBuilder", (), {"create_masked_load": lambda *a: 0})
     with pytest.raises(RuntimeError, match=r"no InterpreterBuilder.create_masked_store.*"
                        r"COURSE_TRITON_CHECK=0"):
-        triton_check._patch(fake)
+        triton_check.check_interpreter(fake)
 
 
 def test_install_is_idempotent_and_wraps_once():

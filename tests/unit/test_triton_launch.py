@@ -5,7 +5,9 @@ import torch
 
 import utils
 from gpu_course import triton_launch
+from gpu_course.interpose.triton import hook_active
 from gpu_course.kernels import triton_layernorm as ln
+from gpu_course.lessons import layernorm as lesson
 
 
 @pytest.mark.parametrize("v, kind", [(1, "one"), (0, "x16"), (16, "x16"), (-32, "x16"), (17, "int"),
@@ -28,7 +30,7 @@ def test_through_jit_restores_the_direct_path_after_an_error():
 
 @pytest.mark.skipif(utils.ON_GPU, reason="cpu mode: the interpreter")
 def test_cpu_mode_launches_through_the_interpreter():
-    x, wt, b, _ = ln.inputs(3, 40, torch.float32)
+    x, wt, b, _ = lesson.inputs(3, 40, torch.float32)
     before = ln._fwd_launch.direct
     y, _, _ = ln.layer_norm_forward(x.detach(), wt.detach(), b.detach(), alloc=utils.poisoned)
     utils.check(y, torch.nn.functional.layer_norm(x.double(), (40,), wt.double(), b.double()), atol=1e-4)
@@ -39,8 +41,8 @@ def test_an_empty_hook_chain_is_no_hook():
     class Chain:
         def __init__(self, calls):
             self.calls = calls
-    assert not triton_launch._hook_set(None) and not triton_launch._hook_set(Chain([]))
-    assert triton_launch._hook_set(Chain([print])) and triton_launch._hook_set(print)
+    assert not hook_active(None) and not hook_active(Chain([]))
+    assert hook_active(Chain([print])) and hook_active(print)
 
 
 def test_while_torch_compile_traces_every_launch_is_kernel_grid(monkeypatch):
@@ -78,6 +80,6 @@ def test_in_cpu_mode_nothing_is_compiled_for_the_direct_path_and_the_node_says_w
     assert not direct_allowed()
     assert ln._fwd_launch.compiled(("any key",), BLOCK_W=64) is None
     assert ln.build_node() is False and "cpu mode" in ln.node_status()
-    x, wt, b, dy = ln.inputs(5, 48, torch.float32)
-    ln.check_variants({"layer_norm_node": ln.layer_norm_node}, x, wt, b, dy)   # it is layer_norm_op here
-    assert ln.NODE not in ln.variants(48, backend="aot_eager")
+    x, wt, b, dy = lesson.inputs(5, 48, torch.float32)
+    lesson.check_variants({"layer_norm_node": ln.layer_norm_node}, x, wt, b, dy)   # it is layer_norm_op here
+    assert lesson.NODE not in lesson.variants(48, backend="aot_eager")

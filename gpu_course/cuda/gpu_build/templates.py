@@ -181,7 +181,7 @@ extern "C" int __course_launch_log_get(long long seq, const char** name, unsigne
     return r.nargs;
 }
 """
-# the launch counters, read through the binding unit (see gpu_course.launches.module_counters)
+# the launch counters, read through the binding unit (see gpu_course.cuda.launch_counts)
 LAUNCH_TABLE = r"""
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts) {
     *names = __course_launch_names;

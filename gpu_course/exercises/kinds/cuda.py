@@ -1,0 +1,247 @@
+"""The CUDA C kind: the learner hands in a source whose host function launches a ``__global__`` kernel
+with ``<<<blocks, threads>>>``; ``build(source)`` (``load_cuda``) turns it into a module whose launch
+counters and log (:mod:`gpu_course.module_launches`) say what ran, and what torch did inside the host
+functions is watched (:class:`..host_torch.HostTorch`). The course's own launch is
+:func:`..cuda_launch.own_launch` (what executed: the emulation's counts per thread in cpu mode, the
+SASS on a GPU), read by the evidence through :mod:`..cuda_evidence`, or, where nothing was counted,
+the kernel's tokens.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from . import Kind, SetupError, register
+
+_COURSE_DIR = Path(__file__).resolve().parents[2]  # gpu_course/: where the course's own .cu kernels are
+_COURSE_BODIES: dict = {}  # a course file's path -> ((mtime, size), [the token texts of each kernel body])
+
+
+def kernels_of(source: str) -> dict[str, list]:
+    """``{name: body tokens}`` of every ``__global__`` function in CUDA C ``source`` (read once: the
+    same parse as ``get_sig`` and ``load_cuda``'s)."""
+    from ...cuda.parsed import parse
+    return parse(source).kernel_bodies
+
+
+def kernel_body(source: str, name: str) -> list:
+    """The tokens of the body of kernel ``name`` in ``source`` ([] if there is none)."""
+    return kernels_of(source).get(name, [])
+
+
+def course_kernel_bodies(path: Path) -> list:
+    """The token texts of each ``__global__`` body in the course file ``path`` (read again only
+    when the file changed)."""
+    from ...cuda.parsed import ParsedSource
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if path not in _COURSE_BODIES or _COURSE_BODIES[path][0] != stamp:
+            kernels = ParsedSource(path.read_text()).kernel_bodies  # not kept by parse(): only the bodies are
+            _COURSE_BODIES[path] = (stamp, [tuple(t.text for t in body) for body in kernels.values()])
+    except (OSError, UnicodeDecodeError):
+        return []
+    return _COURSE_BODIES[path][1]
+
+
+def course_kernel(source: str, name: str) -> str | None:
+    """The course file holding a kernel with the same body as ``name`` in ``source``, if any."""
+    body = tuple(t.text for t in kernel_body(source, name))
+    if not body:
+        return None
+    for path in sorted(_COURSE_DIR.rglob("*.cu*")):
+        if "emulation" in path.parts or path.suffix not in (".cu", ".cuh"):
+            continue
+        if body in course_kernel_bodies(path):
+            return str(path.relative_to(_COURSE_DIR.parent))
+    return None
+
+
+def _module_name_of(mod) -> str:
+    return getattr(mod, "__name__", None) or f"module@{id(mod):x}"
+
+
+class CudaKind(Kind):
+    key = "cuda"
+    label = "CUDA C"
+    syntax = "{k}<<<blocks, threads>>>(...) in your host function"
+    answer = "CUDA C source"
+    unit = "blocks"
+
+    def owns(self, obj) -> bool:
+        return False  # a CUDA C kernel is not a Python object
+
+    def prepare(self, trial):
+        from ..problem import Verdict
+        source, kname = trial.answer, trial.kname
+        if not isinstance(source, str):
+            return (f"hand in your CUDA C source as a string (utils.cuda_begin + r\"\"\"...\"\"\"), "
+                    f"not a {type(source).__name__}")
+        trial.source = source
+        trial.kernels = kernels_of(source)
+        if kname is not None and kname not in trial.kernels:
+            return f"your source has no __global__ kernel named {kname}: write one (the check looks for its launches)"
+        if kname is not None:
+            where = course_kernel(source, kname)
+            if where:
+                return f"{kname} is the course's own kernel from {where}: write your own"
+        from ..cuda_launch import build_with_launcher  # cpu mode: the check's launcher in the same build
+        build = trial.problem.build
+        try:
+            trial.module = build(source) if kname is None else build_with_launcher(build, source, kname)
+        except Exception as e:  # noqa: BLE001  a build error is the learner's to fix
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            return Verdict(False, [f"❌ {trial.problem.title}: not yet: your source does not build:"]
+                           + [f"    {ln}" for ln in lines[:12]])
+        return None
+
+    @contextmanager
+    def recording(self, trial):
+        from ...launches import launches
+        from ..host_torch import HostTorch
+        trial.host_torch = HostTorch()
+        with trial.host_torch.watching(trial.module), launches(modules=[trial.module], snapshot=True) as seen:
+            yield seen
+
+    def run(self, trial):
+        return trial.problem.run(trial.module)
+
+    def after_run(self, trial) -> str | None:
+        return trial.host_torch.problem(trial.out) if isinstance(trial.out, torch.Tensor) else None
+
+    def learner_launches(self, trial):
+        name = _module_name_of(trial.module)
+        if name in trial.seen.uncounted:
+            label = trial.kname or f"your {self.label} kernel"
+            return [], [(None, f"cannot tell whether {label} ran: {trial.seen.uncounted[name]}")]
+        mine = [L for L in trial.seen.of(self.key) if L.finished and (trial.kname is None or L.name == trial.kname)
+                and L.kernel is trial.module and L.name in trial.kernels]
+        return mine, []
+
+    def own_launch(self, trial):
+        """:func:`..cuda_launch.own_launch`: the launches of the kernel that the learner's last host
+        call made, again, on fresh memory (zeroed if the host function zeroed the output)."""
+        from ..cuda_launch import CudaLaunchError, own_launch
+        from ..runner import first_line
+        label = trial.label
+        try:
+            got, execution, mem = own_launch(trial.source, label, trial.last, trial.out, trial.inputs,
+                                             trial.host_torch.zeroed(trial.out))
+        except CudaLaunchError as e:
+            return f"the check launches {label} itself and cannot: {e}", None, None
+        except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
+            return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
+                    f"memory) and it raised {first_line(e)}"), None, None
+        why = self.replayed_problem(trial, mem, got, "your launch configuration and arguments", "host function")
+        return why, got, execution
+
+    def configs(self, attempt, what: str) -> list:
+        """Of every launch the learner's host calls made (from the module's launch log)."""
+        return [getattr(c, what) for L in attempt.launches for c in L.calls]
+
+    # evidence -------------------------------------------------------------------------------------
+    def shared_memory(self, a) -> str | None:
+        """Every thread that touched global memory stored into shared memory and loaded from it
+        (emulation), the SASS stores to and loads from shared memory (GPU); else a ``__shared__``
+        token in the kernel's body."""
+        if a.execution is not None:
+            from ..cuda_evidence import shared_used
+            why = shared_used(a.name, a.execution)
+            if why is not False:
+                return why
+        if any(t.text == "__shared__" for t in a.cuda_body()):
+            return None
+        return f"{a.name} declares no __shared__ array: the exercise asks for tiles staged in shared memory"
+
+    def calls(self, a, names) -> str | None:
+        """``__syncthreads``, the ``__shfl_*_sync``, ``wmma::mma_sync`` and ``atomicAdd`` as executed
+        (see :mod:`..cuda_evidence`); other names as tokens called in the kernel's body."""
+        from .. import cuda_evidence as ce
+        rest = []
+        for n in names:
+            why = False
+            if a.execution is not None and n in ce.EXECUTED:
+                if n == "__syncthreads":
+                    why = ce.barrier_passed(a.name, a.execution)
+                elif n in ce.SHUFFLES:
+                    why = ce.shuffled(a.name, a.execution, n)
+                elif n in ce.MMA:
+                    why = ce.mma_ran(a.name, a.execution, n)
+                else:
+                    why = ce.atomics_ran(a.name, a.execution, n)
+            if why is False:
+                rest.append(n)
+            elif why:
+                return why
+        body = a.cuda_body()
+        have = {t.text for t, n in zip(body, body[1:]) if n.text == "(" and t.kind == "id"}
+        missing = [n for n in rest if n.split("::")[-1].split(".")[-1] not in have]
+        if missing:
+            return f"{a.name} does not call {', '.join(missing)}: the exercise asks you to use it"
+        return None
+
+    def work_split(self, a, share: float, items: int | None, per_thread: int | None) -> str | None:
+        """See :func:`..evidence.splits_work`."""
+        if items is not None:
+            why = _threads_started(a, items, share, per_thread)
+            if why:
+                return why
+        if a.execution is None:
+            return None
+        from ..cuda_evidence import work_split
+        why = work_split(a.name, a.execution, share)
+        if why:
+            return why
+        if per_thread and items is not None and a.execution.launches:
+            loads = sum(int(L.field("gload").sum()) for L in a.execution.launches)
+            most = int(1.5 * -(-items // per_thread)) + per_thread
+            if loads > most:
+                return (f"in the check's launch, {a.name} made {loads:,} global loads for {items:,} elements: "
+                        f"with one {per_thread}-wide load per thread it would make about "
+                        f"{-(-items // per_thread):,} (plus the tail)")
+        return None
+
+    def shared_atomics(self, a) -> str | None:
+        """The atomics go to shared memory (emulation), or the SASS holds ATOMS (GPU)."""
+        if a.execution is None:
+            return None
+        from ..cuda_evidence import shared_atomics as privatized
+        why = privatized(a.name, a.execution)
+        return None if why is False else why
+
+    def same_code(self, a, refs) -> str | None:
+        """Why the kernel's body is that of a ``__global__`` kernel of one of ``refs`` (sources)."""
+        mine = [t.text for t in a.cuda_body()]
+        for ref in refs:
+            if not isinstance(ref, str):
+                raise SetupError("differs_from takes CUDA C sources (strings) for a CUDA C exercise")
+            for name, body in kernels_of(ref).items():
+                if [t.text for t in body] == mine:
+                    return f"{a.name} is the notebook's {name} under another name: the exercise asks you to change it"
+        return None
+
+
+def _threads_started(a, items: int, share: float, per_thread: int | None) -> str | None:
+    """Why the learner's launches started too few (or, with ``per_thread``, too many) threads for
+    ``items`` elements, from the grids and blocks of the launch log; None when they fit or nothing
+    was logged."""
+    configs = [(c.grid, c.block) for L in a.launches for c in L.calls]
+    if not configs:
+        return None
+    count = lambda d: d[0] * d[1] * d[2]  # noqa: E731
+    threads = sum(count(g) * count(b) for g, b in configs)
+    least = int(items * share)
+    if threads < least:
+        return (f"{a.name} was launched with {threads:,} threads in all for {items:,} elements (at least "
+                f"{least:,} expected): split the work so that each thread handles its own part")
+    if per_thread:
+        most = int(1.5 * -(-items // per_thread)) + max(count(b) for _, b in configs)
+        if threads > most:
+            return (f"{a.name} was launched with {threads:,} threads for {items:,} elements: with "
+                    f"{per_thread} elements per thread, about {-(-items // per_thread):,} threads are enough")
+    return None
+
+
+register(CudaKind())

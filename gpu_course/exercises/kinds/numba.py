@@ -1,0 +1,188 @@
+"""The Numba kind: a ``@cuda.jit`` kernel launched as ``kernel[blocks, threads](...)``, recorded through
+:mod:`gpu_course.interpose.numba`'s launch events; the course's own launch records, in the simulator,
+which threads of which block wrote and read each shared array and the barriers each thread passed
+(cpu mode), or reads the compiled kernel's PTX (GPU). Its evidence: shared memory (executed, or in
+the kernel's AST), the shapes of the tiles staged there, and the barriers passed.
+"""
+from __future__ import annotations
+
+import ast
+from collections import Counter
+
+from ... import mode
+from . import register
+from .python_code import PythonKind, called_names, dotted
+
+
+class NumbaKind(PythonKind):
+    key = "numba"
+    label = "Numba"
+    syntax = "{k}[blocks, threads](...)"
+    unit = "blocks"
+    unit_one = "block"
+    libraries = ("numba", "numba_cuda")
+
+    def launch_again(self, launch, args, kwargs, grid, execution) -> None:
+        b = launch.block
+        execution.threads = b[0] * b[1] * b[2]
+        launch.kernel[grid, b](*args)
+        execution.blocks.update((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
+
+    def finish_launches(self) -> None:
+        if mode.ON_GPU:
+            from numba import cuda
+            cuda.synchronize()  # numba's stream may not be torch's
+
+    def shared_memory(self, a) -> str | None:
+        """Every thread of a block wrote a ``cuda.shared.array`` and read it (simulator), the compiled
+        kernel loads and stores shared memory (GPU); where nothing was executed or compiled, a call of
+        ``cuda.shared.array`` in the kernel's AST."""
+        if a.execution is not None:
+            why = shared_executed(a, None)
+            if why is not False:
+                return why
+        for fn in self.functions(a):
+            if any(c == "shared.array" or c.endswith(".shared.array") for c in called_names(a.tree(fn))):
+                return None
+        return (f"{a.name} does not use shared memory: the exercise asks for tiles staged in "
+                f"cuda.shared.array(...)")
+
+    def shared_tiles(self, a, shapes) -> str | None:
+        """A tile of each of ``shapes`` staged in shared memory, written and read by every thread of a
+        block (executed), else a ``cuda.shared.array`` of that shape the kernel's AST writes and reads."""
+        want = Counter(as_shape(s) for s in shapes)
+        if a.execution is not None:
+            for shape in want:
+                why = shared_executed(a, shape)
+                if why is False:
+                    break
+                if why:
+                    return (f"{a.name} stages no {show_shape(shape)} tile in shared memory that every thread "
+                            f"writes and reads ({why}): the exercise asks for tiles of "
+                            f"{', '.join(show_shape(s) for s in want)}")
+            else:
+                return None
+        have = Counter()
+        for fn in self.functions(a):
+            have.update(staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
+        missing = want - have
+        if missing:
+            shape = next(iter(missing))
+            return (f"{a.name} stages no {show_shape(shape)} tile in shared memory (a "
+                    f"cuda.shared.array of that shape that the kernel writes and reads): the "
+                    f"exercise asks for tiles of {', '.join(show_shape(s) for s in want)}")
+        return None
+
+    def barriers(self, a, per_thread: int, compiled_at_least: int, why: str) -> str | None:
+        """Every thread passed ``per_thread`` barriers (simulator), or the compiled kernel's PTX holds
+        at least ``compiled_at_least`` (GPU)."""
+        ex = a.execution
+        if ex is not None and ex.counted:
+            seen = dict(ex.barriers)
+            if not seen or len(seen) < len(ex.blocks) * ex.threads or any(n != per_thread for n in seen.values()):
+                got = sorted(set(seen.values())) or [0]
+                return (f"in the check's launch, threads of {a.name} passed {', '.join(map(str, got))} "
+                        f"barrier(s); each should pass {per_thread}{why}")
+            return None
+        if (ex is not None and ex.compiled) or mode.ON_GPU:
+            from ..compiled import numba_ptx, ptx_ops
+            try:
+                ptx = "\n".join(numba_ptx(L.kernel) for L in a.launches)
+            except Exception:  # noqa: BLE001
+                return None
+            n = ptx_ops(ptx)["barrier"]
+            if n < compiled_at_least:
+                return (f"the compiled {a.name} holds {n} barrier(s); the exercise needs "
+                        f"{compiled_at_least}{why}")
+        return None
+
+
+def shared_executed(a, shape):
+    """Executed evidence of shared memory in a Numba kernel (optionally of one ``shape``): None if
+    it holds, why not, or False when nothing was counted (no course launch to read)."""
+    ex = a.execution
+    if ex.counted:
+        blocks, threads = ex.blocks, ex.threads
+        uses = [u for u in ex.shared.values() if shape is None or u.shape == shape]
+        if not uses:
+            return ("no cuda.shared.array of that shape was created" if shape else
+                    "no cuda.shared.array was created when the check launched it")
+        for u in uses:
+            if all(len({w for w in u.writers if w[0] == b}) == threads
+                   and len({r for r in u.readers if r[0] == b}) == threads for b in blocks):
+                return None
+        u = max(uses, key=lambda u: len(u.writers) + len(u.readers))
+        return (f"in the check's launch, {len(u.writers)} (block, thread) pairs wrote the shared array "
+                f"and {len(u.readers)} read it, of {len(blocks) * threads}: every thread of a block loads "
+                f"its part of the tile and reads the tile back")
+    if ex.compiled or mode.ON_GPU:
+        from ..compiled import numba_ptx, ptx_ops, ptx_shared_elements
+        try:
+            ptx = "\n".join(numba_ptx(L.kernel) for L in a.launches)
+        except Exception:  # noqa: BLE001
+            return False
+        ops = ptx_ops(ptx)
+        if not (ops["shared_load"] and ops["shared_store"]):
+            return "the compiled kernel has no shared-memory loads and stores"
+        if shape is not None:
+            n = 1
+            for v in shape:
+                n *= v
+            if not any(n in counts for counts in ptx_shared_elements(ptx)):
+                return "the compiled kernel declares no shared array of that many elements"
+        return None
+    return False
+
+
+def as_shape(s) -> tuple:
+    return tuple(int(v) for v in s) if isinstance(s, (tuple, list)) else (int(s),)
+
+
+def show_shape(shape: tuple) -> str:
+    return " × ".join(str(v) for v in shape)
+
+
+def constant(node, names: dict):
+    """The value of a shape expression made of ints, module-level int constants, tuples and
+    + - * //, or None."""
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        v = names.get(node.id)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        vals = [constant(e, names) for e in node.elts]
+        return None if any(v is None for v in vals) else tuple(vals)
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        lo, hi = constant(node.left, names), constant(node.right, names)
+        if isinstance(lo, int) and isinstance(hi, int):
+            return ops[type(node.op)](lo, hi)
+    return None
+
+
+def staged_shared_shapes(tree, names: dict) -> list:
+    """Shapes of the shared arrays of a Numba kernel's AST that are both written and read."""
+    arrays = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and (dotted(node.value.func) == "shared.array"
+                     or dotted(node.value.func).endswith(".shared.array"))):
+            call = node.value
+            arg = call.args[0] if call.args else next(
+                (k.value for k in call.keywords if k.arg == "shape"), None)
+            shape = constant(arg, names) if arg is not None else None
+            for t in node.targets:
+                if isinstance(t, ast.Name) and shape is not None:
+                    arrays[t.id] = as_shape(shape)
+    used = {"load": set(), "store": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            used["store" if isinstance(node.ctx, ast.Store) else "load"].add(node.value.id)
+    return [shape for name, shape in arrays.items()
+            if name in used["load"] and name in used["store"]]
+
+
+register(NumbaKind())

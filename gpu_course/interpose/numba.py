@@ -1,0 +1,244 @@
+"""Every place the course reaches into Numba's CUDA target and its simulator: the patch points, their
+version check and undo, and the events they emit (see :mod:`gpu_course.interpose` for the subscribe
+API). Checked on numba 0.61-0.62 (built-in target) and numba-cuda 0.2x; nothing is patched at import,
+and neither numba nor torch is imported here (a fresh simulator process loads this module alone).
+
+Events and their fields:
+
+* ``launch`` / ``launched``: ``kernel[blocks, threads](...)``: on a GPU
+  ``numba.cuda.dispatcher._LaunchConfiguration.__call__``, in the simulator
+  ``FakeCUDAKernel.__call__`` (a device function's call, or a call from inside a kernel, is not a
+  launch). ``kind`` ("numba"), ``kernel``, ``fn`` (its Python function), ``args``, ``kwargs`` ({}),
+  ``grid``, ``block``, ``arg_names``, ``synchronize`` (waits for the GPU's kernels; None in the
+  simulator); after the launch ``error`` (the exception's class name, or None).
+* ``configure``: the simulator's ``kernel[blocks, threads]``: ``grid``, ``block`` (3 ints each).
+* ``shared``: a thread of the simulator declared a block's ``cuda.shared.array``: ``site`` ((file,
+  line) of the declaration), ``shape``, ``array``, ``block``, ``thread``, ``new`` (True for the thread
+  that allocated it, the block's first; None for dynamic shared memory, allocated at the launch).
+* ``access``: a simulator thread read (``op`` "load") or wrote ("store") a shared array: ``site``,
+  ``block``, ``thread`` (tuples). Only arrays allocated while ``access`` had a subscriber report.
+* ``barrier``: a simulator thread passed ``cuda.syncthreads()``: ``block``, ``thread``.
+
+The simulator's ``cuda.shared.array`` is replaced once, by :func:`install` (``mode`` installs it in
+cpu mode, through ``simulator_fix``): the look-up of a block's array and its allocation under one
+lock (:func:`block_array`), which the simulator's own method does not hold (see ``simulator_fix``).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+
+from . import Bus, Event, Patches, UnknownVersion, loaded, patch_when_imported
+
+__all__ = ["subscribe", "unsubscribe", "subscribed", "listening", "install", "uninstall", "block_array",
+           "shared_array", "KERNELAPI", "KERNEL", "DISPATCHER"]
+
+KERNELAPI = "numba.cuda.simulator.kernelapi"
+KERNEL = "numba.cuda.simulator.kernel"
+DISPATCHER = "numba.cuda.dispatcher"
+_PATCHES = Patches()
+_FIXED = [False]     # install() was called: the shared array stays replaced
+_LOCK = threading.Lock()
+
+
+def _refresh() -> None:
+    """Install the patch points some subscriber needs, put back the others."""
+    launch = _BUS.listening("launch", "launched")
+    wanted = {DISPATCHER: launch, KERNEL: launch or _BUS.listening("configure", "barrier"),
+              KERNELAPI: _FIXED[0] or _BUS.listening("shared", "access")}
+    for name, want in wanted.items():
+        if want and name not in sys.modules:
+            patch_when_imported(name, lambda _m: _refresh())
+    disp = loaded(DISPATCHER)
+    if disp is not None and hasattr(disp, "_LaunchConfiguration"):
+        _set(disp._LaunchConfiguration, "__call__", launch, gpu_launch_hook)
+    kern = loaded(KERNEL)
+    if kern is not None:
+        if any((launch, _BUS.listening("configure"))) and not hasattr(kern, "FakeCUDAKernel"):
+            raise UnknownVersion("numba's simulator has no FakeCUDAKernel: the course's interposition knows "
+                                 "numba 0.61-0.62 and numba-cuda 0.2x")
+        if hasattr(kern, "FakeCUDAKernel"):
+            _set(kern.FakeCUDAKernel, "__call__", launch, lambda orig: _sim_launch_hook(orig, kern))
+            _set(kern.FakeCUDAKernel, "__getitem__", _BUS.listening("configure"), _configure_hook)
+        if hasattr(kern, "BlockThread"):
+            _set(kern.BlockThread, "syncthreads", _BUS.listening("barrier"), _barrier_hook)
+    api = loaded(KERNELAPI)
+    if api is not None:
+        want = wanted[KERNELAPI]
+        if want:
+            missing = [n for n in ("FakeCUDAShared", "types", "numpy_support") if not hasattr(api, n)]
+            if missing:
+                raise UnknownVersion(f"numba's simulator kernelapi has no {', '.join(missing)}: the course's "
+                                     f"interposition knows numba 0.61-0.62 and numba-cuda 0.2x")
+            _set(api.FakeCUDAShared, "array", True, lambda orig: shared_array)
+        else:
+            _set(api.FakeCUDAShared, "array", False, None)
+
+
+def _set(owner, attr, on: bool, make) -> None:
+    if on:
+        _PATCHES.put(owner, attr, make)
+    else:
+        _PATCHES.undo(owner, attr)
+
+
+_BUS = Bus("numba", ("launch", "launched", "configure", "shared", "access", "barrier"), _refresh)
+subscribe, unsubscribe, subscribed, listening = _BUS.subscribe, _BUS.unsubscribe, _BUS.subscribed, _BUS.listening
+
+
+def install() -> None:
+    """Replace the simulator's ``cuda.shared.array`` with :func:`shared_array` from now on (now if the
+    simulator is imported, else when it is; idempotent)."""
+    _FIXED[0] = True
+    _refresh()
+
+
+def uninstall() -> None:
+    """Put back every patch point, the shared array too."""
+    _FIXED[0] = False
+    _PATCHES.undo_all()
+
+
+def original(owner, attr: str):
+    """What ``owner.attr`` was before this layer replaced it (itself if it is not replaced)."""
+    value = vars(owner).get(attr, getattr(owner, attr, None))
+    return getattr(value, "__wrapped__", value)
+
+
+# ------------------------------------------------------------------------------------------------
+# launches
+
+def _names(fn) -> list:
+    import inspect
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _around(ev: Event, call):
+    _BUS.emit("launch", ev)
+    try:
+        result = call()
+    except BaseException as e:
+        ev.error = type(e).__name__
+        _BUS.emit("launched", ev)
+        raise
+    _BUS.emit("launched", ev)
+    return result
+
+
+def _gpu_synchronize():
+    from numba import cuda  # already imported: this is its launch path
+    cuda.synchronize()
+
+
+def gpu_launch_hook(original):
+    def __call__(self, *args):
+        if not _BUS.listening("launch", "launched"):
+            return original(self, *args)
+        d = self.dispatcher
+        fn = getattr(d, "py_func", None)
+        ev = Event(kind="numba", kernel=d, fn=fn, args=args, kwargs={}, grid=self.griddim, block=self.blockdim,
+                   arg_names=_names(fn), error=None, synchronize=_gpu_synchronize)
+        return _around(ev, lambda: original(self, *args))
+    return __call__
+
+
+def _sim_launch_hook(original, sim_module):
+    def __call__(self, *args):
+        if not _BUS.listening("launch", "launched") or getattr(self, "_device", False) \
+                or getattr(sim_module, "_kernel_context", None):
+            return original(self, *args)  # a device function, or a call from inside a kernel
+        if self.grid_dim is None or self.block_dim is None:
+            return original(self, *args)  # numba raises its own "launch configuration" error
+        fn = getattr(self, "fn", None)
+        ev = Event(kind="numba", kernel=self, fn=fn, args=args, kwargs={}, grid=self.grid_dim, block=self.block_dim,
+                   arg_names=_names(fn), error=None, synchronize=None)
+        return _around(ev, lambda: original(self, *args))
+    return __call__
+
+
+def _configure_hook(original):
+    def __getitem__(self, configuration):
+        out = original(self, configuration)
+        _BUS.emit("configure", Event(grid=tuple(self.grid_dim), block=tuple(self.block_dim)))
+        return out
+    return __getitem__
+
+
+# ------------------------------------------------------------------------------------------------
+# the simulator's threads: shared arrays and barriers
+
+def _who():
+    t = threading.current_thread()
+    b, th = getattr(t, "blockIdx", None), getattr(t, "threadIdx", None)
+    return (tuple(b), tuple(th)) if b is not None else (None, None)
+
+
+def _barrier_hook(original):
+    def syncthreads(self):
+        block, thread = _who()
+        if block is not None:
+            _BUS.emit("barrier", Event(block=block, thread=thread))
+        return original(self)
+    return syncthreads
+
+
+class _Reported(np.ndarray):
+    """A shared array whose element reads and writes are ``access`` events (its ``_site`` set)."""
+
+    def __getitem__(self, key):
+        site = getattr(self, "_site", None)
+        if site is not None:
+            block, thread = _who()
+            if block is not None:
+                _BUS.emit("access", Event(op="load", site=site, block=block, thread=thread))
+        return np.ndarray.__getitem__(self, key)
+
+    def __setitem__(self, key, value):
+        site = getattr(self, "_site", None)
+        if site is not None:
+            block, thread = _who()
+            if block is not None:
+                _BUS.emit("access", Event(op="store", site=site, block=block, thread=thread))
+        return np.ndarray.__setitem__(self, key, value)
+
+
+def block_array(shared, site, shape, dtype):
+    """The block's shared array declared at ``site`` (file, line), allocated by the first thread that
+    asks: look-up and allocation under one lock, so every thread of the block gets the same array.
+    Returns ``(array, whether this call allocated it)``."""
+    with _LOCK:
+        res = shared._allocations.get(site)
+        new = res is None
+        if new:
+            res = shared._allocations[site] = np.empty(shape, dtype)
+    return res, new
+
+
+def shared_array(self, shape, dtype, alignment=None):
+    """``FakeCUDAShared.array`` as this layer installs it: the allocation under a lock (one array per
+    block and call site), a ``shared`` event, and, while ``access`` has a subscriber, an array that
+    reports its reads and writes."""
+    if alignment is not None:
+        raise RuntimeError("Array alignment is not supported in cudasim")
+    kernelapi = sys.modules[KERNELAPI]   # its own numba types and converters (numba-cuda's)
+    if isinstance(dtype, kernelapi.types.Type):
+        dtype = kernelapi.numpy_support.as_dtype(dtype)
+    f = sys._getframe(1)
+    site = (f.f_code.co_filename, f.f_lineno)  # the simulator tells arrays apart by the declaring line
+    if shape == 0:  # dynamic shared memory: one buffer for the whole block, allocated at launch
+        count = self._dynshared_size // dtype.itemsize
+        res, new = np.frombuffer(self._dynshared.data, dtype=dtype, count=count), None
+    else:
+        res, new = block_array(self, site, shape, dtype)
+    if _BUS.listening("shared"):
+        block, thread = _who()
+        _BUS.emit("shared", Event(site=site, shape=tuple(res.shape), array=res, new=new, block=block, thread=thread))
+    if _BUS.listening("access"):
+        res = res.view(_Reported)
+        res._site = site
+    return res

@@ -1,0 +1,355 @@
+"""Every place the course reaches into Triton: the patch points, their version check and undo, and
+the events they emit (see :mod:`gpu_course.interpose` for the subscribe API). Checked on triton 3.6
+to 3.9; nothing is patched at import, and triton is never imported here.
+
+Events and their fields:
+
+* ``launch`` / ``launched``: ``kernel[grid](...)`` (``JITFunction.run`` on a GPU,
+  ``InterpretedFunction.run`` in the interpreter; ``__getitem__`` is routed to ``run`` meanwhile, and
+  autotune / heuristics wrappers call ``run`` for what they launch). ``kind`` ("triton"), ``kernel``,
+  ``fn`` (its Python function), ``args``, ``kwargs`` (without grid and warmup), ``grid`` (as given,
+  or as a callable grid resolved it), ``arg_names``; after the launch ``error`` (the exception's
+  class name, or None). Handlers may keep their own fields on the event between the two.
+* ``access``: a load, store or atomic of the interpreter, before it happens: ``op`` ("load",
+  "store", "atomic_cas", "atomic_rmw"), ``what`` ("tl.load reads" ...), ``builder`` (its
+  ``grid_idx`` is the program), ``ptrs`` (the pointer block), ``mask`` (or None), ``origin`` (the
+  :class:`Arg` the pointers came from, None where that was lost) and ``launch`` (the
+  :class:`Interpreted` launch under way: its kernel name and tensor arguments).
+* ``dot``: the interpreter runs a ``tl.dot``: ``builder``.
+
+Besides the events, the touch points other modules call: :func:`compiled_launcher_fits` /
+:func:`run_compiled` (a compiled kernel's own launcher, for ``triton_launch``), :func:`launch_hooks_set`,
+:func:`interpreted_function` and :func:`interpreting` (for ``triton_debug``).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from . import Bus, Event, Patches, UnknownVersion, loaded, patch_when_imported, raised_by_handler
+
+__all__ = ["subscribe", "unsubscribe", "subscribed", "listening", "Arg", "Interpreted", "check_interpreter",
+           "uninstall", "compiled_launcher_fits", "run_compiled", "launch_hooks_set", "hook_active", "interpreted_function",
+           "interpreting", "JIT", "INTERPRETER"]
+
+JIT = "triton.runtime.jit"
+INTERPRETER = "triton.runtime.interpreter"
+_TAG = "_course_arg"          # the attribute that carries a pointer's tensor argument
+_STATE = threading.local()    # .launch: the Interpreted launch under way in this thread, or None
+ACCESSES = {"create_masked_load": ("load", "tl.load reads", 0, 1),
+            "create_masked_store": ("store", "tl.store writes", 0, 2),
+            "create_atomic_cas": ("atomic_cas", "tl.atomic_cas touches", 0, None),
+            "create_atomic_rmw": ("atomic_rmw", "an atomic operation touches", 1, 3)}
+_REQUIRED_ACCESSES = ("create_masked_load", "create_masked_store")
+# builder methods whose result is the same memory as their pointer operand(s): the tag follows
+CARRIERS = ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_reshape",
+            "create_trans", "create_bitcast", "create_select", "create_cat", "create_join", "create_permute",
+            "create_unsplat")
+
+_PATCHES = Patches()
+
+
+@dataclass(eq=False)
+class Arg:
+    """A tensor argument of an interpreted launch: its name, first element's address and storage's
+    bytes ``[lo, hi)`` (what the kernel may touch through it), elements and dtype."""
+    name: str
+    ptr: int
+    lo: int
+    hi: int
+    numel: int
+    dtype: str
+
+
+@dataclass(eq=False)
+class Interpreted:
+    """An interpreted launch under way: the kernel's name, its arguments' names by data pointer, and
+    the :class:`Arg` of each tensor argument converted so far."""
+    kernel: str
+    names: dict
+    args: list
+
+
+def _refresh() -> None:
+    """Install the patch points some subscriber needs, put back the others."""
+    want_launch = _BUS.listening("launch", "launched")
+    want_access = _BUS.listening("access")
+    want_dot = _BUS.listening("dot")
+    jit = loaded(JIT)
+    interp = loaded(INTERPRETER)
+    if want_launch or want_access or want_dot:
+        for name in (JIT, INTERPRETER):
+            if name not in sys.modules:
+                patch_when_imported(name, lambda _m: _refresh())
+    if jit is not None and hasattr(jit, "JITFunction"):
+        _set_launch(jit.JITFunction, want_launch)
+    if interp is not None and hasattr(interp, "InterpretedFunction"):
+        if want_launch and "run" not in vars(interp.InterpretedFunction):
+            raise UnknownVersion(f"this triton's interpreter has no InterpretedFunction.run to record launches "
+                                 f"with (triton >= 3.3 has it; this is {_version()})")
+        _set_launch(interp.InterpretedFunction, want_launch)
+    if interp is not None:
+        _set_access(interp, want_access)
+        builder = getattr(interp, "InterpreterBuilder", None)
+        if builder is not None and "create_dot" in vars(builder):
+            if want_dot:
+                _PATCHES.put(builder, "create_dot", _dot_hook)
+            else:
+                _PATCHES.undo(builder, "create_dot")
+
+
+_BUS = Bus("triton", ("launch", "launched", "access", "dot"), _refresh)
+subscribe, unsubscribe, subscribed, listening = _BUS.subscribe, _BUS.unsubscribe, _BUS.subscribed, _BUS.listening
+
+
+def uninstall() -> None:
+    """Put back every patch point (subscribers stay subscribed but hear nothing until the next
+    subscription change)."""
+    _PATCHES.undo_all()
+
+
+def _version() -> str:
+    t = sys.modules.get("triton")
+    return f"triton {getattr(t, '__version__', '?')}"
+
+
+# ------------------------------------------------------------------------------------------------
+# launches
+
+def _set_launch(cls, on: bool) -> None:
+    if on:
+        _PATCHES.put(cls, "run", run_hook)
+        _PATCHES.put(cls, "__getitem__", lambda _orig: _getitem)
+    else:
+        _PATCHES.undo(cls, "run")
+        _PATCHES.undo(cls, "__getitem__")
+
+
+def _getitem(self, grid):
+    return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+
+def run_hook(original):
+    def run(self, *args, **kwargs):
+        if kwargs.get("warmup") or not _BUS.listening("launch", "launched"):
+            return original(self, *args, **kwargs)
+        fn = getattr(self, "fn", None)
+        grid = kwargs.get("grid")
+        ev = Event(kind="triton", kernel=self, fn=fn, args=args, arg_names=list(getattr(self, "arg_names", None) or []),
+                   kwargs={k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}, grid=grid,
+                   block=None, error=None, synchronize=None)
+        if callable(grid):
+            def resolving_grid(meta, _grid=grid):
+                g = _grid(meta)
+                ev.grid = g
+                return g
+            kwargs["grid"] = resolving_grid
+        return around(ev, lambda: original(self, *args, **kwargs))
+    return run
+
+
+def around(ev: Event, call):
+    """Emit ``launch``, run ``call()``, emit ``launched`` (with ``ev.error`` set if it raised)."""
+    _BUS.emit("launch", ev)
+    try:
+        result = call()
+    except BaseException as e:
+        ev.error = type(e).__name__
+        _BUS.emit("launched", ev)
+        raise
+    _BUS.emit("launched", ev)
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# the interpreter's accesses, with the tensor argument each pointer came from
+
+def check_interpreter(interp) -> None:
+    """Raise :class:`UnknownVersion` if the interpreter module ``interp`` lacks a hook point the
+    access events need."""
+    builder = getattr(interp, "InterpreterBuilder", None)
+    missing = [n for n in ("InterpreterBuilder", "GridExecutor", "_implicit_cvt", "InterpreterError")
+               if not hasattr(interp, n)]
+    missing += [f"InterpreterBuilder.{m}" for m in _REQUIRED_ACCESSES if builder and not hasattr(builder, m)]
+    if missing:
+        raise UnknownVersion(f"this triton's interpreter ({_version()}) has no {', '.join(missing)}: the "
+                             f"course's interposition knows triton 3.6 to 3.9")
+
+
+def _set_access(interp, on: bool) -> None:
+    builder = getattr(interp, "InterpreterBuilder", None)
+    if on:
+        check_interpreter(interp)
+        for name, (op, what, ptr_pos, mask_pos) in ACCESSES.items():
+            if name in vars(builder):
+                _PATCHES.put(builder, name, lambda orig, s=(op, what, ptr_pos, mask_pos): _access_hook(orig, *s))
+        for name in CARRIERS:
+            if name in vars(builder):
+                _PATCHES.put(builder, name, _carrier_hook)
+        _PATCHES.put(interp, "_implicit_cvt", _cvt_hook)
+        _PATCHES.put(interp.GridExecutor, "__call__", lambda orig: _executor_hook(orig, interp))
+    elif builder is not None:
+        for name in list(ACCESSES) + list(CARRIERS):
+            _PATCHES.undo(builder, name)
+        _PATCHES.undo(interp, "_implicit_cvt")
+        _PATCHES.undo(interp.GridExecutor, "__call__")
+
+
+def _access_hook(original, op, what, ptr_pos, mask_pos):
+    def access(self, *args, **kwargs):
+        ptrs = args[ptr_pos]
+        mask = args[mask_pos] if mask_pos is not None and len(args) > mask_pos else kwargs.get("mask")
+        _BUS.emit("access", Event(op=op, what=what, builder=self, ptrs=ptrs, mask=mask,
+                                  origin=getattr(ptrs, _TAG, None), launch=getattr(_STATE, "launch", None)))
+        return original(self, *args, **kwargs)
+    return access
+
+
+def _dot_hook(original):
+    def create_dot(self, *args, **kwargs):
+        _BUS.emit("dot", Event(builder=self))
+        return original(self, *args, **kwargs)
+    return create_dot
+
+
+def _carrier_hook(original):
+    def carried(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        origin = None
+        for a in args:
+            o = getattr(a, _TAG, None)
+            if o is not None:
+                if origin is not None and o is not origin:
+                    return out   # pointers into two tensors: origin unknown
+                origin = o
+        if origin is not None and out is not None:
+            try:
+                setattr(out, _TAG, origin)
+            except AttributeError:
+                pass
+        return out
+    return carried
+
+
+def _describe(t, name) -> Arg | None:
+    base = getattr(t, "base", None) if type(t).__name__ == "TensorWrapper" else t
+    if not hasattr(base, "untyped_storage"):
+        return None
+    storage = base.untyped_storage()
+    lo = storage.data_ptr()
+    return Arg(name, base.data_ptr(), lo, lo + storage.nbytes(), base.numel(),
+               str(getattr(t, "dtype", base.dtype)).replace("torch.", ""))
+
+
+def _cvt_hook(original):
+    def _implicit_cvt(arg):
+        out = original(arg)
+        launch = getattr(_STATE, "launch", None)
+        if launch is not None and hasattr(arg, "data_ptr") and hasattr(out, "handle"):
+            a = _describe(arg, launch.names.get(arg.data_ptr(), "a tensor argument"))
+            if a is not None:
+                launch.args.append(a)
+                setattr(out.handle, _TAG, a)
+        return out
+    return _implicit_cvt
+
+
+def _executor_hook(original, interp):
+    def __call__(self, *args, **kwargs):
+        names = list(getattr(self, "arg_names", ()) or ())
+        named = list(zip(names, args)) + [(k, v) for k, v in kwargs.items() if k in names]
+        by_ptr = {}
+
+        def collect(name, v):
+            if isinstance(v, tuple):
+                for i, x in enumerate(v):
+                    collect(f"{name}[{i}]", x)
+            elif hasattr(v, "data_ptr"):
+                by_ptr.setdefault(v.data_ptr(), name)
+            elif hasattr(v, "base") and hasattr(getattr(v, "base"), "data_ptr"):  # a descriptor
+                by_ptr.setdefault(v.base.data_ptr(), f"{name}.base")
+
+        for name, v in named:
+            collect(name, v)
+        outer = getattr(_STATE, "launch", None)
+        _STATE.launch = Interpreted(getattr(self.fn, "__name__", "?"), by_ptr, [])
+        try:
+            return original(self, *args, **kwargs)
+        except interp.InterpreterError as e:
+            mine = raised_by_handler(e.__cause__)   # a handler's exception, wrapped by the interpreter
+            if mine is not None:
+                raise mine.with_traceback(mine.__traceback__) from None
+            raise
+        finally:
+            _STATE.launch = outer
+    return __call__
+
+
+# ------------------------------------------------------------------------------------------------
+# touch points called directly
+
+def compiled_launcher_fits(ck) -> bool:
+    """Whether ``ck.run`` (a ``CompiledKernel``'s launcher) has the signature :func:`run_compiled`
+    calls: ``(gridX, gridY, gridZ, stream, function, *args)`` with packed metadata (Triton 3.x)."""
+    import inspect
+    try:
+        params = list(inspect.signature(ck.run).parameters)
+    except (TypeError, ValueError):
+        return False
+    return params == ["gridX", "gridY", "gridZ", "stream", "function", "args"] and hasattr(ck, "packed_metadata")
+
+
+def run_compiled(ck, grid3, stream, args) -> None:
+    """Launch compiled kernel ``ck`` on ``grid3`` (3 ints) and ``stream`` with its runtime arguments
+    and trailing constexprs ``args``, through its own launcher (no launch hooks, no metadata)."""
+    ck.run(grid3[0], grid3[1], grid3[2], stream, ck.function, ck.packed_metadata, None, None, None, *args)
+
+
+_KNOBS: list = []
+
+
+def launch_hooks_set() -> bool:
+    """Whether a launch hook of ``triton.knobs.runtime`` does anything (profilers such as Proton set
+    them): None, or an empty ``HookChain`` (what recent Tritons hold when nobody added one), does not."""
+    if not _KNOBS:
+        try:
+            from triton import knobs
+        except ImportError:  # a Triton without knobs (before 3.4): no launch hooks to honour
+            knobs = None
+        _KNOBS.append(knobs)
+    if _KNOBS[0] is None:
+        return False
+    rt = _KNOBS[0].runtime
+    return hook_active(rt.launch_enter_hook) or hook_active(rt.launch_exit_hook)
+
+
+def hook_active(hook) -> bool:
+    """Whether one launch hook does anything (None or an empty ``HookChain`` does not)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if isinstance(calls, list) else True
+
+
+def interpreted_function(kernel):
+    """The interpreter's function for a ``@triton.jit`` kernel (itself if it already is one);
+    TypeError for anything else."""
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+    if isinstance(kernel, InterpretedFunction):
+        return kernel
+    fn = getattr(kernel, "fn", None)
+    if not isinstance(kernel, triton.runtime.JITFunction) or not callable(fn):
+        raise TypeError(f"interpreted: give a @triton.jit kernel, got {type(kernel).__name__}")
+    return InterpretedFunction(fn)
+
+
+@contextmanager
+def interpreting():
+    """Within the block, Triton launches as under ``TRITON_INTERPRET=1`` (``triton.knobs``)."""
+    import triton
+    with triton.knobs.runtime.scope():
+        triton.knobs.runtime.interpret = True
+        yield

@@ -1,0 +1,187 @@
+"""Notebook 11's baselines: PyTorch's own attentions (``scaled_dot_product_attention`` restricted to one backend),
+which of them run here, the fp32 reference, how far ours and theirs are from it, and what a caller gets from each
+(GPU time, loop, CPU per call). Shared with ``bench/flash_attention.py``."""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ...checking import CheckFailed
+from ...kernels.triton_attention import flash_attention
+from ...hardware import gpu_supports
+from ...mode import ON_GPU
+from ...user_timing import bench_user
+
+ERROR_FLOORS = {"out": 2e-3, "dq": 1e-2, "dk": 1e-2, "dv": 1e-2}  # fp16 outputs round at ~5e-4
+
+# SDPA's fused backends, strongest first on an H100: name -> (SDPBackend member, gpu_supports feature).
+# "SDPA flash" is FlashAttention-2 (Ampere's mma.sync), "SDPA cuDNN" NVIDIA's cuDNN attention (Hopper
+# kernels on sm_90), "SDPA efficient" the memory-efficient kernel (xFormers'; it runs on older GPUs too).
+SDPA_BACKENDS = {
+    "SDPA cuDNN": ("CUDNN_ATTENTION", "cudnn_sdpa"),
+    "SDPA flash": ("FLASH_ATTENTION", "flash_sdpa"),
+    "SDPA efficient": ("EFFICIENT_ATTENTION", None),
+}
+
+
+def sdpa_backend(name="SDPA flash"):
+    """A context in which ``scaled_dot_product_attention`` may use only the backend ``name`` (a key of
+    :data:`SDPA_BACKENDS`) on a GPU; in cpu mode a context that changes nothing (SDPA's default CPU
+    kernel stands in for every backend there)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if name not in SDPA_BACKENDS:
+        raise ValueError(f"sdpa_backend: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
+    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[name][0])) if ON_GPU else contextlib.nullcontext()
+
+
+def sdpa_with(name):
+    """A function ``(q, k, v, causal=False) -> out``: SDPA restricted to the backend ``name``."""
+    def sdpa(q, k, v, causal=False):
+        with sdpa_backend(name):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    sdpa.__name__ = sdpa.__qualname__ = name.replace(" ", "_").lower()
+    return sdpa
+
+
+def sdpa_flash(q, k, v, causal=False):
+    """PyTorch's attention restricted to its flash backend (FlashAttention-2)."""
+    return sdpa_with("SDPA flash")(q, k, v, causal)
+
+
+def accuracy_baseline():
+    """``(name, function)`` of the SDPA backend ours is held to in :func:`errors_like_sdpa`: the flash
+    backend where this GPU has it, else the memory-efficient one (Colab's T4, sm_75, has no flash SDPA).
+
+    >>> accuracy_baseline()[0] in SDPA_BACKENDS
+    True
+    """
+    name = "SDPA flash" if gpu_supports("flash_sdpa")[0] else "SDPA efficient"
+    return name, sdpa_with(name)
+
+
+def half_dtypes():
+    """``(dtypes, skipped)``: the half-precision dtypes this GPU computes (fp16 always; bf16 from
+    compute capability 8.0) and ``{dtype: one-line reason}`` for the others.
+
+    >>> torch.float16 in half_dtypes()[0]
+    True
+    """
+    ok, why = gpu_supports("bf16")
+    return ([torch.float16, torch.bfloat16], {}) if ok else ([torch.float16], {torch.bfloat16: why})
+
+
+def one_line(e):
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:140] if text else ''}"
+
+
+def sdpa_baselines(q, k, v, dout, causal=False, names=tuple(SDPA_BACKENDS)):
+    """The SDPA backends (of ``names``) that run here for these inputs: ``(fns, skipped)`` with
+    ``fns = {name: function(q, k, v, causal)}`` and ``skipped = {name: one-line reason}``. A backend
+    is skipped where ``utils.gpu_supports`` says this GPU lacks it, in cpu mode (except "SDPA flash",
+    for which SDPA's default CPU kernel stands in), or where one forward and backward with it raises
+    (the exception's first line is the reason). ``q, k, v`` must require grad."""
+    import warnings
+    fns, skipped = {}, {}
+    for name in names:
+        if name not in SDPA_BACKENDS:
+            raise ValueError(f"sdpa_baselines: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
+        feature = SDPA_BACKENDS[name][1]
+        ok, why = gpu_supports(feature) if feature else (True, "")
+        if not ok:
+            skipped[name] = f"{name}: {why}"
+            continue
+        if not ON_GPU and name != "SDPA flash":
+            skipped[name] = f"{name}: skipped in cpu mode (a GPU backend; on the CPU SDPA has its own kernel)"
+            continue
+        fn = sdpa_with(name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch warns why a backend refuses, then raises
+                out = fn(q, k, v, causal)
+                torch.autograd.grad(out, (q, k, v), dout)
+        except Exception as e:  # noqa: BLE001 - any failure of the library means: not available here
+            skipped[name] = f"{name}: skipped, it raised {one_line(e)}"
+            continue
+        fns[name] = fn
+    return fns, skipped
+
+
+def max_err(a, b):
+    return (a.detach().double() - b.detach().double()).abs().max().item()
+
+
+def reference_parts(shape, free_bytes=None) -> int:
+    """In how many slices of the batch :func:`fp32_reference` computes attention of ``shape`` (B, H, N, d):
+    1 where three fp32 N x N tensors for the whole batch (the most SDPA's math kernel holds at once,
+    forward or backward) take at most half of ``free_bytes`` (default: the GPU's free memory; in cpu mode
+    always 1), else enough slices for that (at most B). An H100 needs one at B4 H16 N4096, a T4 two.
+
+    >>> reference_parts((4, 16, 4096, 64), free_bytes=75 * 2**30), reference_parts((4, 16, 4096, 64), 14 * 2**30)
+    (1, 2)
+    """
+    if free_bytes is None:
+        if not ON_GPU:
+            return 1
+        free_bytes = torch.cuda.mem_get_info()[0]
+    B, H, N = shape[:3]
+    need = 3 * B * H * N * N * 4
+    return max(1, min(B, math.ceil(need / (free_bytes / 2))))
+
+
+def fp32_reference(q, k, v, dout, causal=False):
+    """``(out, dq, dk, dv)`` of attention by SDPA's math kernel on fp32 copies of ``q, k, v`` (and
+    ``dout``): the reference :func:`errors_like_sdpa` holds ours and SDPA to. It holds N x N tensors, so
+    where the GPU's free memory is short (:func:`reference_parts`: a T4 at B4 H16 N4096) it runs one
+    slice of the batch at a time, each batch element computed alone."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    parts = reference_parts(q.shape)
+    outs = []
+    for qs, ks, vs, ds in [(q, k, v, dout)] if parts == 1 else zip(*(t.chunk(parts) for t in (q, k, v, dout))):
+        ref_in = [t.detach().float().requires_grad_() for t in (qs, ks, vs)]
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = F.scaled_dot_product_attention(*ref_in, is_causal=causal)
+        outs.append((ref.detach(), *torch.autograd.grad(ref, ref_in, ds.float())))
+        del ref, ref_in
+    return outs[0] if parts == 1 else tuple(torch.cat(t) for t in zip(*outs))
+
+
+def errors_like_sdpa(q, k, v, dout, causal=False, baseline=None):
+    """Max abs errors of the output and of dQ, dK, dV, of ours and of an SDPA backend (``baseline``:
+    ``(name, function)``, default :func:`accuracy_baseline`), against an fp32 reference (SDPA's math
+    kernel on fp32 copies): ``{"out": (ours, sdpa), "dq": ...}``. Raises :class:`CheckFailed` where
+    ours errs more than twice as much as the library plus :data:`ERROR_FLOORS`. ``q, k, v`` must
+    require grad."""
+    name, sdpa = baseline or accuracy_baseline()
+    refs = fp32_reference(q, k, v, dout, causal)
+    got = {}
+    for who, fn in (("ours", flash_attention), ("sdpa", sdpa)):
+        out = fn(q, k, v, causal)
+        got[who] = (out, *torch.autograd.grad(out, (q, k, v), dout))
+    errors = {}
+    for i, what in enumerate(ERROR_FLOORS):
+        ours, theirs = max_err(got["ours"][i], refs[i]), max_err(got["sdpa"][i], refs[i])
+        errors[what] = (ours, theirs)
+        if not ours <= 2 * theirs + ERROR_FLOORS[what]:
+            raise CheckFailed(f"flash_attention, causal={causal}: {what} errs by {ours:.2e}, {name} by "
+                              f"{theirs:.2e} (allowed: 2x + {ERROR_FLOORS[what]})")
+    return errors
+
+
+def time_attention(q, k, v, dout, causal=False, baselines=None):
+    """What a caller gets from ours and from each baseline (``{name: function(q, k, v, causal)}``,
+    default: the flash backend alone), forward and backward: ``{(name, "forward"): UserTiming, ...}``
+    with name ``"ours"`` or a baseline's (:func:`~gpu_course.user_timing.bench_user`: GPU time, time per
+    step in a loop, CPU time per call). The backward is ``torch.autograd.grad`` of one forward's output
+    (kept between runs). ``q, k, v`` must require grad."""
+    baselines = {"SDPA flash": sdpa_flash} if baselines is None else baselines
+    times = {}
+    for name, fn in {"ours": flash_attention, **baselines}.items():
+        times[name, "forward"] = bench_user(fn, q, k, v, causal)
+        out = fn(q, k, v, causal)
+        times[name, "backward"] = bench_user(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+        del out
+    return times

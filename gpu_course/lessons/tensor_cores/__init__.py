@@ -1,0 +1,11 @@
+"""What notebook 12 shows and measures of its tensor-core ladder (:mod:`gpu_course.kernels.tensor_cores`), one job a
+module, and every public name of them here, as the notebook calls them (``lesson.time_ladder``):
+
+* :mod:`.fragments`: lane layouts, ``ldmatrix``'s rows and banks, the smallest tile that feeds the tensor cores;
+* :mod:`.timing`: the ladder timed against cuBLAS fp16, its rows and table;
+* :mod:`.ncu`: what Nsight Compute measured of each rung, launched by ``bench/tensor_cores_ncu.py``.
+"""
+from .fragments import banks_of, draw_layouts, layout_grids, ldmatrix_conflicts, ldmatrix_rows, smallest_square_tile
+from .ncu import (LIMITER_FIELDS, NO_SWIZZLE_FLAGS, PROFILED, limiter_rows, limiter_table, limiters_file,
+                  read_limiters, write_limiters)
+from .timing import CUBLAS, INTENSITY, ladder_rows, ladder_table, time_ladder
