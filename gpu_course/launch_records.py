@@ -45,7 +45,7 @@ class KernelCall:
 
     @staticmethod
     def from_log(entry) -> "KernelCall":
-        """From one entry of ``_cuda_emu_launch_log`` / ``_course_launch_log``:
+        """From one entry of :func:`gpu_course.cuda.launch_log`:
         ``(seq, name, grid, block, smem, ((kind, size, bits), ...))``.
 
         >>> import struct

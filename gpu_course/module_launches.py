@@ -1,7 +1,7 @@
 """What a CUDA C module (from ``load_cuda``) says about its launches, and the recorder of its host
 calls: :func:`module_counters` (``{kernel: launches}`` so far), :func:`module_launch_log` (the grid,
 block, shared bytes and arguments of each launch, as :class:`~.launch_records.KernelCall`), both read
-through :func:`_module_launches`, the one place that names what a module exports for them; and
+through :func:`gpu_course.cuda.launch_counts` and :func:`gpu_course.cuda.launch_log`, in both modes; and
 :func:`host_call_recorder`, a module function wrapped to record, for :mod:`gpu_course.launches`, the
 kernels each call launched.
 """
@@ -9,36 +9,22 @@ from __future__ import annotations
 
 import torch
 
+from .cuda.counters import launch_counts, launch_log
 from .launch_records import Buffer, KernelCall, Launch, buffers_of
 
 __all__ = ["module_counters", "module_launch_log", "by_kernel", "cxx_base_name", "module_name",
            "host_call_recorder"]
 
 
-def _module_launches(mod):
-    """``(counters, log)`` of a CUDA C module: its functions ``counters() -> {kernel: launches}`` and
-    ``log(since) -> (launches so far, entries)``, or ``(None, None)`` when it counts nothing (log None
-    when it keeps no log). The one place that names them (the emulation's and the GPU build's)."""
-    for counters, log in (("_cuda_emu_launches", "_cuda_emu_launch_log"), ("_course_launches", "_course_launch_log")):
-        f = getattr(mod, counters, None)
-        if callable(f):
-            g = getattr(mod, log, None)
-            return f, (g if callable(g) else None)
-    return None, None
-
-
 def module_counters(mod) -> dict[str, int] | None:
     """A CUDA C module's ``{kernel name: launches}`` so far, or None when it counts nothing.
 
     >>> import types
-    >>> m = types.SimpleNamespace(_cuda_emu_launches=lambda: {"relu_k": 2})
+    >>> m = types.SimpleNamespace(_course_launches=lambda: {"relu_k": 2})
     >>> module_counters(m), module_counters(types.SimpleNamespace())
     ({'relu_k': 2}, None)
     """
-    counters, _ = _module_launches(mod)
-    if counters is None:
-        return None
-    return {str(k): int(v) for k, v in dict(counters()).items()}
+    return launch_counts(mod)
 
 
 def module_launch_log(mod, since: int = 0):
@@ -47,16 +33,13 @@ def module_launch_log(mod, since: int = 0):
     kept: 256).
 
     >>> import types
-    >>> m = types.SimpleNamespace(_cuda_emu_launches=lambda: {"k": 1},
-    ...                           _cuda_emu_launch_log=lambda since: (1, [(0, "k", (1, 1, 1), (32, 1, 1), 0, ())]))
+    >>> m = types.SimpleNamespace(_course_launches=lambda: {"k": 1},
+    ...                           _course_launch_log=lambda since: (1, [(0, "k", (1, 1, 1), (32, 1, 1), 0, ())]))
     >>> module_launch_log(m)
     (1, [KernelCall(name='k', grid=(1, 1, 1), block=(32, 1, 1), smem=0, args=())])
     """
-    _, log = _module_launches(mod)
-    if log is None:
-        return None
-    total, entries = log(since)
-    return int(total), [KernelCall.from_log(e) for e in entries]
+    got = launch_log(mod, since)
+    return None if got is None else (got[0], [KernelCall.from_log(e) for e in got[1]])
 
 
 def by_kernel(counts: dict[str, int]) -> dict[str, int]:

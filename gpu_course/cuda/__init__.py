@@ -9,22 +9,28 @@ How a source reaches the hardware:
 
 Both read C++ through :mod:`.cxx` (so does :func:`get_sig`), check ``funcs`` with
 :func:`check_funcs`, and raise the errors of :mod:`.errors`; the last build's log is kept here
-(:func:`last_build_log`). Which kernels a call launched is recorded by
-:func:`gpu_course.launches.launches` (from the modules' launch counters), in both modes.
+(:func:`last_build_log`). Every module counts its launches and logs the latest ones, in both modes,
+under the names of :mod:`.counters`: read them with :func:`launch_counts` and :func:`launch_log`
+(:func:`gpu_course.launches.launches` ties them to the host calls that made them).
+
+One switch changes what ``load_cuda`` builds, and only inside a ``with`` block: :func:`appending`
+(an exercise check compiles its own launcher of the learner's kernel into the learner's build). It is
+the only state that another layer sets here; outside such a block ``load_cuda`` builds what it is given.
 """
 from __future__ import annotations
 
 import os
 from contextlib import contextmanager
 
-from ..kernels import COMMON, cuda_source
 from ..mode import ON_GPU
 from . import cxx
+from .counters import launch_counts, launch_log, reset_launches
 from .errors import CudaBuildError, CudaEmulationError
+from .files import COMMON, cuda_source
 from .parsed import check_funcs, parse, prepare
 
-__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs",
-           "CudaBuildError", "CudaEmulationError"]
+__all__ = ["cuda_begin", "get_sig", "load_cuda", "last_build_log", "check_funcs", "launch_counts", "launch_log",
+           "reset_launches", "appending", "CudaBuildError", "CudaEmulationError"]
 
 # The prelude (includes, the CHECK_* macros, cdiv): the text of gpu_course/kernels/cuda/common.cuh inside its
 # include guard. Every .cu file of the course includes that header, so it is written once, in C++.
@@ -35,19 +41,38 @@ _last_log = {"log": ""}  # the one store of the last build's log (see last_build
 _BUILT: dict = {}  # the modules load_cuda returned in this session, by _build_key
 # what else decides a build: the emulation's switches (CUDA_EMU_*), the compilers found and the GPU targets
 _BUILD_ENV = ("PATH", "CXX", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
-_APPENDED: list = []  # (source, code, declaration, function) that load_cuda adds to that exact source
+_APPENDED: list = []  # (source, code, declaration, function) of the open appending() blocks, innermost last
 
 
 @contextmanager
 def appending(source: str, code: str, decl: str, fn: str):
     """Inside the block, a ``load_cuda`` of exactly ``source`` also compiles ``code`` (after it) and
     exports its host function ``fn`` (declared by ``decl``): an exercise check adds its own launcher
-    of the learner's kernel to the learner's build, one build instead of two."""
+    of the learner's kernel to the learner's build, one build instead of two (in cpu mode, where a
+    build is an emulated compile; see gpu_course/exercises/cuda_launch.py). Any other source, a
+    ``cpp_src`` that is not one string, ``funcs`` given as one string or already naming ``fn``, is
+    built as given. Blocks nest, each matching the source as the blocks opened before it left it. The build is cached under the text it
+    compiled, so the same source outside the block is another build.
+
+    >>> with appending("int k;", "int f() { return 1; }", "int f();", "f"):
+    ...     _with_appended("int k;", "", ["g"])
+    ('int k;\\nint f() { return 1; }', '\\nint f();', ['g', 'f'])
+    >>> _with_appended("int k;", "", ["g"])
+    ('int k;', '', ['g'])
+    """
     _APPENDED.append((source, code, decl, fn))
     try:
         yield
     finally:
         _APPENDED.pop()
+
+
+def _with_appended(cuda_src, cpp_src, funcs):
+    """``(cuda_src, cpp_src, funcs)`` with what the open :func:`appending` blocks add to this source."""
+    for source, code, decl, fn in _APPENDED:
+        if cuda_src == source and isinstance(cpp_src, str) and not isinstance(funcs, str) and fn not in funcs:
+            cuda_src, cpp_src, funcs = cuda_src + "\n" + code, cpp_src + "\n" + decl, [*funcs, fn]
+    return cuda_src, cpp_src, funcs
 
 
 def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: bool = False,
@@ -69,11 +94,11 @@ def load_cuda(cuda_src: str, cpp_src: str, funcs, *, opt: bool = True, verbose: 
 
     A compile error raises with the compiler's own error lines first; the kernel stays alive.
     The module has ``build_log`` (also :func:`last_build_log`) and the names of its kernels in
-    ``_course_kernels``; ``utils.launches(modules=[mod])`` records which of them a call launched.
+    ``_course_kernels``; :func:`launch_counts` and :func:`launch_log` read what it launched (a module
+    built by ``load_inline`` counts nothing), ``utils.launches(modules=[mod])`` records which of its
+    kernels a call launched.
     """
-    for source, code, decl, fn in _APPENDED:
-        if cuda_src == source and isinstance(cpp_src, str) and not isinstance(funcs, str) and fn not in funcs:
-            cuda_src, cpp_src, funcs = cuda_src + "\n" + code, cpp_src + "\n" + decl, [*funcs, fn]
+    cuda_src, cpp_src, funcs = _with_appended(cuda_src, cpp_src, funcs)  # inside an appending() block
     key = _build_key(cuda_src, cpp_src, funcs, opt, fast, extra_cuda_cflags, racecheck)
     mod = None if verbose or key is None else _BUILT.get(key)
     if mod is not None:  # built in this session: nothing to read, parse or compile

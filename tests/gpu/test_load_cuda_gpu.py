@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import utils
+from gpu_course.cuda import launch_counts
 
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
@@ -229,7 +230,7 @@ def kernel_launches(mod, fn: str, *args) -> dict:
 
 def split_built(mod):
     """Built by the split build (not the one-unit fallback)?"""
-    return hasattr(mod, "_course_launches") and "load_inline" not in mod.build_log
+    return launch_counts(mod) is not None and "load_inline" not in mod.build_log
 
 
 def test_the_module_comes_from_the_split_build_and_counts_launches(mod):
@@ -239,10 +240,10 @@ def test_the_module_comes_from_the_split_build_and_counts_launches(mod):
     a, b = torch.randn(40, 30, device=utils.DEVICE), torch.randn(30, 20, device=utils.DEVICE)
     assert kernel_launches(mod, "matmul", a, b) == {"matmul_k": 1}  # a template: counted once
     assert kernel_launches(mod, "total", x, 256) == {"block_sum_k": 1}
-    before = mod._course_launches()["block_sum_k"]
+    before = launch_counts(mod)["block_sum_k"]
     with pytest.raises(RuntimeError):
         kernel_launches(mod, "total", x, 2048)  # an invalid launch launches nothing
-    assert mod._course_launches()["block_sum_k"] == before
+    assert launch_counts(mod)["block_sum_k"] == before
 
 
 def test_a_kernel_over_48_kb_of_shared_memory_stays_on_the_split_build():
@@ -290,7 +291,7 @@ def test_constant_memory_from_a_device_tensor():
 
 def test_classic_fallback_runs_and_says_its_launches_are_not_counted():
     m = utils.load_cuda(TEMPLATED_FILL, "torch::Tensor fill(torch::Tensor out, double v);", ["fill"])
-    assert not hasattr(m, "_course_launches") and "templated host function" in m.build_log
+    assert launch_counts(m) is None and "templated host function" in m.build_log
     assert m._course_kernels == ("fill_k",)
     with utils.launches(modules=[m]) as seen:
         out = m.fill(utils.poisoned(1000), 2.5)

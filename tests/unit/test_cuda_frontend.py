@@ -266,3 +266,20 @@ torch::Tensor twice(torch::Tensor x) {
 '''
     mod = utils.load_cuda(src, utils.get_sig("twice", src), ["twice"])
     assert torch.equal(mod.twice(torch.ones(40)), torch.full((40,), 2.0))
+
+
+def test_appending_adds_its_code_to_that_source_only_inside_the_block():
+    from gpu_course.cuda import _with_appended, appending
+    add = ("int launch() { return 1; }", "int launch();", "launch")
+    assert _with_appended(SRC, "void f();", ["f"]) == (SRC, "void f();", ["f"])
+    with pytest.raises(RuntimeError):
+        with appending(SRC, *add):
+            assert _with_appended(SRC, "void f();", ["f"]) == (SRC + "\n" + add[0], "void f();\nint launch();",
+                                                               ["f", "launch"])
+            for unchanged in [(SRC + " ", "void f();", ["f"]),      # another source
+                              (SRC, ["void f();"], ["f"]),          # cpp_src not one string
+                              (SRC, "void f();", "f"),              # funcs as one string: load_cuda reports it
+                              (SRC, "void f(); int launch();", ["f", "launch"])]:  # names the function already
+                assert _with_appended(*unchanged) == unchanged
+            raise RuntimeError("a failed build inside the block")
+    assert _with_appended(SRC, "void f();", ["f"]) == (SRC, "void f();", ["f"])  # closed, even after an error

@@ -1,4 +1,4 @@
-"""Unit tests of gpu_course/cuda/cxx.py, the C++ front end of the GPU split build, the CPU
+"""Unit tests of gpu_course/cuda/cxx/, the C++ front end of the GPU split build, the CPU
 emulation and get_sig: tokens, top-level statements, declarations, functions and launches."""
 import pytest
 

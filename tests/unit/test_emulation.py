@@ -16,7 +16,7 @@ import torch
 from gpu_course.cuda import cuda_begin
 from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
-from gpu_course.cuda.emulation import toolchain
+from gpu_course.cuda.emulation import loading, tiers
 
 # tests/fixtures/tiled_matmul.cu: matmul_k<TW, FIRST, SECOND>, also built by test_emulation_races.py
 TILED_MATMUL = (Path(__file__).resolve().parents[1] / "fixtures" / "tiled_matmul.cu").read_text()
@@ -358,7 +358,7 @@ def test_tiled_matmul_odd_sizes(m, variant):
     torch.testing.assert_close(m.matmul(a, b, variant), a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_tiled_matmul_128_runs_fast(m):
+def test_tiled_matmul_128_runs_in_notebook_time(m):
     a, b = torch.randn(128, 128), torch.randn(128, 128)
     m.matmul(a, b, 0)  # warm up
     t0 = time.perf_counter()
@@ -582,7 +582,7 @@ def test_unknown_function_in_funcs():
 
 
 # ---- build errors (each is a real compiler run)
-def test_compile_error_shows_the_learners_line():
+def test_compile_error_shows_the_learners_line(monkeypatch):
     src = cuda_begin + r'''
 __global__ void k(float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -591,12 +591,15 @@ __global__ void k(float* out, int n) {
 void f(torch::Tensor out) { k<<<1, 32>>>(out.data_ptr<float>(), out.numel()); }
 '''
     line = src.splitlines().index("    if (i < n) out[i] = undefined_name * 2.0f;") + 1
+    builds, build = [], loading._build
+    monkeypatch.setattr(loading, "_build", lambda *a, **k: builds.append(a[7]) or build(*a, **k))
     with pytest.raises(CudaEmulationError) as e:
         cuda_emu.load(src, "void f(torch::Tensor out);", ["f"], name="compile_error")
     msg = str(e.value)
     first = msg.splitlines()[1]
     assert first.startswith(f"cuda_src:{line}:") and "'undefined_name' was not declared" in first, msg
     assert "undefined_name * 2.0f" in msg.splitlines()[2]
+    assert builds and set(builds) == {1}  # all at torch tier 1: the learner's error is not taken for a need of more torch
 
 
 def test_declared_but_not_defined_is_a_link_error():
@@ -799,14 +802,14 @@ void f(torch::Tensor x, torch::Tensor y) {
 
 
 def test_torch_tiers():
-    assert toolchain.first_tier("#include <torch/extension.h>\n") == 1
-    assert toolchain.first_tier("#include <ATen/ATen.h>\n") == 2
-    assert toolchain.first_tier("#include <torch/torch.h>\n") == 3
+    assert tiers.first_tier("#include <torch/extension.h>\n") == 1
+    assert tiers.first_tier("#include <ATen/ATen.h>\n") == 2
+    assert tiers.first_tier("#include <torch/torch.h>\n") == 3
     for line in ["main.cpp:3:5: error: 'matmul' is not a member of 'torch'",
                  "cuda_src:9:49: error: no match for 'operator<<' (operand types are 'std::ostream' and 'at::Tensor')",
                  "cuda_src:4:1: error: 'py' has not been declared"]:
-        assert toolchain.needs_more_torch(line), line
-    assert not toolchain.needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
+        assert tiers.needs_more_torch(line), line
+    assert not tiers.needs_more_torch("cuda_src:4:1: error: 'y' was not declared in this scope")
 
 
 @pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="nvcc is not on PATH")

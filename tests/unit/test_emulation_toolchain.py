@@ -1,4 +1,6 @@
-"""The emulation's build tools: the linker it picks, and when a precompiled header is worth building."""
+"""The emulation's build tools: the linker it picks, when a precompiled header is worth building, and what
+names a build in the cache (every file it includes, every file of the code generator)."""
+import re
 import shutil
 import sys
 
@@ -39,3 +41,56 @@ def test_the_linker_is_one_that_links_a_shared_object_here(monkeypatch):
 def test_torchs_paths_are_cpp_extensions():
     from torch.utils import cpp_extension
     assert toolchain.torch_paths() == (cpp_extension.include_paths(), cpp_extension.library_paths())
+
+
+def _quoted_includes(path):
+    """The files that ``path`` includes with ``#include "..."``, resolved as the compiler does (next to it)."""
+    return [(path.parent / m).resolve() for m in re.findall(r'^\s*#\s*include\s*"([^"]+)"', path.read_text(), re.M)]
+
+
+def test_every_file_the_emulator_includes_is_in_the_cache_key():
+    """What a build reads from include/ (cuda_emu.h, runtime.cpp and the shims, and every part they
+    include, however deep) is among the files headers_digest hashes, so an edit to any part rebuilds."""
+    hashed = {p.resolve() for p in toolchain.header_files()}
+    roots = [toolchain.HEADER_DIR / "cuda_emu.h", toolchain.HEADER_DIR / "runtime.cpp",
+             *(toolchain.HEADER_DIR / "shim").rglob("*.h")]
+    seen, todo = set(), [p.resolve() for p in roots]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo += [q for q in _quoted_includes(p) if q.is_file()]
+    assert seen <= hashed and len(seen) > 20, sorted(str(p) for p in seen - hashed)
+    parts = {p.relative_to(toolchain.HEADER_DIR).parts[0] for p in seen}
+    assert {"emu", "runtime", "shim"} <= parts   # the split headers and runtime are followed
+
+
+def test_an_edit_to_any_emulator_file_or_generator_file_changes_the_build_keys(tmp_path, monkeypatch):
+    include = tmp_path / "include"
+    shutil.copytree(toolchain.HEADER_DIR, include)
+    monkeypatch.setattr(toolchain, "HEADER_DIR", include)
+    files = toolchain.header_files()
+    assert {p.name for p in files} >= {"cuda_emu.h", "runtime.cpp", "threads.cpp", "binding.h"}
+    before = toolchain.headers_digest()
+    for p in files:
+        text = p.read_bytes()
+        p.write_bytes(text + b"\n")
+        assert toolchain.headers_digest() != before, p
+        p.write_bytes(text)
+    assert toolchain.headers_digest() == before
+    gen = toolchain.generator_files()
+    source_dir = toolchain.Path(toolchain.__file__).resolve().parent / "source"
+    assert set(gen) == set(source_dir.glob("*.py")) | {source_dir.parent.parent / "counters.py"}
+    copies = []
+    for p in gen:
+        copies.append(tmp_path / "gen" / p.relative_to(source_dir.parent.parent))
+        copies[-1].parent.mkdir(parents=True, exist_ok=True)
+        copies[-1].write_bytes(p.read_bytes())
+    monkeypatch.setattr(toolchain, "generator_files", lambda: copies)
+    before = toolchain.generator_digest()
+    for p in copies:
+        text = p.read_bytes()
+        p.write_bytes(text + b"\n")
+        assert toolchain.generator_digest() != before, p
+        p.write_bytes(text)
+    assert toolchain.generator_digest() == before

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from gpu_course.cuda import cuda_begin
+from gpu_course.cuda import cuda_begin, launch_counts, reset_launches
 from gpu_course.cuda import emulation as cuda_emu
 from gpu_course.cuda.emulation import CudaEmulationError
 
@@ -300,20 +300,20 @@ def test_divergent_warp_raises(w, which):
 
 
 def test_launch_counts(w):
-    w._cuda_emu_reset_launches()
-    assert w._cuda_emu_launches() == {}
+    reset_launches(w)
+    assert launch_counts(w) == {}
     w.block_sums(torch.randn(100), 32)
     w.block_sums(torch.randn(100), 32)
     w.rotate(torch.randn(64))
     w.rotate(torch.randn(64, dtype=torch.float64))
     w.rotate(torch.randn(64, dtype=torch.float64))
-    assert w._cuda_emu_launches() == {"block_sum_k": 2, "rotate_k": 3, "rotate_k<float>": 1,
+    assert launch_counts(w) == {"block_sum_k": 2, "rotate_k": 3, "rotate_k<float>": 1,
                                       "rotate_k<double>": 2}
     with pytest.raises(CudaEmulationError):
         w.run(torch.zeros(64), torch.zeros(64), torch.empty(0), 10, 32)
-    assert w._cuda_emu_launches()["bad_warp_k"] == 1   # a launch that failed still ran
-    w._cuda_emu_reset_launches()
-    assert w._cuda_emu_launches() == {}
+    assert launch_counts(w)["bad_warp_k"] == 1   # a launch that failed still ran
+    reset_launches(w)
+    assert launch_counts(w) == {}
 
 
 BARRIER_THEN_WARP = cuda_begin + r'''

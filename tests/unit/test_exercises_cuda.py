@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import utils
-from gpu_course.cuda import gpu_build
+from gpu_course.cuda import counters, gpu_build
 from gpu_course.cuda.language import STD_FLAG
 from gpu_course.exercises import cuda_launch
 from gpu_course.exercises.compiled import sass_ops
@@ -414,5 +414,5 @@ void f(torch::Tensor x, torch::Tensor out) {
     r = subprocess.run(gpu_build.nvcc_command(arch="-arch=sm_90") + ["-c", str(cu), "-o", str(tmp_path / "device.o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "_course_launch_log" in units.binding and "course_launch_k" in units.host
+    assert f'm.def("{counters.LOG}"' in units.binding and "course_launch_k" in units.host
     assert "__course_func_attr_1((cudaFuncAttribute)(cudaFuncAttributeMaxDynamicSharedMemorySize)" in units.host

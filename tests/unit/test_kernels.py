@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 import utils
 from gpu_course import kernels
+from gpu_course.cuda import files, launch_counts, reset_launches
 from gpu_course.kernels import (elementwise, matmul_ladder, reductions, tensor_cores, triton_matmul, triton_mean,
                                 triton_softmax)
 
@@ -277,7 +278,7 @@ def test_launches_reads_tile_shapes_from_the_cuda_c(tmp_path, monkeypatch):
         matmul_ladder.launches(matmul_ladder.DISPATCHER, "mm_nope_k")
     (tmp_path / "t.cu").write_text("template <int T> void go(float* x) {\n"
                                    "    k<T><<<1, dim3(8, 4)>>>(x); j<2, 3><<<1, 32>>>(x); j<4, 5><<<2, dim3(8, 4)>>>(x);\n}\n")
-    monkeypatch.setattr(kernels, "CUDA_DIR", tmp_path)
+    monkeypatch.setattr(files, "CUDA_DIR", tmp_path)
     matmul_ladder._all_launches.cache_clear()
     try:
         assert matmul_ladder.launches("t.cu", "j") == [((2, 3), (32,)), ((4, 5), (8, 4))]
@@ -398,11 +399,11 @@ def test_tree_rungs_write_partials_and_run_again_on_them(reduce_mod):
     x = torch.randn(70_001)
     for rung in (2, 3, 4, 5, 6):
         for blocks in (3, 1):
-            reduce_mod._cuda_emu_reset_launches()
+            reset_launches(reduce_mod)
             out = utils.poisoned(1)
             reduce_mod.sum_rung(x, out, rung, blocks)
             utils.check(out, x.double().sum().reshape(1), atol=1e-6 * x.numel(), rtol=1e-6, name=f"rung {rung}")
-            got = {k: v for k, v in reduce_mod._cuda_emu_launches().items() if v}
+            got = {k: v for k, v in launch_counts(reduce_mod).items() if v}
             assert got == reductions.launches(rung, x.numel(), blocks), (rung, blocks, got)
         assert "atomicAdd" not in reductions.rung_source(rung)
     assert reductions.tree_grids(100_000_000) == [390_625, 1_526, 6, 1]

@@ -1,11 +1,11 @@
 """Building for the emulation: the compiler and flags, the precompiled headers and runtime object
-(built once per machine), the build cache. (Compiler messages are mapped back to the learner's
-lines by ``gpu_course.cuda.errors.format_compile_errors``, shared with the GPU build.)"""
+(built once per machine), the build cache (which torch tier a build needs: :mod:`.tiers`).
+(Compiler messages are mapped back to the learner's lines by
+``gpu_course.cuda.errors.format_compile_errors``, shared with the GPU build.)"""
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from .. import cache_files
-from ..errors import CudaEmulationError, diagnostics, missing_name
-from ..language import FRONTEND_NAMESPACES, STD_FLAG, TORCH_NAMESPACES, includes
+from ..errors import CudaEmulationError
+from ..language import STD_FLAG
 
 HEADER_DIR = Path(__file__).resolve().parent / "include"  # the emulator's C++ (package data)
 VERSION = "2"  # bump to invalidate every cached build
@@ -110,21 +110,36 @@ def get_toolchain() -> dict:
     return _TOOLCHAIN_CACHE
 
 
+def header_files() -> list[Path]:
+    """Every file under include/: cuda_emu.h and its parts (emu/), runtime.cpp and its parts
+    (runtime/), the fp16 and wmma headers, torch_api.h and the shims, whatever their names."""
+    return sorted(p for p in HEADER_DIR.rglob("*") if p.is_file())
+
+
 def headers_digest() -> str:
-    """Digest of the emulator's C++ files: a change invalidates the precompiled headers and the
-    runtime object (and, through :func:`generator_digest`, every module build)."""
+    """Digest of the emulator's C++ files (:func:`header_files`): a change to any of them invalidates
+    the precompiled headers and the runtime object (and, through :func:`generator_digest`, every
+    module build)."""
     h = hashlib.sha256()
-    for p in sorted([*HEADER_DIR.rglob("*.h"), *HEADER_DIR.rglob("*.cpp")]):
+    for p in header_files():
         h.update(str(p.relative_to(HEADER_DIR)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 
+def generator_files() -> list[Path]:
+    """The Python files that write what a module build compiles: the code generator (every file of
+    source/) and ../counters.py (the names its binding gives the launch counters)."""
+    here = Path(__file__).resolve().parent
+    return sorted((here / "source").rglob("*.py")) + [here.parent / "counters.py"]
+
+
 def generator_digest() -> str:
     """What a module build's cache key depends on besides the learner's source: the C++ headers
-    and the code generator (source.py). Editing anything else (this file, the loader, a comment
-    in them) keeps every learner's cached build."""
+    and the code generator (:func:`generator_files`). Editing anything else (this file, the loader,
+    a comment in them) keeps every learner's cached build."""
     h = hashlib.sha256(headers_digest().encode())
-    h.update((Path(__file__).resolve().parent / "source.py").read_bytes())
+    for p in generator_files():
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 
@@ -350,57 +365,3 @@ def discard_blamed(log: str) -> bool:
         print(f"The build failed in the cache's {', '.join(str(p) for p in bad)}: rebuilding "
               f"{'it' if len(bad) == 1 else 'them'} once.")
     return bool(bad)
-
-
-def needs_unchecked(log: str) -> bool:
-    return bool(re.search(r"cuda_emu::(gptr|sarr|dshared|shared_array|rcast)", log))
-
-
-# torch's own errors a lookup in torch does not name (missing_name): operators and overloads of its types
-_TORCH_USE_FAILS = re.compile(r"no match for '[^']*' \(operand types? (is|are) .*'(at|c10)::\w+'"
-                              r"|no matching function for call to '(torch|at)::"
-                              rf"|incomplete type '({'|'.join(TORCH_NAMESPACES)})::")
-
-
-def first_tier(src: str) -> int:
-    """Torch tier to start with: 2 if the source includes ATen headers itself, 3 for torch/ ones
-    other than torch/extension.h (their declarations would clash with the lite tier's)."""
-    tier = 1
-    for inc in includes(src):
-        if inc.startswith("torch/") and inc != "torch/extension.h":
-            tier = 3
-        elif inc.startswith("ATen/") and not inc.startswith(("ATen/cuda/", "ATen/hip/")):
-            tier = max(tier, 2)
-    return tier
-
-
-# names only the full C++ frontend (tier 3) declares (and torch::indexing, which tier 2 lacks)
-FRONTEND_ONLY = re.compile(rf"error: '({'|'.join(FRONTEND_NAMESPACES + ('indexing',))})' "
-                            r"(is not a member of '(torch|at)'|has not been declared)")
-
-
-LITE_NAMESPACE = "cuda_emu::lite::"   # torch_api.h's tier-1 stand-ins for ATen's functions
-
-
-def needs_more_torch(log: str) -> bool:
-    """Did a build fail because the source uses parts of torch its tier does not declare? (A name
-    in torch's namespaces, or one of them, is not declared, or torch's types lack an operation, or
-    a call the lite tier's functions do not take: g++ names them in its errors and notes.)
-
-    >>> needs_more_torch("main.cpp:9:30: error: no matching function for call to 'cumsum(at::Tensor&)'\\n"
-    ...                  "torch_api.h:80:8: note: candidate: 'at::Tensor cuda_emu::lite::cumsum(...)'")
-    True
-    >>> needs_more_torch("main.cpp:9:3: error: 'y' was not declared in this scope")
-    False
-    """
-    for d in diagnostics(log):
-        missing = missing_name(d.msg)
-        if missing and ((missing[0] or "").split("::")[0] in TORCH_NAMESPACES
-                        or missing[0] is None and missing[1] in (*TORCH_NAMESPACES, "py", "pybind11")):
-            return True
-        if _TORCH_USE_FAILS.search(d.msg):
-            return True
-    # a call the lite tier's few overloads of torch::sum, torch::empty... do not take (ATen may have more)
-    return LITE_NAMESPACE in log
-
-

@@ -9,7 +9,7 @@ cached by content hash):
 
 * **device** (nvcc, no torch headers, ~1 s): kernels, ``__device__`` functions and variables,
   shared declarations, one generated *launch stub* per ``kernel<<<...>>>`` call site (it counts
-  the launches, see ``_course_launches``), one *symbol stub* per ``__constant__`` /
+  the launches, see :mod:`..counters`), one *symbol stub* per ``__constant__`` /
   ``__device__`` variable and one *attribute stub* per ``cudaFuncSetAttribute(kernel, ...)`` call;
   it includes the C and C++ headers that ``torch/extension.h`` gives device code in one unit
   (``<cassert>``, ``<cstdio>``, ``<climits>``, ``<limits>`` ...);
@@ -19,8 +19,8 @@ cached by content hash):
   variable a reference to the host shadow that nvcc registered (so ``cudaMemcpyToSymbol(mask,
   ...)`` and ``sizeof(mask)`` work as in one nvcc unit), each ``cudaFuncSetAttribute(kernel, attr,
   value)`` a call of its attribute stub (e.g. to allow a kernel over 48 KB of dynamic shared memory);
-* **binding** (g++ with ``torch/python.h``): the pybind11 module for ``funcs`` plus
-  ``_course_launches()`` / ``_course_reset_launches()`` and ``_course_launch_log(since)`` (grid,
+* **binding** (g++ with ``torch/python.h``): the pybind11 module for ``funcs`` plus the launch
+  counters and log under the names of :mod:`..counters` (``launch_counts``, ``launch_log``: grid,
   block, shared bytes and arguments of the latest launches, recorded by the launch stubs: what an
   exercise check needs to make the learner's launch again); it depends only on ``cpp_src`` and so is
   reused across kernel and wrapper edits.
@@ -38,7 +38,8 @@ to compile only outside the statements it owns or on a name one unit would see (
 made, not the learner: attribution.py), fails to link, or misses a symbol that is not one of
 ``funcs``. Errors in the learner's own statements are reported.
 
-The parts, one module each: :mod:`.splitter` (what belongs where, :func:`make_units`),
+The parts, one module each: :mod:`.splitter` (what belongs where, :func:`make_units`), :mod:`.stubs`
+(the launch, attribute and symbol stubs), :mod:`.units` (the units put together),
 :mod:`.templates` (the generated C++), :mod:`.compilers` (compilers and flags), :mod:`.objects` (the
 cache of compiled units), :mod:`.attribution` (whose error a failed unit is), :mod:`.loading`
 (import), :mod:`.pipeline` (the build: :func:`build`, :func:`build_split`, :func:`build_one_unit`).
@@ -47,7 +48,8 @@ from .compilers import arch_name, nvcc_command
 from .loading import load_module
 from .objects import cache_dir
 from .pipeline import build, build_one_unit, build_split
-from .splitter import GENERATED, SOURCE_NAME, NeedsClassicBuild, Units, make_units
+from .splitter import make_units
+from .units import GENERATED, SOURCE_NAME, NeedsClassicBuild, Units
 from .templates import LAUNCH_LOG, LAUNCH_LOG_TABLE, init_unit
 
 __all__ = ["arch_name", "build", "build_split", "build_one_unit", "make_units", "Units", "NeedsClassicBuild", "nvcc_command",

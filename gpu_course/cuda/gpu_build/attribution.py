@@ -22,7 +22,7 @@ from ..errors import CudaBuildError, diagnostics, format_compile_errors, missing
 from ..language import STD_FLAG, TORCH_NAMESPACES
 from .compilers import digest
 from .objects import cache_dir
-from .splitter import SOURCE_NAME, NeedsClassicBuild, Units
+from .units import SOURCE_NAME, NeedsClassicBuild, Units
 
 _UNIT_WHAT = {"device": "the kernels do not compile (nvcc)",
               "host": "the host code does not compile (C++)",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..errors import CudaBuildError
-from .splitter import NeedsClassicBuild
+from .units import NeedsClassicBuild
 
 
 def load_module(name: str, path: Path, funcs=()):

@@ -15,7 +15,8 @@ from .attribution import failure
 from .compilers import arch_name, cxx_flags, digest, nvcc_flags, toolchain
 from .loading import load_module
 from .objects import COMPILE_TIMEOUT_S, cache_dir, compile_unit, unit_dirs
-from .splitter import SOURCE_NAME, NeedsClassicBuild, make_units
+from .splitter import make_units
+from .units import SOURCE_NAME, NeedsClassicBuild
 from .templates import init_unit
 
 

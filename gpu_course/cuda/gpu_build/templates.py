@@ -1,7 +1,7 @@
 """The C++ that the split build generates around the learner's code: what each unit includes first
 (:data:`DEVICE_PRELUDE`, :data:`HOST_TORCH`), the launch helper and host prelude of the host unit,
 the launch counters and launch log of the device unit, and the binding and init units' parts.
-(:func:`.splitter.make_units` puts them together.)"""
+(:func:`.units.assemble` puts them together.)"""
 from __future__ import annotations
 
 import re
@@ -110,8 +110,8 @@ template <class T> inline cudaError_t cudaGetSymbolSize(size_t* size, const T& s
 SYMBOL_API = {"cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpyFromSymbol",
               "cudaMemcpyFromSymbolAsync", "cudaGetSymbolAddress", "cudaGetSymbolSize"}
 # the launch log of the device unit: the latest launches (kernel, grid, block, shared bytes and the
-# arguments as the kernel received them), read through the binding unit as _course_launch_log(since)
-# (the format of the CPU emulation's _cuda_emu_launch_log), so that an exercise check can make the same
+# arguments as the kernel received them), read through the binding unit as gpu_course.cuda.launch_log(module, since)
+# (the format of the CPU emulation's log), so that an exercise check can make the same
 # launch on memory of its own (gpu_course.exercises.cuda_launch)
 LAUNCH_LOG = r"""
 #include <cstdint>
@@ -181,7 +181,7 @@ extern "C" int __course_launch_log_get(long long seq, const char** name, unsigne
     return r.nargs;
 }
 """
-# the launch counters, read through the binding unit (see gpu_course.launches.module_counters)
+# the launch counters, read through the binding unit (see gpu_course.cuda.launch_counts)
 LAUNCH_TABLE = r"""
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts) {
     *names = __course_launch_names;
@@ -196,7 +196,7 @@ extern "C" long long __course_launch_log_total();
 extern "C" int __course_launch_log_get(long long seq, const char** name, unsigned* dims, unsigned long long* smem,
                                        char* kinds, unsigned char* sizes, unsigned long long* bits);
 // (launches so far, [(seq, kernel, grid, block, shared bytes, ((kind, size, bits), ...)), ...]) of the
-// latest launches whose seq >= since: what the CPU emulation's _cuda_emu_launch_log returns
+// latest launches whose seq >= since: what the CPU emulation's launch log returns (gpu_course/cuda/counters.py)
 static pybind11::tuple course_launch_log(long long since) {
     long long total = __course_launch_log_total();
     pybind11::list out;

@@ -64,7 +64,7 @@ Tensor randn(IntArrayRef size, TensorOptions o = {});
 
 // The operators host code reaches for as free functions (torch::cumsum(x, 0), torch::bincount(x, {}, 256)),
 // with ATen's signatures and defaults; defined in runtime.cpp on the Tensor methods of the same name. A call
-// that none of these overloads takes is built again with all of ATen (toolchain.needs_more_torch).
+// that none of these overloads takes is built again with all of ATen (tiers.needs_more_torch).
 using OptDtype = std::optional<at::ScalarType>;
 Tensor sum(const Tensor& self, OptDtype dtype = std::nullopt);
 Tensor sum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim = false, OptDtype dtype = std::nullopt);

@@ -1,0 +1,76 @@
+"""gpu_course/cuda/ is a lower floor: the kernels, exercises and lessons build on it, never the other way
+round; and both of its back ends give a module's launch counters the one set of names of cuda/counters.py."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import gpu_course
+from gpu_course.cuda import counters, gpu_build
+from gpu_course.cuda.emulation import HEADER_DIR, source
+
+CUDA = Path(gpu_course.__file__).resolve().parent / "cuda"
+HIGHER = ("gpu_course.kernels", "gpu_course.exercises", "gpu_course.lessons")
+
+
+def _package(path: Path) -> str:
+    """The package that relative imports in the file at ``path`` start from."""
+    name = ".".join(path.relative_to(CUDA.parent.parent).with_suffix("").parts)
+    return name.removesuffix(".__init__") if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _imports(text: str, package: str) -> list[str]:
+    """The absolute names that a module of ``package`` with source ``text`` imports (relative imports
+    resolved; ``from a import b`` gives ``a`` and ``a.b``, since b may be a module)."""
+    names = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            names += [base] + [f"{base}.{a.name}" for a in node.names]
+    return names
+
+
+def _upward(names: list[str]) -> list[str]:
+    return [n for n in names if any(n == h or n.startswith(h + ".") for h in HIGHER)]
+
+
+def test_the_import_walk_finds_an_upward_import_however_it_is_spelled():
+    assert _package(CUDA / "__init__.py") == "gpu_course.cuda"
+    assert _package(CUDA / "emulation" / "toolchain.py") == "gpu_course.cuda.emulation"
+    text = ("from ..kernels import COMMON\nfrom .. import exercises\nimport gpu_course.lessons.attention\n"
+            "from . import cxx\nfrom .errors import CudaBuildError\n")
+    assert _upward(_imports(text, "gpu_course.cuda")) == [
+        "gpu_course.kernels", "gpu_course.kernels.COMMON", "gpu_course.exercises", "gpu_course.lessons.attention"]
+    assert _upward(_imports("from ...kernels import cuda_source\n", "gpu_course.cuda.emulation"))[0] == \
+        "gpu_course.kernels"
+    assert _upward(_imports(text, "gpu_course.cuda.emulation")) == ["gpu_course.lessons.attention"]
+
+
+@pytest.mark.parametrize("path", sorted(CUDA.rglob("*.py")), ids=lambda p: str(p.relative_to(CUDA)))
+def test_no_module_under_cuda_imports_a_higher_floor(path):
+    up = _upward(_imports(path.read_text(), _package(path)))
+    assert not up, f"{path.relative_to(CUDA.parent)} imports {up}: cuda/ must not depend on the layers above it"
+
+
+def test_both_back_ends_bind_the_launch_counters_under_the_names_of_counters_py():
+    emu = source.binding("m", ["f"], "void f();")
+    assert f'CUDA_EMU_LAUNCH_METHODS("{counters.COUNTS}", "{counters.RESET}", "{counters.LOG}")' in emu
+    assert "#define CUDA_EMU_LAUNCH_METHODS(COUNTS, RESET, LOG)" in (HEADER_DIR / "emu" / "binding.h").read_text()
+    units = gpu_build.make_units("__global__ void k() {}\nvoid f() { k<<<1, 1>>>(); }\n", "void f();", ["f"])
+    for name in (counters.COUNTS, counters.RESET, counters.LOG):
+        assert f'm.def("{name}"' in units.binding
+
+
+def test_readers_of_a_module_without_counters():
+    class NoCounters:
+        __name__ = "plain"
+    assert counters.launch_counts(NoCounters()) is None and counters.launch_log(NoCounters()) is None
+    with pytest.raises(ValueError, match="'plain' has no launch counters"):
+        counters.reset_launches(NoCounters())
