@@ -8,6 +8,7 @@ import utils
 from gpu_course import device_ceilings, hardware, mode
 from gpu_course.kernels import matmul_ladder as ml
 from gpu_course.kernels import triton_attention as ta
+from gpu_course.lessons.attention import sdpa as attention_sdpa
 
 T4, A100, L4, H100 = "7.5", "8.0", "8.9", "9.0"
 
@@ -124,13 +125,13 @@ def test_attention_tries_small_tiles_where_shared_memory_is_small(cc, monkeypatc
 
 
 def test_the_fp32_reference_slices_the_batch_when_memory_is_short(monkeypatch):
-    assert ta.reference_parts((4, 16, 4096, 64), free_bytes=75 * 2**30) == 1      # an H100
-    assert ta.reference_parts((4, 16, 4096, 128), free_bytes=14 * 2**30) == 2     # a T4
-    assert ta.reference_parts((2, 16, 65536, 64), free_bytes=14 * 2**30) == 2     # at most one slice per element
+    assert attention_sdpa.reference_parts((4, 16, 4096, 64), free_bytes=75 * 2**30) == 1      # an H100
+    assert attention_sdpa.reference_parts((4, 16, 4096, 128), free_bytes=14 * 2**30) == 2     # a T4
+    assert attention_sdpa.reference_parts((2, 16, 65536, 64), free_bytes=14 * 2**30) == 2     # at most one slice per element
     q, k, v, do = (torch.randn(3, 2, 20, 16) for _ in range(4))
-    whole = ta.fp32_reference(q, k, v, do, causal=True)
-    monkeypatch.setattr(ta, "reference_parts", lambda shape: 3)
-    sliced = ta.fp32_reference(q, k, v, do, causal=True)
+    whole = attention_sdpa.fp32_reference(q, k, v, do, causal=True)
+    monkeypatch.setattr(attention_sdpa, "reference_parts", lambda shape: 3)
+    sliced = attention_sdpa.fp32_reference(q, k, v, do, causal=True)
     assert all(torch.equal(a, b) for a, b in zip(whole, sliced))
 
 
