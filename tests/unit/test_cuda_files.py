@@ -90,10 +90,14 @@ def test_the_prelude_is_cuda_begin():
 def test_sources_are_the_files_in_include_order():
     """What notebooks 03, 04, 05 and 09 and bench/ build: cuda_begin, then the files in the order the steps
     and rungs build on each other, a blank line between two files."""
-    def joined(names):
-        return utils.cuda_begin + "\n".join(kernels.cuda_source(n) for n in names)
+    def joined(names):   # a header (.cuh) is joined to its neighbours without a blank line
+        out = utils.cuda_begin
+        for prev, n in zip([None] + names, names):
+            out += ("\n" if prev and prev.endswith(".cu") and n.endswith(".cu") else "") + kernels.cuda_source(n)
+        return out
 
     ladder = [matmul_ladder.rung_file(r) for r in sorted(matmul_ladder.RUNGS)] + [matmul_ladder.DISPATCHER]
+    ladder.insert(ladder.index(matmul_ladder.rung_file(8)), "matmul/warp_tile.cuh")   # what rungs 8 and 10 share
     assert matmul_ladder.source() == joined(ladder)
     assert kernels.cuda_files(matmul_ladder.DISPATCHER) == [kernels.COMMON] + ladder
     assert matmul_ladder.source([3]) == joined([matmul_ladder.rung_file(3)])     # notebook 05

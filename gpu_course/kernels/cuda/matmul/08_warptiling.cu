@@ -2,6 +2,7 @@
 #define GPU_COURSE_MATMUL_08_WARPTILING_CU
 #include "../common.cuh"
 #include "06_vectorized.cu"   // load4
+#include "warp_tile.cuh"      // warp_tile_products, warp_tile_store
 // rung 8: warptiling: the block tile is cut into one tile per warp, and each warp's tile into sub-tiles
 // that its 32 lanes cover together, a TM x TN patch per lane.
 //
@@ -90,44 +91,9 @@ mm_warp_k(const float* __restrict__ m, const float* __restrict__ n, float* __res
         if (ph + BK < k) fetch(ph + BK);                // the next tile's loads travel during the products
         const float* ms = mst + s * BK * BM + wr * WM + lr * TM;   // this lane's first row, at i = 0
         const float* nb = ns + s * BK * BN + wc * WN + lc * TN;    // and first column
-#pragma unroll
-        for (int i = 0; i < BK; ++i) {
-            float rm[WMITER * TM], rn[WNITER * TN];
-#pragma unroll
-            for (int a = 0; a < WMITER; ++a)            // sub-tile a's TM rows: float4 shared loads
-#pragma unroll
-                for (int q = 0; q < TM; q += 4)
-                    *reinterpret_cast<float4*>(&rm[a * TM + q]) =
-                        *reinterpret_cast<const float4*>(&ms[i * BM + a * WSM + q]);
-#pragma unroll
-            for (int b = 0; b < WNITER; ++b)
-#pragma unroll
-                for (int q = 0; q < TN; q += 4)
-                    *reinterpret_cast<float4*>(&rn[b * TN + q]) =
-                        *reinterpret_cast<const float4*>(&nb[i * BN + b * WSN + q]);
-#pragma unroll
-            for (int a = 0; a < WMITER * TM; ++a)
-#pragma unroll
-                for (int b = 0; b < WNITER * TN; ++b) acc[a][b] += rm[a] * rn[b];
-        }
+        warp_tile_products<BM, BN, BK, WSM, WSN, WMITER, WNITER, TM, TN>(acc, ms, nb);   // warp_tile.cuh
     }
 
-#pragma unroll
-    for (int a = 0; a < WMITER * TM; ++a) {
-        const int r = r0 + wr * WM + a / TM * WSM + lr * TM + a % TM;
-        if (r >= h) continue;
-#pragma unroll
-        for (int b = 0; b < WNITER * TN; b += 4) {
-            const int c = c0 + wc * WN + b / TN * WSN + lc * TN + b % TN;
-            const float* v = &acc[a][b];
-            if (vec_n && c + 3 < w) {
-                *reinterpret_cast<float4*>(&out[(size_t)r * w + c]) = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    if (c + q < w) out[(size_t)r * w + c + q] = v[q];
-            }
-        }
-    }
+    warp_tile_store<WM, WN, WSM, WSN, WMITER, WNITER, TM, TN>(acc, out, r0, c0, wr, wc, lr, lc, h, w, vec_n);
 }
 #endif  // GPU_COURSE_MATMUL_08_WARPTILING_CU

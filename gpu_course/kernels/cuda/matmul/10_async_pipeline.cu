@@ -1,6 +1,7 @@
 #ifndef GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU
 #define GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU
 #include "../common.cuh"
+#include "warp_tile.cuh"   // warp_tile_products, warp_tile_store (rung 8's)
 // rung 10: rung 8's warptiling, fed by asynchronous copies (cp.async) through a pipeline of STAGES tiles.
 #include <cuda_pipeline.h>
 //
@@ -98,45 +99,11 @@ mm_async_k(const float* __restrict__ mt, const float* __restrict__ n, float* __r
         copy_tile(kt + STAGES - 1);               // into the buffer phase kt-1 used
         const float* ms = mst + kt % STAGES * BK * BM + wr * WM + lr * TM;
         const float* nb = ns + kt % STAGES * BK * BN + wc * WN + lc * TN;
-#pragma unroll
-        for (int i = 0; i < BK; ++i) {            // rung 8's inner loop, unchanged
-            float rm[WMITER * TM], rn[WNITER * TN];
-#pragma unroll
-            for (int a = 0; a < WMITER; ++a)
-#pragma unroll
-                for (int q = 0; q < TM; q += 4)
-                    *reinterpret_cast<float4*>(&rm[a * TM + q]) =
-                        *reinterpret_cast<const float4*>(&ms[i * BM + a * WSM + q]);
-#pragma unroll
-            for (int b = 0; b < WNITER; ++b)
-#pragma unroll
-                for (int q = 0; q < TN; q += 4)
-                    *reinterpret_cast<float4*>(&rn[b * TN + q]) =
-                        *reinterpret_cast<const float4*>(&nb[i * BN + b * WSN + q]);
-#pragma unroll
-            for (int a = 0; a < WMITER * TM; ++a)
-#pragma unroll
-                for (int b = 0; b < WNITER * TN; ++b) acc[a][b] += rm[a] * rn[b];
-        }
+        warp_tile_products<BM, BN, BK, WSM, WSN, WMITER, WNITER, TM, TN>(acc, ms, nb);   // rung 8's, unchanged
     }
 
-#pragma unroll
-    for (int a = 0; a < WMITER * TM; ++a) {
-        const int r = r0 + wr * WM + a / TM * WSM + lr * TM + a % TM;
-        if (r >= h) continue;
-#pragma unroll
-        for (int b = 0; b < WNITER * TN; b += 4) {
-            const int c = c0 + wc * WN + b / TN * WSN + lc * TN + b % TN;
-            const float* v = &acc[a][b];
-            if (w % 4 == 0 && c + 3 < w) {   // rows of whole quads: out is 16-byte aligned (host)
-                *reinterpret_cast<float4*>(&out[(size_t)r * w + c]) = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    if (c + q < w) out[(size_t)r * w + c + q] = v[q];
-            }
-        }
-    }
+    // rows of whole quads: out is 16-byte aligned (host)
+    warp_tile_store<WM, WN, WSM, WSN, WMITER, WNITER, TM, TN>(acc, out, r0, c0, wr, wc, lr, lc, h, w, w % 4 == 0);
 }
 
 // mt[kk][r] = m[r][kk] for r < h, 0 for h <= r < hp: 32x32 tiles through shared memory, so that both the
