@@ -29,7 +29,7 @@ them :mod:`.replay` and :mod:`.cuda_launch` (the course's own launch), :mod:`.cu
 from __future__ import annotations
 
 from . import guard
-from .evidence import (calls, differs_from, grid_is, launches_at_most, only_reads, shared_atomics, shared_tiles,
+from .evidence import (aggregated, calls, differs_from, grid_is, launches_at_most, only_reads, shared_atomics, shared_tiles,
                        splits_work, threads_per_block, uses_shared_memory)
 from .formulas import formula_exercise
 from .judging import Attempt, Verdict, judge_kernel, kernel_exercise
@@ -40,6 +40,6 @@ from .watching import Call, slow_work, watch_calls
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "KernelProblem", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
            "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call",
-           "shared_tiles", "splits_work", "shared_atomics"]
+           "shared_tiles", "splits_work", "shared_atomics", "aggregated"]
 
 guard.remember()  # torch's and the course's functions as they are at import

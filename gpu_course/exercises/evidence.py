@@ -142,6 +142,24 @@ def shared_atomics():
     return _evidence(holds)
 
 
+def aggregated(items: int, at_most: float = 0.5):
+    """Evidence (CUDA C, for notebook 09's aggregation exercise): the kernel made at most
+    ``at_most * items`` atomic updates in shared memory in the course's own launch (counted by the
+    emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
+    one atomic for the run. On a GPU there is no count to read, and it holds."""
+    def holds(a: Attempt):
+        ex = a.execution
+        if ex is None or not getattr(ex, "launches", None):
+            return None
+        s = sum(int(L.field("satomic").sum()) for L in ex.launches)
+        if s > at_most * items:
+            return (f"when the check launched {a.name}, it made {s:,} atomic updates in shared memory for "
+                    f"{items:,} bytes: with aggregation, a run of neighbouring bytes in the same bin costs one "
+                    f"atomic, and on this image that is at most {at_most:.0%} of the bytes")
+        return None
+    return _evidence(holds)
+
+
 def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
     """Evidence: the learner's kernels were launched at most ``n`` times in all."""
     def holds(a: Attempt):

@@ -1,6 +1,6 @@
 """Notebook 06's Triton helpers, on the CPU: the interpreter's version of a kernel
 (``triton_debug.interpreted``), what a launch printed (``printed_lines``, ``line_counts``), the softmax
-sweep's plumbing (``triton_softmax.softmax_sweep`` and friends) and the perf_report plot
+sweep's plumbing (``lessons.softmax.softmax_sweep`` and friends) and the perf_report plot
 (``triton_plots``)."""
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import triton.language as tl
 
 from gpu_course import triton_plots
 from gpu_course.kernels import triton_softmax
+from gpu_course.lessons import softmax as lesson_softmax
 from gpu_course.kernels.triton_mean import mean_scalar_loop_kernel, sum_to_mean_kernel
 from gpu_course.triton_check import TritonOutOfBounds
 from gpu_course.triton_debug import Interpreted, interpreted, line_counts, printed_lines
@@ -120,10 +121,10 @@ def test_printed_lines_hides_the_output(capsys):
 
 # --------------------------------------------------------------------------- softmax sweep
 def test_softmax_sweep_rows_and_table():
-    sweep = triton_softmax.softmax_sweep("test", widths=[16, 100], floats=400, reps=1)
+    sweep = lesson_softmax.softmax_sweep("test", widths=[16, 100], floats=400, reps=1)
     assert [row["w"] for row in sweep] == [16, 100]
     assert all(row["triton"] > 0 and row["torch"] > 0 and row["ceiling"] > 0 for row in sweep)
-    table = triton_softmax.sweep_table(sweep).splitlines()
+    table = lesson_softmax.sweep_table(sweep).splitlines()
     assert len(table) == 3 and table[0].split()[0] == "w" and table[2].split()[0] == "100"
 
 
@@ -133,15 +134,15 @@ def test_stored_softmax_sweep_prefers_an_h100_and_sorts():
                     pct_of_ceiling="50")
     rows = [row("2x256", "NVIDIA H100 80GB HBM3"), row("4x128", "NVIDIA H100 80GB HBM3"),
             row("4x128", "Tesla T4", "9"), dict(row("1x1", "NVIDIA H100 80GB HBM3"), kernel="other")]
-    sweep = triton_softmax.stored_softmax_sweep("06", rows=rows)
+    sweep = lesson_softmax.stored_softmax_sweep("06", rows=rows)
     assert [r["w"] for r in sweep] == [128, 256]
     assert {r["device"] for r in sweep} == {"NVIDIA H100 80GB HBM3"}
     assert sweep[0]["ceiling"] == 200.0 and sweep[0]["torch"] == pytest.approx(2 * 4 * 512 / 1.0 / 1e6)  # bytes / ms / 1e6 = GB/s
-    assert triton_softmax.stored_softmax_sweep("06", rows=[]) == []
+    assert lesson_softmax.stored_softmax_sweep("06", rows=[]) == []
 
 
 def test_stored_softmax_sweep_reads_the_stored_h100_run():
-    sweep = triton_softmax.stored_softmax_sweep("06_triton_basics")
+    sweep = lesson_softmax.stored_softmax_sweep("06_triton_basics")
     if not sweep:
         pytest.skip("no stored GPU results for notebook 06")
     assert [r["w"] for r in sweep] == sorted(r["w"] for r in sweep)
