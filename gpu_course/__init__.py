@@ -38,13 +38,18 @@
 * ``paths``: where results are kept
 
 ``mode`` is imported first, so numba's and triton's simulator switches are set before either
-can be imported; nothing else happens at import time.
+can be imported; in cpu mode the simulators' fixes (``simulator_fix``, ``triton_check``) are then
+installed; nothing else happens at import time.
 
 >>> import gpu_course as gc
 >>> gc.cdiv(1000, 256)
 4
 """
 from . import mode  # noqa: F401  first: sets NUMBA_ENABLE_CUDASIM / TRITON_INTERPRET for the mode
+if mode.MODE == "cpu":   # then the simulators made to behave as a GPU (the interposition layer's users)
+    from . import simulator_fix, triton_check
+    simulator_fix.install()
+    triton_check.install()
 
 from .claims import ClaimFailed, claim, claim_everywhere
 from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, missing_ceilings,

@@ -6,11 +6,9 @@
   checked the same way; timings mean nothing about a GPU.
 
 ``COURSE_MODE=gpu|cpu`` in the environment forces a mode. This module is imported first by the
-package, so the simulator switches are set before numba or triton reads them. Its other import-time
-effects: in cpu mode a fix of Numba's simulator (``simulator_fix``: a thread-safe shared array, the
-GPU's launch limits) and bounds checks for Triton's interpreter (``triton_check``), each applied when
-that library is imported; in gpu mode a filter for
-torch's harmless first-use cuBLAS warning (``_quiet_known_gpu_warnings``).
+package, so the simulator switches are set before numba or triton reads them (the package then installs,
+in cpu mode, the simulators' fixes: ``simulator_fix`` and ``triton_check``). Its one other import-time
+effect, in gpu mode: a filter for torch's harmless first-use cuBLAS warning (``_quiet_known_gpu_warnings``).
 
 What this GPU is and can do is :mod:`gpu_course.hardware`'s; the running notebook's banner and stored
 outputs are :mod:`gpu_course.session`'s.
@@ -75,11 +73,7 @@ MODE: str = _choose_mode(os.environ.get(MODE_ENV), torch.cuda.is_available())
 ON_GPU: bool = MODE == "gpu"
 DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")
 _set_simulator_switches(MODE)
-if MODE == "cpu":   # the simulators made to behave as a GPU: see simulator_fix, triton_check
-    from . import simulator_fix, triton_check
-    simulator_fix.install()
-    triton_check.install()
-else:
+if MODE == "gpu":
     _quiet_known_gpu_warnings()
 
 
