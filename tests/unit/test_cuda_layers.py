@@ -1,5 +1,7 @@
-"""gpu_course/cuda/ is a lower floor: the kernels, exercises and lessons build on it, never the other way
-round; and both of its back ends give a module's launch counters the one set of names of cuda/counters.py."""
+"""The package's floors, read from the modules' imports: mode and hardware at the bottom; gpu_course/cuda/ a
+lower floor that the kernels, exercises and lessons build on, never the other way round; kernels/ below the lessons,
+the results and the exercises. And both of cuda/'s back ends give a module's launch counters the one set of names of
+cuda/counters.py."""
 from __future__ import annotations
 
 import ast
@@ -74,3 +76,25 @@ def test_readers_of_a_module_without_counters():
     assert counters.launch_counts(NoCounters()) is None and counters.launch_log(NoCounters()) is None
     with pytest.raises(ValueError, match="'plain' has no launch counters"):
         counters.reset_launches(NoCounters())
+
+
+KERNELS = CUDA.parent / "kernels"
+ABOVE_KERNELS = ("gpu_course.lessons", "gpu_course.exercises", "gpu_course.results")
+
+
+@pytest.mark.parametrize("path", sorted(KERNELS.rglob("*.py")), ids=lambda p: str(p.relative_to(KERNELS)))
+def test_no_kernels_module_imports_the_lessons_or_the_exercises(path):
+    """kernels/ holds kernels and their thin wrappers: the harness that measures and records them (lessons/,
+    results) and the judging of exercises build on it, not the other way round."""
+    names = _imports(path.read_text(), _package(path))
+    up = [n for n in names if any(n == h or n.startswith(h + ".") for h in ABOVE_KERNELS)]
+    assert not up, f"kernels/{path.relative_to(KERNELS)} imports {up}"
+
+
+@pytest.mark.parametrize("name, allowed", [("mode.py", ()), ("hardware.py", ("gpu_course.mode",))])
+def test_the_bottom_floor_imports_nothing_above_it(name, allowed):
+    """mode (which mode) and hardware (what this GPU is) are what everything else reads."""
+    path = CUDA.parent / name
+    ours = {n for n in _imports(path.read_text(), _package(path))
+            if n.startswith("gpu_course") and n != "gpu_course"}
+    assert ours <= set(allowed) | {f"{a}.{x}" for a in allowed for x in ("ON_GPU", "MODE", "DEVICE")}, ours
