@@ -127,6 +127,19 @@ class Bus:
         """Whether any of ``events`` has a subscriber."""
         return not self._live.isdisjoint(events)
 
+    def around(self, ev: Event, call):
+        """Emit ``launch``, run ``call()``, emit ``launched`` (with ``ev.error`` set if it raised): a launch
+        as both libraries' patch points report it."""
+        self.emit("launch", ev)
+        try:
+            result = call()
+        except BaseException as e:
+            ev.error = type(e).__name__
+            self.emit("launched", ev)
+            raise
+        self.emit("launched", ev)
+        return result
+
     def emit(self, event: str, ev: Event) -> None:
         """Call ``event``'s handlers with ``ev``; an exception a handler raises is marked (see
         :func:`raised_by_handler`) and propagates."""

@@ -118,18 +118,6 @@ def _names(fn) -> list:
         return []
 
 
-def _around(ev: Event, call):
-    _BUS.emit("launch", ev)
-    try:
-        result = call()
-    except BaseException as e:
-        ev.error = type(e).__name__
-        _BUS.emit("launched", ev)
-        raise
-    _BUS.emit("launched", ev)
-    return result
-
-
 def _gpu_synchronize():
     from numba import cuda  # already imported: this is its launch path
     cuda.synchronize()
@@ -143,7 +131,7 @@ def gpu_launch_hook(original):
         fn = getattr(d, "py_func", None)
         ev = Event(kind="numba", kernel=d, fn=fn, args=args, kwargs={}, grid=self.griddim, block=self.blockdim,
                    arg_names=_names(fn), error=None, synchronize=_gpu_synchronize)
-        return _around(ev, lambda: original(self, *args))
+        return _BUS.around(ev, lambda: original(self, *args))
     return __call__
 
 
@@ -157,7 +145,7 @@ def _sim_launch_hook(original, sim_module):
         fn = getattr(self, "fn", None)
         ev = Event(kind="numba", kernel=self, fn=fn, args=args, kwargs={}, grid=self.grid_dim, block=self.block_dim,
                    arg_names=_names(fn), error=None, synchronize=None)
-        return _around(ev, lambda: original(self, *args))
+        return _BUS.around(ev, lambda: original(self, *args))
     return __call__
 
 

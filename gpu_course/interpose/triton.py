@@ -146,21 +146,8 @@ def run_hook(original):
                 ev.grid = g
                 return g
             kwargs["grid"] = resolving_grid
-        return around(ev, lambda: original(self, *args, **kwargs))
+        return _BUS.around(ev, lambda: original(self, *args, **kwargs))
     return run
-
-
-def around(ev: Event, call):
-    """Emit ``launch``, run ``call()``, emit ``launched`` (with ``ev.error`` set if it raised)."""
-    _BUS.emit("launch", ev)
-    try:
-        result = call()
-    except BaseException as e:
-        ev.error = type(e).__name__
-        _BUS.emit("launched", ev)
-        raise
-    _BUS.emit("launched", ev)
-    return result
 
 
 # ------------------------------------------------------------------------------------------------
