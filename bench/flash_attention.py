@@ -20,7 +20,7 @@ Then the peak memory (torch.cuda.max_memory_allocated above the inputs) of the f
 for N up to 16384: the naive one writes N x N scores and runs out of memory first. Last, the tensor-core
 instructions in the PTX of our kernels (wgmma.mma_async on Hopper). The kernels, launchers, autotuner
 configurations and the comparison itself are notebook 11's own, from
-gpu_course/kernels/triton_attention.py (the kernels) and gpu_course/lessons/attention/ (the comparison). In cpu mode it runs tiny sizes in the interpreter (SDPA's
+gpu_course/kernels/triton_attention/ (the kernels) and gpu_course/lessons/attention/ (the comparison). In cpu mode it runs tiny sizes in the interpreter (SDPA's
 default CPU kernel as the baseline): that checks the script only; the timings mean nothing, and nothing
 is recorded.
 """

@@ -1,4 +1,4 @@
-"""Notebook 10's LayerNorm (gpu_course/kernels/triton_layernorm.py) against torch, on a GPU, with notebook 10's
+"""Notebook 10's LayerNorm (gpu_course/kernels/triton_layernorm/) against torch, on a GPU, with notebook 10's
 comparison (gpu_course/lessons/layernorm/).
 
     python bench/layernorm.py            # (4096 x 8192) fp16 and bf16 (fp16 alone without bf16)

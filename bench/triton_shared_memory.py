@@ -31,7 +31,7 @@ def main():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from gpu_course.kernels import triton_attention as ta, triton_matmul as tm
-    mode.ON_GPU = ta.ON_GPU = True         # the GPU's lists of tile shapes, as for that capability
+    mode.ON_GPU = ta.configs.ON_GPU = True   # the GPU's lists of tile shapes, as for that capability
     limit = hardware.shared_memory_per_block()
     print(f"sm_{args.cc}: at most {limit // 1024} KB of shared memory per block (triton {triton.__version__})")
 

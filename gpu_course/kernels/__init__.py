@@ -4,11 +4,11 @@ source (``utils.show_source`` for Triton, ``cuda_source`` for CUDA C) and ``benc
 * ``triton_mean``: notebook 06's parallel means (two-pass, atomic) and the seeds' one-program mean
 * ``triton_softmax``: notebook 06's fused row softmax, several rows per program
 * ``triton_matmul``: notebook 07's grouped, autotuned matmul with an optional bias + GeLU epilogue
-* ``triton_layernorm``: LayerNorm (forward, backward) and GeLU (forward, backward), each wrapped as a
-  ``torch.autograd.Function`` and as a ``torch.library`` custom op; notebook 10's
+* ``triton_layernorm`` (a package, one module a job): LayerNorm (forward, backward) and GeLU (forward, backward),
+  each wrapped as a ``torch.autograd.Function`` and as a ``torch.library`` custom op; notebook 10's
   kernels, timed by ``bench/layernorm.py``
-* ``triton_attention``: attention, naive and online-softmax in torch, FlashAttention's forward and
-  FlashAttention-2's backward in Triton; notebook 11's
+* ``triton_attention`` (a package, one module a job): attention, naive and online-softmax in torch,
+  FlashAttention's forward and FlashAttention-2's backward in Triton; notebook 11's
   kernels, timed by ``bench/flash_attention.py``
 * ``matmul_ladder``: notebook 04's fp32 CUDA C ladder, one file per rung in ``cuda/matmul/``
 * ``tensor_cores``: notebook 12's fp16 tensor-core ladder (WMMA, mma.sync, cp.async, wgmma + TMA), one file per

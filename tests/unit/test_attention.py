@@ -1,4 +1,4 @@
-"""gpu_course/kernels/triton_attention.py (notebook 11): the plain-torch attentions and the Triton
+"""gpu_course/kernels/triton_attention/ (notebook 11): the plain-torch attentions and the Triton
 FlashAttention forward and backward, on the CPU through Triton's interpreter, against float64 torch
 (scaled_dot_product_attention, logsumexp, autograd) with poisoned outputs, at tiny sizes whose N is
 not a multiple of the blocks. The interpreter costs milliseconds per program: few cases, small grids.
@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import utils
+from gpu_course import hardware
 from gpu_course.kernels import triton_attention as ta
 from gpu_course.lessons import attention as lesson
 from gpu_course.lessons.attention import ladder as lesson_ladder, sdpa as lesson_sdpa
@@ -212,7 +213,7 @@ def test_the_descriptor_grid():
     assert ta._desc_grid(100, 6, dict(BLOCK_M=32, PERSIST=0)) == (4, 6)
     assert ta._desc_grid(70, 2, dict(BLOCK_M=32, PERSIST=1)) == (4, 1)           # 2 heads x 2 units
     assert ta._desc_grid(70, 1, dict(BLOCK_M=32, PERSIST=1)) == (2, 1)
-    most = ta.sm_count(utils.DEVICE) * 2 if utils.ON_GPU else 4
+    most = hardware.sm_count(utils.DEVICE) * 2 if utils.ON_GPU else 4
     assert ta._desc_grid(1 << 16, 64, dict(BLOCK_M=128, PERSIST=2)) == (most, 1)
 
 

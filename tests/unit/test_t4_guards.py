@@ -110,7 +110,7 @@ def test_attention_tries_small_tiles_where_shared_memory_is_small(cc, monkeypatc
     backward; a 64 KB GPU also tries 32-wide tiles (48 KB there). GPU lists only: cpu mode keeps its one."""
     assert not ta.small_shared_memory()
     monkeypatch.setattr(mode, "ON_GPU", True)   # the GPU lists, answered from the faked capability's row
-    monkeypatch.setattr(ta, "ON_GPU", True)
+    monkeypatch.setattr(ta.configs, "ON_GPU", True)   # small_shared_memory's mode: where the configs live
     def tiles(configs):
         return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in configs]
 

@@ -1,5 +1,5 @@
 // LayerNorm as one C++ autograd node whose forward and backward launch the Triton kernels that
-// gpu_course/kernels/triton_layernorm.py compiled, through the CUDA driver's cuLaunchKernel (what
+// gpu_course/kernels/triton_layernorm/ compiled, through the CUDA driver's cuLaunchKernel (what
 // Inductor's C++ wrapper does for a whole graph). Autograd runs a CUDA backward on a worker thread of
 // its own; a Python backward there pays the interpreter (and Triton's Python launcher) again on every
 // step, a C++ one does not.
