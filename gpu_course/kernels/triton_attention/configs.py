@@ -17,9 +17,9 @@ def fwd_config(BM, BN, stages, warps):
     return triton.Config(dict(BLOCK_M=BM, BLOCK_N=BN), num_stages=stages, num_warps=warps)
 
 
-# A GPU whose blocks get less shared memory than this (Colab's T4: 64 KB) also tries the smaller tiles of
-# SMALL_SMEM_CONFIGS: compiled for sm_75 at d = 128 in fp16, every tile of the lists below needs 64 KB or more
-# of it in one kernel or another (the backward's 80 to 160 KB), these 48 KB.
+# A GPU whose blocks get less shared memory than this (Colab's T4: 64 KB) also tries one smaller tile in each
+# autotuner's list (the `small` entries below): compiled for sm_75 at d = 128 in fp16, every other tile needs 64 KB
+# or more of it in one kernel or another (the backward's 80 to 160 KB), the small ones 48 KB.
 SMALL_SMEM = 96 * 1024
 
 
