@@ -160,9 +160,9 @@ def count_syncs(fn, *args, **kwargs) -> SyncReport:
         sm._note("synchronize")
         if ON_GPU:
             real_cuda(*a, **k)
-    from .exercises.watching import _rebind, _unbind
-    done = _rebind(real_mode, counted_sync)
-    done_cuda = _rebind(real_cuda, counted_sync) if ON_GPU else []
+    from .exercises.watching import rebind, unbind
+    done = rebind(real_mode, counted_sync)
+    done_cuda = rebind(real_cuda, counted_sync) if ON_GPU else []
     try:
         caught = []
 
@@ -187,8 +187,8 @@ def count_syncs(fn, *args, **kwargs) -> SyncReport:
         if ON_GPU:
             report.debug_warnings = sum("synchroniz" in str(m) for m in caught)
     finally:
-        _unbind(done, real_mode, counted_sync)
-        _unbind(done_cuda, real_cuda, counted_sync)
+        unbind(done, real_mode, counted_sync)
+        unbind(done_cuda, real_cuda, counted_sync)
     return report
 
 

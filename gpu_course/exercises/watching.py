@@ -19,9 +19,9 @@ class Call:
     error: BaseException | None = None
 
 
-def _rebind(original, replacement, extra=()) -> list:
+def rebind(original, replacement, extra=()) -> list:
     """Bind ``replacement`` wherever a module (or a dict in ``extra``, such as a function's
-    globals) holds ``original``; return what :func:`_unbind` needs to put it back."""
+    globals) holds ``original``; return what :func:`unbind` needs to put it back."""
     done, spaces = [], [getattr(m, "__dict__", None) for m in list(sys.modules.values())]
     for d in spaces + list(extra):
         if not isinstance(d, dict):
@@ -33,7 +33,8 @@ def _rebind(original, replacement, extra=()) -> list:
     return done
 
 
-def _unbind(done: list, original, replacement) -> None:
+def unbind(done: list, original, replacement) -> None:
+    """Put ``original`` back where :func:`rebind` bound ``replacement`` (and nothing has rebound it since)."""
     for d, name in done:
         if d.get(name) is replacement:
             d[name] = original
@@ -66,11 +67,11 @@ def watch_calls(fn, *, within=()):
             raise
         return call.result
     recorder.__wrapped__ = fn
-    done = _rebind(fn, recorder, [getattr(f, "__globals__", None) for f in within])
+    done = rebind(fn, recorder, [getattr(f, "__globals__", None) for f in within])
     try:
         yield seen
     finally:
-        _unbind(done, fn, recorder)
+        unbind(done, fn, recorder)
 
 
 @contextmanager
@@ -105,9 +106,9 @@ def slow_work(ms: float = 50.0, *, within=()):
     def wait(*_, **__):
         time.sleep(max(0.0, until[0] - time.perf_counter()))
     extra = [getattr(f, "__globals__", None) for f in within]
-    done = [(_rebind(f, wait, extra), f) for f in (mode.synchronize, torch.cuda.synchronize)]
+    done = [(rebind(f, wait, extra), f) for f in (mode.synchronize, torch.cuda.synchronize)]
     try:
         yield launch
     finally:
         for d, f in done:
-            _unbind(d, f, wait)
+            unbind(d, f, wait)
