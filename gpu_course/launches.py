@@ -14,7 +14,7 @@ never imported here):
   on a GPU and in the interpreter / simulator; autotuning's benchmark launches too), subscribed to
   while a block is open, so the libraries run unpatched outside one.
 * CUDA C (modules from ``load_cuda``, passed as ``modules=``): the modules' launch counters
-  (:func:`~.module_launches.module_counters`, ``{kernel name: launches}``), read before and after
+  (:func:`gpu_course.cuda.launch_counts`, ``{kernel name: launches}``), read before and after
   the block and around each call of the module's public functions (wrapped while recording), so a
   launch is tied to the host call and the tensors it was given and returned. A module without
   counters is listed in ``LaunchLog.uncounted`` with the reason: nothing is guessed. The modules'
@@ -35,9 +35,10 @@ import threading
 import torch
 
 from .launch_records import Buffer, KernelCall, Launch, buffers_of, dims3, read_bytes, tensor_extent
-from .module_launches import by_kernel, host_call_recorder, module_counters, module_launch_log, module_name
+from .cuda.counters import launch_counts
+from .module_launches import by_kernel, host_call_recorder, module_launch_log, module_name
 
-__all__ = ["launches", "recording", "LaunchLog", "Launch", "Buffer", "KernelCall", "module_counters",
+__all__ = ["launches", "recording", "LaunchLog", "Launch", "Buffer", "KernelCall",
            "module_launch_log", "dims3", "tensor_extent"]
 
 
@@ -84,7 +85,7 @@ class LaunchLog:
         for mod in self.modules:
             name = module_name(mod)
             before = self._before.get(id(mod))
-            after = module_counters(mod)
+            after = launch_counts(mod)
             if before is None or after is None:
                 continue
             diff = by_kernel({k: n - before.get(k, 0) for k, n in after.items()
@@ -168,7 +169,7 @@ class LaunchLog:
     # -- CUDA C modules
     def _watch_module(self, mod) -> None:
         name = module_name(mod)
-        counters = module_counters(mod)
+        counters = launch_counts(mod)
         if counters is None:
             self.uncounted[name] = ("the module has no launch counters: it was built by a course version "
                                     "that does not count launches")

@@ -1,7 +1,7 @@
 """What a CUDA C module (from ``load_cuda``) says about its launches, and the recorder of its host
-calls: :func:`module_counters` (``{kernel: launches}`` so far), :func:`module_launch_log` (the grid,
-block, shared bytes and arguments of each launch, as :class:`~.launch_records.KernelCall`), both read
-through :func:`gpu_course.cuda.launch_counts` and :func:`gpu_course.cuda.launch_log`, in both modes; and
+calls: its counters (``{kernel: launches}`` so far) are :func:`gpu_course.cuda.launch_counts`'s;
+:func:`module_launch_log` gives the grid, block, shared bytes and arguments of each launch, as
+:class:`~.launch_records.KernelCall`, from :func:`gpu_course.cuda.launch_log`, in both modes; and
 :func:`host_call_recorder`, a module function wrapped to record, for :mod:`gpu_course.launches`, the
 kernels each call launched.
 """
@@ -12,19 +12,8 @@ import torch
 from .cuda.counters import launch_counts, launch_log
 from .launch_records import Buffer, KernelCall, Launch, buffers_of
 
-__all__ = ["module_counters", "module_launch_log", "by_kernel", "cxx_base_name", "module_name",
+__all__ = ["module_launch_log", "by_kernel", "cxx_base_name", "module_name",
            "host_call_recorder"]
-
-
-def module_counters(mod) -> dict[str, int] | None:
-    """A CUDA C module's ``{kernel name: launches}`` so far, or None when it counts nothing.
-
-    >>> import types
-    >>> m = types.SimpleNamespace(_course_launches=lambda: {"relu_k": 2})
-    >>> module_counters(m), module_counters(types.SimpleNamespace())
-    ({'relu_k': 2}, None)
-    """
-    return launch_counts(mod)
 
 
 def module_launch_log(mod, since: int = 0):
@@ -64,7 +53,7 @@ def module_name(mod) -> str:
 def host_call_recorder(log, mod, modname: str, attr: str, f, counted: bool):
     """``f`` (a CUDA C module's function), recording the kernels each call launches."""
     def host_call(*args, **kwargs):
-        before = module_counters(mod) if counted else None
+        before = launch_counts(mod) if counted else None
         logged = module_launch_log(mod, 1 << 62) if counted else None  # (launches so far, [])
         result = f(*args, **kwargs)
         buffers: list[Buffer] = []
@@ -74,7 +63,7 @@ def host_call_recorder(log, mod, modname: str, attr: str, f, counted: bool):
             buffers_of(a, f"{attr} argument {k}", buffers)
         buffers_of(result, f"{attr} result", buffers)
         if counted:
-            after = module_counters(mod)
+            after = launch_counts(mod)
             fired = by_kernel({k: n - before.get(k, 0) for k, n in after.items()
                                 if n - before.get(k, 0) > 0})
         else:

@@ -17,7 +17,8 @@ from numba import cuda
 from gpu_course.cuda import counters
 from gpu_course.interpose.numba import gpu_launch_hook
 from gpu_course.interpose.triton import run_hook
-from gpu_course.launches import dims3, launches, module_counters
+from gpu_course.cuda import launch_counts
+from gpu_course.launches import dims3, launches
 
 pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu-mode launch paths (interpreter, simulator)"),
               pytest.mark.usefixtures("without_nvcc_check")]   # builds that test other things
@@ -255,7 +256,8 @@ def test_dims3_and_module_counters():
     assert dims3(utils.dim3(4, 2)) == (4, 2, 1)
     with pytest.raises(ValueError, match="1 to 3"):
         dims3((1, 2, 3, 4))
-    assert module_counters(types.SimpleNamespace(**{counters.COUNTS: lambda: {"k": 1}})) == {"k": 1}
+    assert launch_counts(types.SimpleNamespace(**{counters.COUNTS: lambda: {"k": 1}})) == {"k": 1}
+    assert launch_counts(types.SimpleNamespace()) is None          # a module that counts nothing
 
 
 def test_no_import_side_effects():

@@ -190,7 +190,7 @@ extern "C" int __course_launch_table(const char* const** names, unsigned long lo
 }
 """
 BINDING_LAUNCHES = r"""
-// the launch counts of the device unit's stubs, by kernel (gpu_course.launches.module_counters)
+// the launch counts of the device unit's stubs, by kernel (gpu_course.cuda.launch_counts)
 extern "C" int __course_launch_table(const char* const** names, unsigned long long** counts);
 extern "C" long long __course_launch_log_total();
 extern "C" int __course_launch_log_get(long long seq, const char** name, unsigned* dims, unsigned long long* smem,
