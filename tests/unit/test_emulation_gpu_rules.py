@@ -76,7 +76,7 @@ torch::Tensor big(torch::Tensor out) { big_k<<<1, 32>>>(out.data_ptr<float>()); 
 """
     msg = _fails(src, "torch::Tensor big(torch::Tensor out);", ["big"])
     assert "more than 48 KB (0xc000 bytes) of static __shared__ memory in one kernel" in msg
-    assert "a GPU refuses it (ptxas: uses too much shared data, 0xc000 max)" in msg
+    assert "a GPU build refuses it (ptxas: uses too much shared data, 0xc000 max) for every target but" in msg
     assert "__shared__ float stash[64 * 64 * 3];" in msg   # the declaration that crosses the limit
 
 
