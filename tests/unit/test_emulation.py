@@ -453,7 +453,8 @@ BAD = {
     3: r"out-of-bounds index 32 into __shared__ s \(that dimension has 32 elements",
     4: r"invalid memory access at address .* in kernel wild_pointer_k",
     5: r"assertion failed: x\[i\] >= 0.0f",
-    6: r"invalid configuration argument for kernel square_k .* blockDim \(2048,1,1\)",
+    6: r"^CUDA error: invalid argument for kernel square_k .* blockDim \(2048,1,1\) exceeds the limits "
+       r"\(1024, 1024, 64\)\. \(On a GPU, C10_CUDA_KERNEL_LAUNCH_CHECK\(\) reports 'CUDA error: invalid argument'\.\)",
     7: r"out-of-bounds access to buf\[0\] .*: buf points to the launch's 0 bytes of dynamic shared memory",
     10: r"wait at different __syncthreads\(\): thread \(0,0,0\) at cuda_src line \d+, thread \(1,0,0\) at line",
     11: r"integer division by zero in kernel div_zero_k .* thread \(5,0,0\) at cuda_src line \d+: the divisor",

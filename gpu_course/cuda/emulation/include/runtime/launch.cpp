@@ -213,11 +213,15 @@ static void abandon_fibers() {
 
 void run_launch(const Config& c, void (*body)(void*), void* closure) {
   std::string bad = bad_config(c);
+  // CUDA's own words, quoted first: a block of more than 1024 threads is refused as "CUDA error: invalid
+  // argument" (cudaErrorInvalidValue; read on an H200 with CUDA 13 and on an H100), so the message opens
+  // with them; the other bad shapes keep "invalid configuration argument" (cudaErrorInvalidConfiguration).
+  const bool too_many = 1ull * c.block.x * c.block.y * c.block.z > 1024 && c.block.x && c.block.y && c.block.z;
+  const char* words = too_many ? "invalid argument" : "invalid configuration argument";
   if (!bad.empty())
-    fail("invalid configuration argument for kernel " + std::string(g.kernel) +
+    fail("CUDA error: " + std::string(words) + " for kernel " + std::string(g.kernel) +
          " launched at cuda_src line " + std::to_string(g.launch_line) + ": " + bad +
-         ". (On a GPU, C10_CUDA_KERNEL_LAUNCH_CHECK() reports 'invalid configuration "
-         "argument'.)");
+         ". (On a GPU, C10_CUDA_KERNEL_LAUNCH_CHECK() reports 'CUDA error: " + words + "'.)");
   bad = bad_smem(c);
   if (!bad.empty())
     fail("invalid argument for kernel " + std::string(g.kernel) + " launched at cuda_src line " +
