@@ -499,15 +499,15 @@ def test_cache_reload_is_fast(m, monkeypatch):
 # ---- refused features: checked before compiling, so these are fast
 REFUSED = {
     "warp lane masks": "unsigned m = __lanemask_lt();",
-    "cooperative groups": "auto blk = cooperative_groups::this_thread_block();",
+    "cooperative groups beyond a grid": "auto grids = cooperative_groups::this_multi_grid();",
     "CUDA memory management": "float* d; cudaMalloc(&d, 4);",
-    "CUDA memory management (use": "cudaMemcpy(p, q, 4, cudaMemcpyDeviceToHost);",
+    "CUDA memory management (use": "cudaMemcpy2D(p, 4, q, 4, 4, 1, cudaMemcpyDeviceToHost);",
     "CUDA memory management (use torch": "cudaFree(p);",
     "CUDA streams": "cudaStream_t s; cudaStreamCreate(&s);",
     "CUDA events": "cudaEvent_t e; cudaEventCreate(&e);",
     "the compiler's tensor-core builtins": "__hmma_m16n16k16_mma_f32f32(0, 0, 0, 0, 0, 0);",
     "inline PTX (membar.gl)": 'asm volatile("membar.gl;");',
-    "bfloat16/fp8 types": "__nv_bfloat16 h;",
+    "fp8 types": "__nv_fp8_e4m3 h;",
     "the CUDA runtime API": "cudaDeviceProp p; cudaGetDeviceProperties(&p, 0);",
 }
 
@@ -531,8 +531,8 @@ def test_warp_intrinsic_without_sync_refused():
 
 
 def test_refused_include_and_stream_argument():
-    with pytest.raises(CudaEmulationError, match=r"cooperative groups .*#include <cooperative_groups.h>"):
-        cuda_emu.load("#include <cooperative_groups.h>\n", "", [])
+    with pytest.raises(CudaEmulationError, match=r"cooperative groups .*#include <cooperative_groups/memcpy_async.h>"):
+        cuda_emu.load("#include <cooperative_groups/memcpy_async.h>\n", "", [])
     src = cuda_begin + "__global__ void k() {}\nvoid f(int s) { k<<<1, 1, 0, at::cuda::getStreamFromPool()>>>(); }\n"
     with pytest.raises(CudaEmulationError, match="CUDA streams other than torch's current one"):
         cuda_emu.load(src, "void f(int s);", ["f"])

@@ -146,6 +146,10 @@ a wrong answer), timing, the memory hierarchy.
 
 What is supported, what is refused
 ----------------------------------
+The emulation stands for an sm_80 GPU (Ampere, A100): ``__CUDA_ARCH__`` is 800 in every part of the
+source, so ``#if __CUDA_ARCH__ >= 800`` takes the branch a modern GPU takes (``__reduce_add_sync``, cp.async,
+bfloat16, independent thread scheduling are emulated); sm_90's own features (clusters, TMA, wgmma) are not.
+
 Supported: ``__global__ / __device__ / __host__ / __forceinline__ / __noinline__ /
 __launch_bounds__ / __constant__ / __restrict__``; ``dim3``, ``threadIdx / blockIdx / blockDim /
 gridDim`` in 1-3 dimensions, ``warpSize``; launches ``k<<<grid, block[, smem[, 0]]>>>(...)``
@@ -157,7 +161,9 @@ H100's limit; ``cudaFuncAttributePreferredSharedMemoryCarveout`` is accepted and
 static ``__shared__`` (also at file scope) and ``extern __shared__``; ``__syncthreads()`` and
 ``__syncthreads_count/and/or``, ``__threadfence*``; warp-level ``__shfl_sync``, ``__shfl_up_sync``,
 ``__shfl_down_sync``, ``__shfl_xor_sync`` (with ``width``; int, unsigned, long long, float,
-double...), ``__ballot_sync``, ``__all_sync``, ``__any_sync``, ``__syncwarp``, ``__activemask``,
+double...), ``__ballot_sync``, ``__all_sync``, ``__any_sync``, ``__syncwarp``, ``__activemask`` (the lanes that
+execute that call together, as on sm_70+: inside a branch, the lanes that took it; a shuffle that reads a
+lane outside its mask is an error naming both lanes and the line),
 ``__reduce_add/min/max_sync`` (int, unsigned), ``__reduce_and/or/xor_sync``,
 ``__match_any_sync``, ``__match_all_sync``; ``atomicAdd/Sub/Exch/Min/Max/Inc/Dec/CAS/And/
 Or/Xor`` (int, unsigned, unsigned long long, float, double; ``_block``/``_system``); ``printf``
@@ -167,8 +173,23 @@ Or/Xor`` (int, unsigned, unsigned long long, float, double; ``_block``/``_system
 alignment); ``__ldg`` and the other cache-hint loads; ``cudaGetLastError / cudaDeviceSynchronize
 / cudaGetErrorString``; ``cudaMemcpyToSymbol / cudaMemcpyFromSymbol`` on ``__constant__`` and
 ``__device__`` variables of the source (checked: the symbol must be one, the copy must fit in it);
+cooperative groups within a block (``<cooperative_groups.h>``, ``<cooperative_groups/reduce.h>``:
+``this_thread_block()`` with ``sync / thread_rank / size / thread_index / group_index``,
+``tiled_partition<N>`` for N a power of 2 up to 32 with ``sync``, ``shfl / shfl_up / shfl_down / shfl_xor``,
+``any / all / ballot / match_any``, ``meta_group_rank / meta_group_size``; ``coalesced_threads()``;
+``cg::reduce`` with ``cg::plus / less / greater / bit_and / bit_or / bit_xor``; ``this_grid()`` without its
+``sync()``, which is an error when it runs: it needs a cooperative launch); ``__half`` / ``__half2``
+(``<cuda_fp16.h>``) and ``__nv_bfloat16`` / ``__nv_bfloat162`` (``<cuda_bf16.h>``) with their conversions,
+arithmetic (rounded once, to nearest even, as a GPU does), comparisons, shuffles and ``atomicAdd``, on
+``data_ptr<at::Half>()`` / ``data_ptr<at::BFloat16>()``; nvcuda::wmma 16x16x16 ``__half`` tiles;
 host code with ``torch::Tensor``, ``data_ptr``, ``TORCH_CHECK``,
-``C10_CUDA_KERNEL_LAUNCH_CHECK()``, ``C10_CUDA_CHECK``, ``AT_DISPATCH_*``, tensor accessors.
+``C10_CUDA_KERNEL_LAUNCH_CHECK()``, ``C10_CUDA_CHECK``, ``AT_CUDA_CHECK``, ``AT_DISPATCH_*``, tensor accessors;
+torch's CUDA headers as extensions include them (``<ATen/cuda/CUDAContext.h>``, ``<c10/cuda/CUDAStream.h>``,
+``<c10/cuda/CUDAGuard.h>``): the current stream ``at::cuda::getCurrentCUDAStream()`` and a ``cudaStream_t``
+from it (the 4th ``<<<>>>`` argument, ``cudaStreamSynchronize``), ``at::cuda::CUDAGuard`` /
+``OptionalCUDAGuard`` / ``CUDAStreamGuard``, and ``cudaMemsetAsync`` / ``cudaMemcpyAsync`` (and ``cudaMemset``
+/ ``cudaMemcpy``) on it, done in order when they return, their ranges checked against the tensor the pointer
+is in.
 Functions in ``funcs`` (declared in ``cpp_src``, as on a GPU) may take tensors, ints, floats,
 bools, strings, ``std::vector`` and ``std::optional`` of those, and return those, ``void`` or
 ``std::tuple``.
@@ -179,15 +200,16 @@ Host code is mapped to the CPU: ``x.is_cuda()`` becomes ``x.is_cpu()``, ``kCUDA`
 
 Refused at build time with :class:`CudaEmulationError` ("<feature> (<name>) is not supported by
 the CPU emulation; run on a GPU", with the line): the warp intrinsics without ``_sync``
-(``__shfl_down``, ``__ballot``..., removed for sm_70+) and lane-mask intrinsics; cooperative groups; ``cudaMalloc/cudaMemcpy/cudaFree`` and every other CUDA
-runtime call not listed above; streams other than torch's current one (a 4th launch argument other than
-0 or ``at::cuda::getCurrentCUDAStream()``, which every launch runs on, in order) and events;
+(``__shfl_down``, ``__ballot``..., removed for sm_70+) and lane-mask intrinsics; multi-grid and cluster groups; ``cudaMalloc/cudaFree`` and every other CUDA
+runtime call not listed above; streams other than torch's current one (``cudaStreamCreate``,
+``getStreamFromPool``: a 4th launch argument other than 0 or the current stream, which every launch runs on,
+in order) and events;
 the compiler's tensor-core builtins; inline ``asm`` (PTX: the message names the instruction, e.g.
-``mma.sync.aligned.m16n8k16...``); bfloat16 and fp8 types; textures;
+``mma.sync.aligned.m16n8k16...``); fp8 types; textures;
 ``__managed__``; ``clock()``; asynchronous copies other than the pipeline primitives
 (``cuda::memcpy_async``, ``cuda::pipeline``, ``__pipeline_arrive_on``, ``<cuda_awbarrier.h>``,
 inline ``cp.async`` PTX); launches inside kernels or inside ``#define``s; CUDA
-library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and ``ATen/cuda`` headers.
+library headers (cub, thrust, cutlass, cuBLAS, cuRAND, ...) and the ``ATen/cuda`` headers not named above.
 
 When ``nvcc`` is on PATH, the device part of the source (the GPU build's own device unit, without
 torch) is also compiled with ``nvcc --ptx -arch=sm_80``, alongside the CPU build (~0.5 s): a kernel

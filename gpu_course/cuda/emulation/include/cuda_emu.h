@@ -42,5 +42,6 @@
 #include "emu/access.h"
 #include "emu/launch.h"
 #include "emu/runtime_errors.h"
+#include "emu/streams.h"
 #include "emu/device_functions.h"
 #include "emu/binding.h"

@@ -20,6 +20,7 @@
 #elif CUDA_EMU_TORCH == 2
 #include <ATen/ATen.h>
 #else
+#include <ATen/DeviceGuard.h>  // device_of(x), for OptionalCUDAGuard
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange_ops.h>

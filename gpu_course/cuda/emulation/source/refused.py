@@ -18,14 +18,16 @@ def _features(names: str, what: str) -> dict[str, str]:
 _UNSUPPORTED = {
     **_features("__uni_sync __lanemask_lt __lanemask_le __lanemask_eq __lanemask_gt __lanemask_ge",
                 "warp lane masks"),
-    **_features("cooperative_groups this_thread_block this_grid tiled_partition "
-                "thread_block_tile grid_group coalesced_threads", "cooperative groups"),
+    # cooperative groups within a block are emulated (emu_cg.h); a grid-wide sync is refused when it runs
+    **_features("this_multi_grid multi_grid_group this_cluster cluster_group",
+                "cooperative groups beyond a grid (multi-grid groups, clusters)"),
     **_features("cudaMalloc cudaMallocManaged cudaMallocHost cudaMallocAsync cudaMallocPitch "
-                "cudaHostAlloc cudaMemcpy cudaMemcpyAsync cudaMemcpy2D cudaMemset cudaMemsetAsync "
+                "cudaHostAlloc cudaMemcpy2D "
                 "cudaFree cudaFreeHost cudaFreeAsync",
                 "CUDA memory management (use torch tensors instead)"),
-    # torch's current stream (at::cuda::getCurrentCUDAStream()) is emulated: the one stream there is
-    **_features("cudaStream_t cudaStreamCreate cudaStreamDestroy cudaStreamSynchronize "
+    # torch's current stream (at::cuda::getCurrentCUDAStream(), a cudaStream_t from it, cudaMemsetAsync and
+    # cudaMemcpyAsync on it, CUDAGuard, CUDAStreamGuard) is emulated (emu/streams.h): the one stream there is
+    **_features("cudaStreamCreate cudaStreamCreateWithFlags cudaStreamDestroy "
                 "cudaStreamWaitEvent getStreamFromPool getDefaultCUDAStream setCurrentCUDAStream "
                 "cudaStreamDefault cudaStreamNonBlocking", "CUDA streams other than torch's current one"),
     **_features("cudaEvent_t cudaEventCreate cudaEventRecord cudaEventSynchronize "
@@ -34,13 +36,12 @@ _UNSUPPORTED = {
     # refused by _inline_ptx, naming the instruction
     **_features("__hmma_m16n16k16_mma_f32f32 __hmma_m16n16k16_ld_a __hmma_m16n16k16_st_c_f32",
                 "the compiler's tensor-core builtins (use nvcuda::wmma)"),
-    **_features("__nv_bfloat16 __nv_bfloat162 __float2bfloat16 __bfloat162float "
-                "__nv_fp8_e4m3 __nv_fp8_e5m2", "bfloat16/fp8 types"),
+    # __nv_bfloat16 and __nv_bfloat162 are emulated (emu_bf16.h)
+    **_features("__nv_fp8_e4m3 __nv_fp8_e5m2 __nv_fp8x2_e4m3 __nv_fp8x4_e4m3", "fp8 types"),
     **_features("tex1Dfetch tex1D tex2D tex3D texture cudaTextureObject_t surf2Dwrite "
                 "surf2Dread cudaSurfaceObject_t", "textures and surfaces"),
     **_features("__managed__", "managed memory (__managed__)"),
     **_features("clock clock64 __nanosleep globaltimer", "GPU clocks and sleeping"),
-    **_features("CUDAGuard OptionalCUDAGuard CUDAStreamGuard", "CUDA device/stream guards"),
     # cp.async through the pipeline primitives (__pipeline_memcpy_async ...) is emulated; not the
     # C++ APIs (cuda::memcpy_async, cuda::pipeline, cooperative_groups::memcpy_async) nor mbarriers
     **_features("cp_async memcpy_async __pipeline_arrive_on",
@@ -56,6 +57,9 @@ _CUDA_API_OK = {"cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchroniz
                 "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyKind", "cudaMemcpyHostToHost",
                 "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice",
                 "cudaMemcpyDefault", "cudaErrorInvalidSymbol",
+                # torch's current stream and the stream-ordered calls on it (emu/streams.h)
+                "cudaStream_t", "cudaStreamSynchronize", "cudaMemsetAsync", "cudaMemcpyAsync", "cudaMemset",
+                "cudaMemcpy",
                 # kernel attributes: more than 48 KiB of dynamic shared memory
                 "cudaFuncSetAttribute", "cudaFuncAttribute", "cudaFuncAttributeMaxDynamicSharedMemorySize",
                 "cudaFuncAttributePreferredSharedMemoryCarveout", "cudaSharedCarveout",
@@ -63,11 +67,13 @@ _CUDA_API_OK = {"cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchroniz
 _INCLUDE_OK_CUDA = {"cuda_runtime.h", "cuda.h", "cuda_runtime_api.h",
                     "device_launch_parameters.h", "c10/cuda/CUDAException.h",
                     "cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda_fp16.h", "mma.h",
-                    "c10/cuda/CUDAStream.h", "ATen/cuda/CUDAContext.h"}
+                    "c10/cuda/CUDAStream.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h",
+                    "ATen/cuda/Exceptions.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
+                    "cuda_bf16.h"}
 _INCLUDE_REFUSED = [
     (re.compile(r"cooperative_groups"), "cooperative groups"),
     (re.compile(r"^crt/mma"), "the compiler's tensor-core internals (include <mma.h>)"),
-    (re.compile(r"cuda_bf16|cuda_fp8"), "bfloat16/fp8 types"),
+    (re.compile(r"cuda_fp8"), "fp8 types"),
     (re.compile(r"^(cub|thrust|cuda|cute|cutlass)/"), "CUDA C++ libraries (cub, thrust, cutlass, libcu++)"),
     (re.compile(r"cublas|cudnn|curand|cufft|cusparse|cusolver|nccl|nvrtc|nvtx"), "CUDA libraries"),
     (re.compile(r"^(ATen|c10)/cuda/|^(ATen|c10)/hip/"), "CUDA-specific torch headers"),

@@ -50,6 +50,10 @@ struct RestrictPtrTraits {
 #define __align__(n) alignas(n)
 #define __shared__ static  // only reached where the emulation could not rewrite (inside macros)
 #define __CUDA_ARCH_EMULATED__ 1
+// The architecture the emulation stands for: sm_80 (Ampere, A100), whose features it has (cp.async,
+// __reduce_*_sync, bfloat16, independent thread scheduling). Code written `#if __CUDA_ARCH__ >= 800` takes the
+// branch a modern GPU takes; sm_90's own features (clusters, TMA, wgmma) are not emulated, so `>= 900` is false.
+#define __CUDA_ARCH__ 800
 
 // ------------------------------------------------------------------------------------------
 // Vector types (alignment as in CUDA's vector_types.h) and make_* helpers.

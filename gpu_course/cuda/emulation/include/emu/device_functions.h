@@ -46,7 +46,7 @@ inline int __any_sync(unsigned mask, int pred, CUDA_EMU_HERE) {
 inline void __syncwarp(unsigned mask = 0xffffffffu, CUDA_EMU_HERE) {
   ::cuda_emu::warp_op(::cuda_emu::kSyncwarp, loc.line(), mask, 0);
 }
-inline unsigned __activemask() { return ::cuda_emu::active_mask(); }
+inline unsigned __activemask(CUDA_EMU_HERE) { return ::cuda_emu::active_mask(static_cast<int>(loc.line())); }
 #define CUDA_EMU_REDUCE(NAME, T, OP)                                                        \
   inline T NAME(unsigned mask, T value, CUDA_EMU_HERE) {                                    \
     return static_cast<T>(::cuda_emu::warp_op(OP, loc.line(), mask, static_cast<uint32_t>(value))); \

@@ -6,9 +6,12 @@
 // `using namespace c10::cuda`): the 4th <<<>>> argument of a kernel that torch.cuda.stream(s), a
 // CUDA graph capture or torch.compile may run on a stream of their choice. The emulation runs every
 // launch to completion, in order, on the calling thread: one stream, always the current one.
+// cudaStream_t as CUDA spells it; the only stream there is, the current one, is the null (default) stream.
+typedef struct CUstream_st* cudaStream_t;
 namespace c10::cuda {
 struct CUDAStream {
-  CUDAStream stream() const { return *this; }  // NOLINT: cudaStream_t in CUDA; here the same object
+  cudaStream_t stream() const { return nullptr; }
+  operator cudaStream_t() const { return nullptr; }  // NOLINT: implicit, as in torch
   int device_index() const { return 0; }
   void synchronize() const {}
   bool query() const { return true; }
@@ -25,6 +28,7 @@ struct StreamArg {
   StreamArg() = default;
   StreamArg(std::nullptr_t) {}  // NOLINT
   StreamArg(c10::cuda::CUDAStream) {}  // NOLINT: torch's current stream, the only one emulated
+  StreamArg(cudaStream_t) {}  // NOLINT: cudaStream_t from it (streams of one's own are refused before compiling)
   template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
   StreamArg(I v) {  // NOLINT
     if (v != 0)

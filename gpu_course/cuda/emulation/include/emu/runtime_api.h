@@ -87,8 +87,9 @@ void wmma_sync(int op, int line, void* mine, void (*fn)(void* const* lanes));
 /// refuses: each row (or column) of the tile must start on a 16-byte boundary.
 [[noreturn]] __attribute__((cold)) void wmma_misaligned(const char* call, int line, const void* p, unsigned ldm,
                                                        size_t esize);
-/// Lanes of the caller's warp that exist and have not exited (see __activemask).
-unsigned active_mask();
+/// __activemask() at `line`: the lanes of the caller's warp that reach this call together (the caller waits
+/// until every lane of its warp waits somewhere; see resolve_active_masks in runtime.cpp), as on sm_70+.
+unsigned active_mask(int line);
 
 template <class T>
 inline T warp_shfl(int op, int line, unsigned mask, T var, int arg, int width) {

@@ -21,7 +21,8 @@ struct PyErrorAlreadySet {};
 
 // kWaiting: at __syncthreads(); kWarpWait: at a warp-level call; kReady: may resume.
 // kYield: left the CPU in a long loop (see tick) so that the block's other threads can run.
-enum FiberState { kNew, kRunning, kWaiting, kDone, kFailed, kWarpWait, kReady, kYield };
+// kMaskWait: at __activemask(), until every lane of its warp waits somewhere (resolve_active_masks).
+enum FiberState { kNew, kRunning, kWaiting, kDone, kFailed, kWarpWait, kReady, kYield, kMaskWait };
 
 /// Where a bounds-checked pointer came from, for error messages.
 struct PtrInfo {

@@ -123,6 +123,7 @@ static std::string threads_doing(int cur_line) {
     else if (f.state == kYield) what = loop(f.loop_line);
     else if (f.state == kWaiting) what = "wait at __syncthreads() at cuda_src line " + std::to_string(f.line);
     else if (f.state == kWarpWait) what = "wait at " + call_str(f.wop, f.wmask, f.line);
+    else if (f.state == kMaskWait) what = "wait at __activemask() at cuda_src line " + std::to_string(f.line);
     else if (f.state == kNew) what = "have not started";
     else what = "are about to go on";
     if (!groups.empty() && groups.back().first == what && groups.back().second.second + 1 == t)

@@ -160,7 +160,7 @@ static void run_block(unsigned nthreads) {
         done++;
         continue;
       }
-      if (f.state == kWarpWait || (f.state == kWaiting && !g_release)) {
+      if (f.state == kWarpWait || f.state == kMaskWait || (f.state == kWaiting && !g_release)) {
         (f.state == kWaiting ? waiting : blocked)++;
         continue;
       }
@@ -193,6 +193,7 @@ static void run_block(unsigned nthreads) {
         blocked++;
       }
     }
+    if (resolve_active_masks()) g.woke = true;  // lanes at __activemask() whose warp cannot go on without them
     g_release = false;
     if (g.woke || yielded) continue;  // a warp-level call completed, or threads yielded: they go on
     if (blocked) warp_deadlock(nthreads);

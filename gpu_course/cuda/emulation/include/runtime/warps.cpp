@@ -86,6 +86,7 @@ static std::string lane_doing(unsigned w, int l) {
   if (o.state == kDone) return "has already exited (returned)";
   if (o.state == kWaiting) return "waits at __syncthreads() at cuda_src line " + std::to_string(o.line);
   if (o.state == kWarpWait) return "waits at " + call_str(o.wop, o.wmask, o.line);
+  if (o.state == kMaskWait) return "waits at __activemask() at cuda_src line " + std::to_string(o.line);
   return "has not arrived";
 }
 
@@ -125,8 +126,18 @@ static void complete(Warp& W, size_t k) {
   uint64_t acc = 0;
   switch (r.op) {
     case kShflIdx: case kShflUp: case kShflDown: case kShflXor:
-      // a lane outside the mask has no value to give: poison (all bits set, NaN for floats)
-      each([&](unsigned l) { W.res[l] = (m >> W.src[l] & 1) ? W.val[W.src[l]] : ~uint64_t(0); });
+      // a lane outside the mask has no value to give (undefined on a GPU): an error naming both lanes
+      each([&](unsigned l) {
+        if (m >> W.src[l] & 1) return;
+        g.in_kernel = false;
+        const unsigned w = static_cast<unsigned>(&W - g_warps.data());
+        fail(call_str(r.op, m, r.line) + ": lane " + std::to_string(l) + " (thread " + tid_of(32 * w + l) +
+             ") reads lane " + std::to_string(W.src[l]) + ", which is not in the mask, " + warp_where(w) +
+             ". A shuffle may only read lanes named in its mask (on a GPU the value is undefined): shuffle with "
+             "the mask of the lanes that take part and keep the source lane among them, or use "
+             "__reduce_add_sync(mask, v) to sum over a partial mask.");
+      });
+      each([&](unsigned l) { W.res[l] = W.val[W.src[l]]; });
       break;
     case kBallot: case kAll: case kAny:
       each([&](unsigned l) { acc |= W.val[l] ? uint64_t(1) << l : 0; });
@@ -286,12 +297,40 @@ void wmma_sync(int op, int line, void* mine, void (*fn)(void* const* lanes)) {
   warp_op(op, line, 0xffffffffu, reinterpret_cast<uintptr_t>(mine));
 }
 
-unsigned active_mask() {
-  if (!g.in_kernel || !g.cur) fail("__activemask() called outside a kernel");
-  const unsigned w = g.tid / 32;
-  unsigned m = 0;
-  for (unsigned l = 0; l < 32 && 32 * w + l < g.nthreads; l++)
-    if (g.fibers[32 * w + l].state != kDone) m |= 1u << l;
-  return m;
+unsigned active_mask(int line) {
+  Fiber* f = kernel_thread("__activemask()", line);
+  f->state = kMaskWait;
+  f->line = line;
+  ctx_swap(*f, g.sched);
+  return g_warps[g.tid / 32].res[g.tid % 32] & 0xffffffffu;
+}
+
+/// After a pass of the scheduler: in each warp whose lanes all wait (none can run before another lane moves),
+/// the lanes waiting at one __activemask() get the mask of those lanes and go on: the lanes that execute that
+/// statement together, as a GPU's converged branch. True if any went on.
+static bool resolve_active_masks() {
+  bool any = false;
+  for (unsigned w = 0; w < g_warps.size(); w++) {
+    const unsigned n = std::min(32u, g.nthreads - 32 * w);
+    bool all_wait = true, some = false;
+    for (unsigned l = 0; l < n; l++) {
+      const int st = g.fibers[32 * w + l].state;
+      some = some || st == kMaskWait;
+      all_wait = all_wait && (st == kDone || st == kWarpWait || st == kMaskWait || st == kWaiting);
+    }
+    if (!some || !all_wait) continue;
+    for (unsigned l = 0; l < n; l++) {
+      Fiber& f = g.fibers[32 * w + l];
+      if (f.state != kMaskWait) continue;
+      unsigned m = 0;
+      for (unsigned k = 0; k < n; k++)
+        if (g.fibers[32 * w + k].state == kMaskWait && g.fibers[32 * w + k].line == f.line) m |= 1u << k;
+      g_warps[w].res[l] = m;
+    }
+    for (unsigned l = 0; l < n; l++)
+      if (g.fibers[32 * w + l].state == kMaskWait) g.fibers[32 * w + l].state = kReady;
+    any = true;
+  }
+  return any;
 }
 }  // namespace cuda_emu
