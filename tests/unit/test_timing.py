@@ -150,3 +150,11 @@ def test_a_timing_cannot_be_edited():
     u = utils.UserTiming(t, 1.0, 1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         u.loop_ms = 0.0
+
+
+def test_tools_table_prints_a_column_per_size_and_ranges():
+    from gpu_course.timing_exercises import tools_table
+    rows = {"torch.utils.benchmark": 0.007, "  lowest / highest round": (0.0065, 0.0072)}
+    text = tools_table({"64 KiB": rows, "8 MiB": rows}).splitlines()
+    assert text[0].split()[-4:] == ["64", "KiB", "8", "MiB"]
+    assert text[1].split()[-2:] == ["7.0", "7.0"] and text[2].split()[-2:] == ["6.5-7.2", "6.5-7.2"]
