@@ -52,8 +52,8 @@ if mode.MODE == "cpu":   # then the simulators made to behave as a GPU (the inte
     triton_check.install()
 
 from .claims import ClaimFailed, claim, claim_everywhere
-from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceilings, missing_ceilings,
-                              spec_peak, throughput)
+from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Throughput, ceiling_rounds, ceilings,
+                              missing_ceilings, spec_peak, throughput)
 from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
 from .cuda import CudaBuildError, CudaEmulationError, cuda_begin, get_sig, last_build_log, load_cuda
 from .display import capture_printf, say, show_img, show_source, source_of
@@ -92,6 +92,7 @@ __all__ = [
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "missing_ceilings", "throughput",
+    "ceiling_rounds",
     "bench_user", "bench_users", "UserTiming", "compare", "loop_ms", "cpu_ms_per_call", "cuda_graph", "spec_peak", "SPEC_PEAKS",
     "reference_ceilings", "plot_roofline",
     "Throughput", "CEILINGS_FILE", "CEILING_LABELS", "report", "save_result", "saving_results",

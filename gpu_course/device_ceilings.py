@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -68,8 +69,11 @@ def missing_ceilings() -> dict:
     return out
 
 
-def _measure_ceilings() -> dict:
-    """Measure copy bandwidth (GB/s) and matmul rates (TFLOP/s) of the current device."""
+def _measure_ceilings(rounds: int | None = None) -> tuple:
+    """Measure copy bandwidth (GB/s) and matmul rates (TFLOP/s) of the current device: ``(ceilings, rounds)``.
+    The matmuls run in ``rounds`` alternating rounds (4 on a GPU: fp32 tf32 fp16 bf16, then bf16 fp16 tf32
+    fp32, ...), so that a drift of the clock over the measurement falls on every kind alike; each ceiling is the
+    median of its rounds, and ``rounds`` maps each kind to its rounds' rates (their range is the spread)."""
     out = {}
     n_copy = by_mode(gpu=2**28, cpu=2**24)  # 1 GiB or 64 MiB of fp32 per buffer
     src = torch.rand(n_copy, device=DEVICE)
@@ -78,29 +82,44 @@ def _measure_ceilings() -> dict:
     out["copy"] = 2 * src.nbytes / (t.median * 1e-3) / 1e9
     del src, dst
     n = by_mode(gpu=8192, cpu=512)
+    n_rounds = rounds or by_mode(gpu=4, cpu=1)
     dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
               "bf16": torch.bfloat16} if ON_GPU else {"fp32": torch.float32}
     for kind in missing_ceilings():   # what this GPU lacks is not measured (see CEILING_FEATURES)
         dtypes.pop(kind, None)
+    inputs = {key: (torch.randn(n, n, device=DEVICE, dtype=dt), torch.randn(n, n, device=DEVICE, dtype=dt))
+              for key, dt in dtypes.items()}
+    per = {key: [] for key in dtypes}
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
-        for key, dt in dtypes.items():
-            torch.backends.cuda.matmul.allow_tf32 = key == "tf32"
-            a = torch.randn(n, n, device=DEVICE, dtype=dt)
-            b = torch.randn(n, n, device=DEVICE, dtype=dt)
-            t = bench(torch.matmul, a, b)
-            out[key] = 2 * n**3 / (t.median * 1e-3) / 1e12
+        for r in range(n_rounds):
+            for key in (list(dtypes) if r % 2 == 0 else list(dtypes)[::-1]):
+                torch.backends.cuda.matmul.allow_tf32 = key == "tf32"
+                t = bench(torch.matmul, *inputs[key], budget_ms=by_mode(gpu=80.0, cpu=50.0))
+                per[key].append(2 * n**3 / (t.median * 1e-3) / 1e12)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
-    return out
+    for key, rates in per.items():
+        out[key] = statistics.median(rates)
+    return out, per
+
+
+_rounds_cache: dict = {}
+
+
+def ceiling_rounds() -> dict:
+    """The matmul rates of each round of this device's last measurement in this session (TFLOP/s,
+    ``{kind: [a rate per round]}``; see :func:`ceilings`); empty when the ceilings were read from the file."""
+    return _rounds_cache.get(device_name(), {})
 
 
 def ceilings(refresh: bool = False) -> dict:
     """Measured ceilings of this device: ``{"copy": GB/s, "fp32": TFLOP/s, ...}``.
 
     Measured once per device name. A GPU's are kept in ``results/ceilings.json`` (a few
-    seconds to measure; ``refresh=True`` measures again); the CPU's only for this session. The
-    kinds this GPU lacks (:func:`missing_ceilings`: tf32 and bf16 before Ampere) are left out.
+    seconds to measure; ``refresh=True`` measures again, and :func:`ceiling_rounds` then gives the
+    rounds behind each matmul rate); the CPU's only for this session. The kinds this GPU lacks
+    (:func:`missing_ceilings`: tf32 and bf16 before Ampere) are left out.
     """
     name = device_name()
     if not refresh and name in _ceilings_cache:
@@ -109,8 +128,9 @@ def ceilings(refresh: bool = False) -> dict:
     if ON_GPU and not refresh and name in stored:
         _ceilings_cache[name] = stored[name]["ceilings"]
         return _without_missing(_ceilings_cache[name])
-    measured = {k: float(f"{v:.4g}") for k, v in _measure_ceilings().items()}
-    _ceilings_cache[name] = measured
+    raw, per = _measure_ceilings()
+    measured = {k: float(f"{v:.4g}") for k, v in raw.items()}
+    _ceilings_cache[name], _rounds_cache[name] = measured, per
     if ON_GPU and not os.environ.get(CC_ENV):   # a GPU acting as another keeps its stored ceilings
         stored[name] = {"ceilings": measured, "measured": now(), "torch": torch.__version__}
         RESULTS_DIR.mkdir(exist_ok=True)

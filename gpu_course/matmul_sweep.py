@@ -23,7 +23,7 @@ from .timing import bench
 def bench_interleaved(fns: dict, *args, rounds: int = 4, budget_ms: float | None = None) -> dict:
     """:func:`bench` of each of ``fns`` (name -> function) in ``rounds`` rounds, the order reversed every other
     round (A B, B A, A B, ...), each round with ``budget_ms / rounds`` of run time; each name's runs pooled
-    into one :class:`Timing` (its ``launch_ms`` the median of the rounds'). Timings taken one after another
+    into one :class:`Timing` (its ``launch_ms``, the CPU's time per call, the median of the rounds'). Timings taken one after another
     drift over a run; interleaved, the drift falls on every function alike instead of on whichever ran last.
 
     >>> t = bench_interleaved({"ones": torch.ones, "zeros": torch.zeros}, 64, rounds=2, budget_ms=4)
@@ -51,7 +51,8 @@ def live_sweep(sizes, notebook, kernel_name, matmul, tuned) -> list:
     """Time ``matmul`` (autotuned by ``tuned``) and ``torch.matmul`` on ``n x n`` fp16 inputs for each ``n`` of
     ``sizes``, each result checked first, the two timed in alternating rounds (:func:`bench_interleaved`), both
     recorded with ``report`` under ``kernel_name``. One row a size:
-    TFLOP/s of each, the GPU and launch times (µs), the tile the autotuner kept, its programs and waves (programs
+    TFLOP/s of each, the GPU time and the CPU's time per call of a back-to-back loop (µs; ``launch_bound`` when
+    the CPU's is the larger), the tile the autotuner kept, its programs and waves (programs
     over SMs: rounds of one program per SM)."""
     rows = []
     for n in sizes:
@@ -65,7 +66,7 @@ def live_sweep(sizes, notebook, kernel_name, matmul, tuned) -> list:
         report(notebook, kernel_name, f"{n}³", t, baseline=t_cublas, baseline_name="cuBLAS", flops=work, kind="fp16")
         programs = cdiv(n, kept["BLOCK_M"]) * cdiv(n, kept["BLOCK_N"])
         rows.append(dict(n=n, triton=work / t.median / 1e9, cublas=work / t_cublas.median / 1e9, device=t.device,
-                         gpu_us=t.median * 1e3, launch_us=t.launch_ms * 1e3, launch_bound=t.launch_bound,
+                         gpu_us=t.median * 1e3, cpu_us=t.launch_ms * 1e3, launch_bound=t.launch_bound,
                          tile=f"{kept['BLOCK_M']}x{kept['BLOCK_N']}x{kept['BLOCK_K']}",
                          programs=programs, waves=programs / sm_count()))
     return rows
@@ -88,19 +89,19 @@ def sweep_rows(sizes, notebook, kernel_name, matmul, tuned) -> list:
 
 
 def print_sweep(sweep) -> bool:
-    """Print the table of ``sweep`` (with the GPU-time, launch, tile, programs and waves columns where it was
+    """Print the table of ``sweep`` (with the GPU-time, CPU-per-call, tile, programs and waves columns where it was
     measured now); return whether it was."""
     if not sweep:
         return False
     source = "measured now" if ON_GPU else "stored from a GPU run"
-    live = "gpu_us" in sweep[0]  # the stored results hold no launch times
+    live = "gpu_us" in sweep[0]  # the stored results hold no GPU or CPU times
     print(f"\nfp16 matmul on {sweep[0]['device']} ({source}):")
     print(f"{'n':>6} {'Triton TFLOP/s':>15} {'cuBLAS TFLOP/s':>15} {'Triton / cuBLAS':>16}"
-          + (f" {'GPU µs':>8} {'launch µs (CPU)':>16} {'tile kept':>11} {'programs':>9} {'waves':>6}" if live else ""))
+          + (f" {'GPU µs':>8} {'CPU µs/call':>12} {'tile kept':>11} {'programs':>9} {'waves':>6}" if live else ""))
     for row in sweep:
         line = f"{row['n']:>6} {row['triton']:>15,.0f} {row['cublas']:>15,.0f} {row['triton'] / row['cublas']:>15.2f}x"
         if live:
-            line += (f" {row['gpu_us']:>8,.1f} {row['launch_us']:>16,.1f} {row['tile']:>11} {row['programs']:>9,}"
+            line += (f" {row['gpu_us']:>8,.1f} {row['cpu_us']:>12,.1f} {row['tile']:>11} {row['programs']:>9,}"
                      f" {row['waves']:>6.2f}" + ("  launch-bound" if row["launch_bound"] else ""))
         print(line)
     return live

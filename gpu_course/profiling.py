@@ -178,21 +178,29 @@ def readable_frames(stack: str) -> str:
     return _ADDRESS.sub("", _CELL_FILE.sub("<cell>", stack))
 
 
-def folded_stacks(text: str) -> dict:
-    """Sum the lines of an ``export_stacks`` file that share a stack: ``{stack: total}``, stacks made
-    readable (:func:`readable_frames`). The file has one line per recorded event, so one stack can
-    appear many times; the sums are what a flame graph draws.
-
-    >>> folded_stacks("f;g 3\\nf;g 4\\nf 1\\n")
-    {'f;g': 7, 'f': 1}
-    """
+def operator_folded(prof, through: str, metric: str = "self_cpu_time_total") -> dict:
+    """Folded stacks of a ``with_stack=True`` profile that each end at an operator: for every ``aten::`` event
+    whose Python stack passes through a frame holding ``through``, the frames from that one down, then the
+    operators that called it and its own name (``three_squares;...;aten::square;aten::pow``), with the event's
+    ``metric`` (``self_cuda_time_total`` is read as the device time), summed over the events that share the
+    stack: ``{stack: µs}``, largest first. ``export_stacks``'s file has one line per event and ends each stack
+    at the innermost Python frame, which names no operator where Python calls C directly (``a * a``)."""
+    attr = metric.replace("cuda", "device")
     sums: dict = {}
-    for line in text.splitlines():
-        if line.strip():
-            stack, value = line.rsplit(" ", 1)
-            stack = readable_frames(stack)
-            sums[stack] = sums.get(stack, 0) + int(value)
-    return sums
+    for e in prof.events():
+        if not e.name.startswith("aten::"):
+            continue
+        frames = [readable_frames(f) for f in reversed(e.stack or [])]   # outermost first
+        value = float(getattr(e, attr))
+        if value <= 0 or not any(through in f for f in frames):
+            continue
+        ops, parent = [e.name], e.cpu_parent
+        while parent is not None and parent.name.startswith("aten::"):
+            ops.insert(0, parent.name)
+            parent = parent.cpu_parent
+        key = frames_from(";".join(frames + ops), through)
+        sums[key] = sums.get(key, 0.0) + value
+    return dict(sorted(sums.items(), key=lambda kv: -kv[1]))
 
 
 def frames_from(stack: str, name: str, sep: str = ";") -> str:
@@ -205,30 +213,6 @@ def frames_from(stack: str, name: str, sep: str = ";") -> str:
     frames = stack.split(sep)
     hits = [i for i, f in enumerate(frames) if name in f]
     return sep.join(frames[hits[-1]:] if hits else frames)
-
-
-@dataclass
-class OperatorStack:
-    """One operator called from one stack: its name, calls, summed time (µs) and the frames above it."""
-    op: str
-    calls: int
-    total_us: float
-    stack: str
-
-
-def operator_stacks(prof, through: str, metric: str = "self_cpu_time_total", depth: int = 8) -> list:
-    """The ``aten::`` operators of a ``with_stack=True`` profile whose stack passes through a frame
-    holding ``through``, grouped by (operator, stack) as ``key_averages(group_by_stack_n=depth)``
-    does, largest ``metric`` first (``self_cuda_time_total`` is read as the device time). Unlike
-    ``export_stacks``'s file, each row names the operator, under the frames from ``through`` down."""
-    attr = metric.replace("cuda", "device")
-    rows = []
-    for e in prof.key_averages(group_by_stack_n=depth):
-        frames = [readable_frames(f) for f in reversed(e.stack)]   # outermost first
-        if e.key.startswith("aten::") and any(through in f for f in frames):
-            rows.append(OperatorStack(e.key, e.count, float(getattr(e, attr)),
-                                      frames_from(" → ".join(frames), through, sep=" → ")))
-    return sorted((r for r in rows if r.total_us > 0), key=lambda r: -r.total_us)
 
 
 # ---- Nsight Compute's raw metrics, and what limits a kernel -----------------------------------------------
@@ -364,14 +348,19 @@ def operators_under(fn, op: str) -> set:
     return found
 
 
-def top_level_calls(fn) -> dict:
-    """``{name: calls}`` of the ``aten::`` operators that Python called directly (no parent operator)
-    during one call of ``fn()``; an operator also reached through another one counts only its direct
-    calls (the table's ``# of Calls`` counts both)."""
+def callers_of(fn, op: str) -> dict:
+    """``{caller: calls}`` for the calls of operator ``op`` during one call of ``fn()``: each call's caller is the
+    nearest ``aten::`` operator above it in the call tree (``record_function`` ranges and other rows skipped), or
+    ``"Python"`` where no operator encloses it (the table's ``# of Calls`` lumps them all together)."""
     counts: dict = {}
     for e in _cpu_profile(fn):
-        if e.cpu_parent is None and e.name.startswith("aten::"):
-            counts[e.name] = counts.get(e.name, 0) + 1
+        if e.name != op:
+            continue
+        parent = e.cpu_parent
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        who = parent.name if parent is not None else "Python"
+        counts[who] = counts.get(who, 0) + 1
     return counts
 
 

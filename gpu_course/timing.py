@@ -8,7 +8,11 @@ writes that timestamp at once and then waits for the CPU to finish launching the
 Python, torch dispatch or Triton's launcher), so a 5 µs kernel can measure 30 µs. :func:`bench`
 therefore keeps the GPU busy before each start event (a short spin kernel, ``torch.cuda._sleep``, or
 the L2 flush), so the start timestamp is written only when the kernel is already queued: the events
-then time what the GPU does, and the CPU's launch time is reported beside it (``Timing.launch_ms``).
+then time what the GPU does, and the CPU's cost of a call is reported beside it (``Timing.launch_ms``).
+
+The CPU's cost of a call has one definition in the course, :func:`cpu_ms_back_to_back`: the CPU's time per call
+of a short back-to-back loop (no synchronize between the calls, none inside the clock), as a Python loop of calls
+sees it; ``Timing.launch_ms`` and :func:`gpu_course.user_timing.cpu_ms_per_call` both report it.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ class Timing:
     method: str
     device: str
     on_gpu: bool
-    launch_ms: float | None = None  # median CPU time to enqueue one run (GPU only)
+    launch_ms: float | None = None  # the CPU's time per call of a back-to-back loop (GPU only)
 
     def __post_init__(self):
         object.__setattr__(self, "times_ms", tuple(self.times_ms))
@@ -56,8 +60,8 @@ class Timing:
 
     @property
     def launch_bound(self) -> bool:
-        """True when launching a run costs the CPU more time than the GPU spends running it:
-        back-to-back calls then go at the CPU's pace, not the GPU's (see 01_timing)."""
+        """True when a call costs the CPU more time (``launch_ms``: per call of a back-to-back loop) than the
+        GPU spends running it: back-to-back calls then go at the CPU's pace, not the GPU's (see 01_timing)."""
         return self.launch_ms is not None and self.launch_ms > self.median
 
     def __str__(self):
@@ -112,16 +116,18 @@ def bench(fn, *args, warmup: int | None = None, reps: int | None = None, budget_
     timed. ``hide_launch=True`` (the default) first queues a short spin on the GPU, so that the
     start event is reached only after the CPU has launched the run: the time is the GPU's, even for
     a kernel of a few µs (``hide_launch=False`` shows the bias this removes: with an idle queue the
-    events also count the CPU's launch time). ``Timing.launch_ms`` is the CPU's time to enqueue one
-    run; ``Timing.launch_bound`` says whether it exceeds the GPU time. With ``l2_flush=True`` the L2
+    events also count the CPU's launch time). ``Timing.launch_ms`` is the CPU's time per call of a short
+    back-to-back loop (:func:`cpu_ms_back_to_back`, run after the warm-up); ``Timing.launch_bound`` says whether
+    it exceeds the GPU time. With ``l2_flush=True`` the L2
     cache is emptied before each run (outside the timed region), which is what a kernel sees when
     its input is not already cached. On the CPU runs are timed with ``time.perf_counter``: fine for
     torch on the CPU, meaningless for simulators.
 
     ``reps=None`` repeats until about ``budget_ms`` of run time (300 ms on a GPU, 200 ms on the
     CPU, as ``timeit``'s autorange) is spent, at least 5 times on a GPU and 3 on the CPU, at most
-    ``max_reps``. ``fn`` is called ``warmup`` times first (on a GPU each warm-up call is
-    synchronized, to measure ``launch_ms``; with ``warmup=0`` one such call is still made there).
+    ``max_reps``. ``fn`` is called ``warmup`` times first (on a GPU each warm-up call is synchronized;
+    with ``warmup=0`` one such call is still made there), then on a GPU up to 10 more back to back for
+    ``launch_ms`` (as many as fit in about 20 ms of the warm-up's pace, at least 2).
     The default is 3 warm-up calls on a GPU and 1 on the CPU, where only the first call differs (a
     simulator's or an interpreter's first call compiles or caches; the later ones take as long as
     each other).
@@ -138,19 +144,50 @@ def bench(fn, *args, warmup: int | None = None, reps: int | None = None, budget_
         budget_ms = 300.0 if ON_GPU else 200.0
     if warmup is None:
         warmup = 3 if ON_GPU else 1
-    launch = []  # on a GPU: the CPU's time to enqueue one run, each warm-up run on an empty queue
+    warm = []  # on a GPU: each warm-up call on an empty queue, timed to the end of its run
     for _ in range(warmup if warmup > 0 or not ON_GPU else 1):
         t0 = time.perf_counter()
         fn(*args, **kwargs)
-        launch.append((time.perf_counter() - t0) * 1e3)
         if ON_GPU:
             torch.cuda.synchronize()
+        warm.append((time.perf_counter() - t0) * 1e3)
     if ON_GPU:
-        # the first call may compile or allocate: the later ones say what a launch costs
-        launch_ms = statistics.median(launch[1:] or launch)
+        one = statistics.median(warm[1:] or warm)   # a call and its run: the first may compile or allocate
+        calls = int(min(10, max(2, 20.0 / max(one, 1e-3))))
+        launch_ms = cpu_ms_back_to_back(fn, args, kwargs, calls=calls, rounds=1)
         return _bench_gpu(fn, args, kwargs, reps, budget_ms, l2_flush, hide_launch, max_reps,
                           launch_ms)
     return _bench_cpu(fn, args, kwargs, reps, budget_ms, max_reps)
+
+
+def cpu_ms_back_to_back(fn, args=(), kwargs=None, calls: int = 10, rounds: int = 1, wait=None, barrier=None,
+                        clock=time.perf_counter, each_round: bool = False):
+    """The CPU's time per call of ``fn(*args, **kwargs)`` called ``calls`` times back to back, as a Python loop
+    sees it: the clock starts after a wait for the device (``wait``, default :func:`~gpu_course.mode.synchronize`;
+    then ``barrier``, where given) and stops when the last call has *returned*, before any wait, so the GPU's run
+    does not count unless ``fn`` synchronizes itself. The loop is short so that the launch queue does not fill
+    (a full queue would make a call wait for the GPU). The median of ``rounds`` such loops, or with
+    ``each_round`` the list of the rounds' figures (their range is the figure's spread). This is the one
+    definition of a call's CPU cost in the course: ``Timing.launch_ms`` and ``cpu_ms_per_call`` report it.
+
+    >>> ticks = iter(range(100))
+    >>> cpu_ms_back_to_back(lambda: None, calls=4, clock=lambda: next(ticks) / 1e3)   # 1 ms between readings
+    0.25
+    """
+    from .mode import synchronize
+    kwargs = kwargs or {}
+    wait = wait or synchronize
+    per = []
+    for _ in range(rounds):
+        wait()
+        if barrier is not None:
+            barrier()
+        t0 = clock()
+        for _ in range(calls):
+            fn(*args, **kwargs)
+        per.append((clock() - t0) * 1e3 / calls)
+    wait()
+    return per if each_round else statistics.median(per)
 
 
 _spin_cycles_per_ms: float | None = None
@@ -179,9 +216,10 @@ def spin_gpu(ms: float) -> None:
 
 
 def _bench_gpu(fn, args, kwargs, reps, budget_ms, l2_flush, hide_launch, max_reps, launch_ms):
-    # (launch_ms is measured with an empty queue: in the timed loop below the CPU runs ahead until
-    # the launch queue is full, and then each launch waits for the GPU.)
-    spin_ms = min(2 * launch_ms + 0.05, 20.0) if hide_launch else 0.0
+    # The spin covers a launch with room to spare: a call right after a wait can cost the CPU more than the
+    # back-to-back figure, so 3x it plus 50 µs (in the timed loop below the CPU runs ahead until the launch
+    # queue is full, and then each launch waits for the GPU).
+    spin_ms = min(3 * launch_ms + 0.05, 20.0) if hide_launch else 0.0
     if reps is None:  # estimate one run from a short burst, then fill the budget
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         spin_gpu(spin_ms * 3)

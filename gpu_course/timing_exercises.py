@@ -2,6 +2,8 @@
 its table of what each timing tool reports for one kernel."""
 from __future__ import annotations
 
+import statistics
+
 import torch
 
 from .mode import DEVICE
@@ -75,18 +77,19 @@ def check_two_clocks(timer) -> None:
 
 def square_by_each_tool(numel: int, graph_calls: int = 100) -> dict:
     """Notebook 01's table of tools (GPU and Triton needed): the time in ms that each tool reports for
-    ``torch.square(x, out=y)`` on ``numel`` fp32 elements, and the CPU's time to launch one call. The CUDA
-    graph row is the GPU time per call of ``graph_calls`` calls captured once and replayed: no CPU work
-    stands between two kernels."""
+    ``torch.square(x, out=y)`` on ``numel`` fp32 elements, and the CPU's time per call of a back-to-back loop
+    (:func:`~gpu_course.user_timing.cpu_ms_per_call`: the median of 5 rounds of 50 calls, with the lowest and
+    highest round beside it). The CUDA graph row is the GPU time per call of ``graph_calls`` calls captured once
+    and replayed: no CPU work stands between two kernels."""
     import torch.utils.benchmark as benchmark_utils
     import triton.testing
+    from .user_timing import cpu_ms_rounds
     src = torch.rand(numel, device=DEVICE)
     dst = torch.empty_like(src)
     fn = lambda: torch.square(src, out=dst)  # noqa: E731
-    t = bench(fn)
     rows = {
         "utils.bench, idle queue": bench(fn, hide_launch=False).median,
-        "utils.bench (launch hidden)": t.median,
+        "utils.bench (launch hidden)": bench(fn).median,
         "utils.bench, L2 flushed": bench(fn, l2_flush=True).median,
         "triton do_bench (median)": triton.testing.do_bench(fn, return_mode="median"),
         "torch.utils.benchmark": benchmark_utils.Timer("fn()", globals={"fn": fn})
@@ -97,5 +100,17 @@ def square_by_each_tool(numel: int, graph_calls: int = 100) -> dict:
         for _ in range(graph_calls):
             fn()
     rows["CUDA graph, per call"] = bench(graph.replay).median / graph_calls
-    rows["CPU launch of one call"] = t.launch_ms
+    per = cpu_ms_rounds({"fn": fn}, n=50, rounds=5)["fn"]
+    rows["CPU per call (loop), median"] = statistics.median(per)
+    rows["  lowest / highest round"] = (min(per), max(per))
     return rows
+
+
+def tools_table(tools: dict) -> str:
+    """The table of :func:`square_by_each_tool`'s rows for several sizes (``{size label: rows}``), in µs, one
+    column per size; a row of two figures (a range) is printed as ``low-high``."""
+    cell = lambda v: f"{v[0] * 1e3:.1f}-{v[1] * 1e3:.1f}" if isinstance(v, tuple) else f"{v * 1e3:.1f}"  # noqa: E731
+    lines = [f"{'torch.square(x, out=y), µs':<30}" + "".join(f"{label:>12}" for label in tools)]
+    for row in next(iter(tools.values())):
+        lines.append(f"{row:<30}" + "".join(f"{cell(t[row]):>12}" for t in tools.values()))
+    return "\n".join(lines)

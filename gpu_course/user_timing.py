@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .mode import ON_GPU, synchronize
-from .timing import Timing, bench, fmt_ms
+from .timing import Timing, bench, cpu_ms_back_to_back, fmt_ms
 
 def loop_ms(fn, *args, steps: int | None = None, rounds: int | None = None, warmup: int = 1, wait=None,
             barrier=None, **kwargs) -> float:
@@ -85,41 +85,54 @@ def loop_ms_each(fns: dict, *args, steps: int | None = None, rounds: int | None 
     return {name: statistics.median(v) for name, v in per.items()}
 
 
-def cpu_ms_per_call(fn, *args, n: int | None = None, wait=None, barrier=None, **kwargs) -> float:
-    """The CPU's time to make one call of ``fn(*args, **kwargs)``: the median of ``n`` calls (20 on a
-    GPU, 1 on the CPU), each made with the GPU idle (synchronized before, not timed), so no call
-    waits for a full launch queue. Python, torch's dispatch, the wrapper's checks and allocations and
-    the kernel launches all count; the GPU's run does not (unless ``fn`` synchronizes itself). ``wait`` and
-    ``barrier`` as :func:`loop_ms`'s (``barrier``: every rank's call starts together).
+def cpu_ms_per_call(fn, *args, n: int | None = None, rounds: int | None = None, wait=None, barrier=None,
+                    **kwargs) -> float:
+    """The CPU's time to make one call of ``fn(*args, **kwargs)``, as a back-to-back Python loop sees it
+    (:func:`gpu_course.timing.cpu_ms_back_to_back`, the course's one definition, also ``Timing.launch_ms``):
+    the median of ``rounds`` loops (5 on a GPU, 1 on the CPU) of ``n`` calls (10 on a GPU, 1 on the CPU),
+    each loop started after a wait for the device and stopped when its last call returns. Python, torch's
+    dispatch, the wrapper's checks and allocations and the kernel launches all count; the GPU's run does not
+    (unless ``fn`` synchronizes itself). ``wait`` and ``barrier`` as :func:`loop_ms`'s (``barrier``: every
+    rank's loop starts together).
 
     >>> calls = []
     >>> _ = cpu_ms_per_call(calls.append, 1, n=3)
     >>> len(calls)
     3
     """
-    return cpu_ms_each({"fn": fn}, *args, n=n, wait=wait, barrier=barrier, **kwargs)["fn"]
+    return cpu_ms_each({"fn": fn}, *args, n=n, rounds=rounds, wait=wait, barrier=barrier, **kwargs)["fn"]
 
 
-def cpu_ms_each(fns: dict, *args, n: int | None = None, wait=None, barrier=None, **kwargs) -> dict:
-    """:func:`cpu_ms_per_call` of each of ``fns``, their calls interleaved as :func:`loop_ms_each`'s
-    rounds are. ``{name: ms per call}``.
+def cpu_ms_rounds(fns: dict, *args, n: int | None = None, rounds: int | None = None, wait=None, barrier=None,
+                  **kwargs) -> dict:
+    """Each round's CPU time per call (:func:`cpu_ms_per_call`) of each of ``fns``, the functions' loops
+    interleaved (round r of every function before round r + 1 of any): ``{name: [ms per call, a round each]}``;
+    the rounds' range is the figure's spread within one run.
+
+    >>> r = cpu_ms_rounds({"ones": torch.ones, "zeros": torch.zeros}, 10, n=2, rounds=3)
+    >>> sorted(r), len(r["ones"])
+    (['ones', 'zeros'], 3)
+    """
+    n = n if n is not None else (10 if ON_GPU else 1)
+    rounds = rounds if rounds is not None else (5 if ON_GPU else 1)
+    per = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, f in fns.items():
+            per[name] += cpu_ms_back_to_back(f, args, kwargs, calls=n, rounds=1, wait=wait or synchronize,
+                                             barrier=barrier, each_round=True)
+    return per
+
+
+def cpu_ms_each(fns: dict, *args, n: int | None = None, rounds: int | None = None, wait=None, barrier=None,
+                **kwargs) -> dict:
+    """:func:`cpu_ms_per_call` of each of ``fns``, their loops interleaved as :func:`loop_ms_each`'s
+    rounds are: the median of :func:`cpu_ms_rounds`. ``{name: ms per call}``.
 
     >>> sorted(cpu_ms_each({"ones": torch.ones, "zeros": torch.zeros}, 10, n=2))
     ['ones', 'zeros']
     """
-    n = n if n is not None else (20 if ON_GPU else 1)
-    wait = wait or synchronize
-    times = {name: [] for name in fns}
-    for _ in range(n):
-        for name, f in fns.items():
-            wait()
-            if barrier is not None:
-                barrier()
-            t0 = time.perf_counter()
-            f(*args, **kwargs)
-            times[name].append((time.perf_counter() - t0) * 1e3)
-    wait()
-    return {name: statistics.median(v) for name, v in times.items()}
+    per = cpu_ms_rounds(fns, *args, n=n, rounds=rounds, wait=wait, barrier=barrier, **kwargs)
+    return {name: statistics.median(v) for name, v in per.items()}
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,7 @@ class UserTiming:
 
     * ``gpu``: a :class:`Timing` from :func:`bench`, the GPU's own time (launch hidden);
     * ``loop_ms``: time per step of a back-to-back Python loop (:func:`loop_ms`);
-    * ``cpu_ms``: the CPU's time to make one call (:func:`cpu_ms_per_call`).
+    * ``cpu_ms``: the CPU's time per call of a back-to-back loop (:func:`cpu_ms_per_call`).
 
     ``median`` is the GPU time, so a ``UserTiming`` goes wherever a ``Timing`` does
     (``utils.throughput``, ``utils.report``). ``launch_bound`` says whether the CPU's time per call

@@ -17,13 +17,17 @@ def ops_under(fn, op):
     return found
 ''',
     "ex02-2-answer": '''
-def python_calls(fn):
+def callers(fn, op):
     with profile(activities=[ProfilerActivity.CPU]) as p:
         fn()
     counts = {}
     for e in p.events():
-        if e.cpu_parent is None and e.name.startswith("aten::"):   # called from Python, not by an operator
-            counts[e.name] = counts.get(e.name, 0) + 1
+        if e.name == op:
+            parent = e.cpu_parent
+            while parent is not None and not parent.name.startswith("aten::"):   # skip ranges and other rows
+                parent = parent.cpu_parent
+            who = parent.name if parent is not None else "Python"
+            counts[who] = counts.get(who, 0) + 1
     return counts
 ''',
     "ex02-3-answer": '''
@@ -51,20 +55,31 @@ def ops_under(fn, op):
 ''',
     },
     "ex02-2-answer": {
-        "the table's # of Calls (nested calls counted)": '''
-def python_calls(fn):
+        "section 1's cpu_parent is None, counted as Python's": '''
+def callers(fn, op):
     with profile(activities=[ProfilerActivity.CPU]) as p:
         fn()
-    return {e.key: e.count for e in p.key_averages() if e.key.startswith("aten::")}
+    n = sum(e.name == op and e.cpu_parent is None for e in p.events())
+    return {"Python": n} if n else {}
 ''',
-        "the set of top-level names, no counts": '''
-def python_calls(fn):
+        "the direct parent's name, ranges not skipped": '''
+def callers(fn, op):
     with profile(activities=[ProfilerActivity.CPU]) as p:
         fn()
-    return {e.name for e in p.events() if e.cpu_parent is None and e.name.startswith("aten::")}
+    counts = {}
+    for e in p.events():
+        if e.name == op:
+            who = e.cpu_parent.name if e.cpu_parent is not None else "Python"
+            counts[who] = counts.get(who, 0) + 1
+    return counts
 ''',
-        "a dict typed in": "python_calls = lambda fn: {'aten::sum': 1, 'aten::div': 1}",
-        "the course's reference called": "python_calls = profiling.top_level_calls",
+        "the table's # of Calls, all lumped together": '''
+def callers(fn, op):
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return {"Python": e.count for e in p.key_averages() if e.key == op}
+''',
+        "the course's reference called": "callers = profiling.callers_of",
     },
     "ex02-3-answer": {
         "the steps printed in section 4": "recorded_steps = lambda wait, warmup, active, repeat: [2, 3]",

@@ -113,9 +113,9 @@ HINTS: dict[str, str] = {
     # 02 · Profiling
     "operators under an operator": (
         "cpu_children gives one level; a function that calls itself on each child reaches every level"),
-    "calls from Python, per operator": (
-        "an operator called by no other operator has no cpu_parent; key_averages() merges the calls of a name "
-        "whoever made them, so count the events yourself"),
+    "who calls an operator": (
+        "follow cpu_parent upwards from each call of op until you meet a row whose name starts with aten:: "
+        "(a record_function range is a row too, but not an operator); no such row above it means Python"),
     "steps a repeating schedule records": (
         "each cycle is wait + warmup + active steps, and every cycle starts with its own wait; a warm-up step "
         "runs the profiler but throws its events away"),

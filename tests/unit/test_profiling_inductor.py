@@ -66,13 +66,11 @@ def test_readable_frames_hides_cell_files_and_addresses():
 
 
 
-def test_folded_stacks_sum_the_lines_that_share_a_stack():
-    text = "/tmp/ipykernel_1/22.py(2):_f;g 3\n/tmp/ipykernel_1/22.py(2):_f;g 4\n/tmp/ipykernel_1/22.py(2):_f 1\n\n"
-    assert profiling.folded_stacks(text) == {"<cell>(2):_f;g": 7, "<cell>(2):_f": 1}
+def test_frames_from_keeps_the_whole_stack_without_the_name():
     assert profiling.frames_from("<module>;three_squares;pow", "nowhere") == "<module>;three_squares;pow"
 
 
-def test_operator_stacks_name_each_operator_and_keep_two_stacks_of_one_operator_apart():
+def test_operator_folded_sums_by_stack_and_ends_every_stack_at_an_operator():
     from torch.profiler import ProfilerActivity, profile
 
     def three_squares(a):
@@ -82,14 +80,16 @@ def test_operator_stacks_name_each_operator_and_keep_two_stacks_of_one_operator_
                  experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True)) as prof:
         for _ in range(3):
             three_squares(a)
-    rows = profiling.operator_stacks(prof, "three_squares")
-    pows = [r for r in rows if r.op == "aten::pow"]
-    assert len(pows) == 2 and {r.calls for r in pows} == {3}             # torch.square's and **'s
-    assert any("square" in r.stack for r in pows) and any("pow" in r.stack for r in pows)
-    mul = [r for r in rows if r.op == "aten::mul"]
-    assert len(mul) == 1 and mul[0].stack.endswith("three_squares")       # a * a: no frame below ours
-    assert all(r.stack.split(" → ")[0].endswith("three_squares") for r in rows)
-    assert [r.total_us for r in rows] == sorted((r.total_us for r in rows), reverse=True)
+    folded = profiling.operator_folded(prof, "three_squares")
+    assert folded and all(s.split(";")[-1].startswith("aten::") for s in folded)    # an operator at each end
+    assert all(s.split(";")[0].endswith("three_squares") for s in folded)
+    assert len(folded) == len(set(folded))                                          # distinct: summed by stack
+    tops = {s for s in folded if s.count("aten::") == 1 or s.endswith("aten::square;aten::pow")}
+    assert any(s.endswith("three_squares;aten::mul") for s in tops)                  # a * a: straight into C
+    assert any(s.endswith("aten::square;aten::pow") for s in tops)                   # torch.square calls pow
+    assert any("wrapped" in s and s.endswith("aten::pow") for s in tops)             # a ** 2 through the wrapper
+    assert list(folded.values()) == sorted(folded.values(), reverse=True)
+
 
 OUTPUT_CODE = """V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] Output code:
 V1121 20:19:30.315000 77 torch/_inductor/graph.py:2045] [0/0] [__output_code] triton_poi_fused_gelu_1 = async_compile.triton('triton_poi_fused_gelu_1', '''

@@ -96,7 +96,7 @@ def test_gpu_ceilings_are_cached_per_device(tmp_path, monkeypatch):
     monkeypatch.setattr(ceilings_mod, "_ceilings_cache", {})
     calls = []
     monkeypatch.setattr(ceilings_mod, "_measure_ceilings",
-                        lambda: calls.append(1) or {"copy": 3000.04, "fp32": 40.00001})
+                        lambda: calls.append(1) or ({"copy": 3000.04, "fp32": 40.00001}, {"fp32": [40.00001]}))
     assert utils.ceilings() == {"copy": 3000.0, "fp32": 40.0}
     stored = json.loads((tmp_path / "ceilings.json").read_text())
     assert stored["Test GPU 9000"]["ceilings"]["copy"] == 3000.0
@@ -235,3 +235,23 @@ def test_bench_recording_turns_saving_on_only_on_a_gpu(monkeypatch):
     line = results_mod.bench_recording(True)
     assert line.endswith("test-gpu-9000.csv") and utils.saving_results()
     assert "--no-record" in results_mod.bench_recording(False) and not utils.saving_results()
+
+
+def test_refresh_measures_now_and_keeps_the_rounds(monkeypatch):
+    """ceilings(refresh=True) measures in this run (never the file), the matmuls in alternating rounds whose
+    rates ceiling_rounds gives; each ceiling is the median of its rounds."""
+    import statistics
+    order = []
+
+    def fake_bench(fn, *args, budget_ms=None):
+        order.append(args[0].dtype if args[0].dim() == 2 else "copy")
+        return utils.Timing([1.0 + len(order) / 100], "fake", "cpu", False)
+    monkeypatch.setattr(ceilings_mod, "bench", fake_bench)
+    monkeypatch.setattr(ceilings_mod, "_measure_ceilings",
+                        lambda rounds=None, real=ceilings_mod._measure_ceilings: real(rounds=3))
+    ceil = utils.ceilings(refresh=True)
+    rounds = utils.ceiling_rounds()
+    assert order[0] == "copy" and len(order) == 1 + 3 * len(rounds)
+    assert len(rounds["fp32"]) == 3 and ceil["fp32"] == float(f"{statistics.median(rounds['fp32']):.4g}")
+    monkeypatch.undo()
+    utils.ceilings(refresh=True)   # leave this session's real CPU ceilings behind for the other tests

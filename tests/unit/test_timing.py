@@ -50,9 +50,51 @@ def test_wait_and_barrier_come_before_each_clock():
     round_ = ["wait", "barrier", "call", "call", "wait"]
     assert seen == ["call"] * 3 + ["wait"] + round_ * 2
     seen.clear()
-    cpu_ms_per_call(lambda: seen.append("call"), n=2, wait=lambda: seen.append("wait"),
+    cpu_ms_per_call(lambda: seen.append("call"), n=2, rounds=2, wait=lambda: seen.append("wait"),
                     barrier=lambda: seen.append("barrier"))
-    assert seen == ["wait", "barrier", "call"] * 2 + ["wait"]
+    # back to back: one wait and barrier before each loop of n calls, none between the calls
+    assert seen == ["wait", "barrier", "call", "call", "wait"] * 2
+
+
+def test_cpu_time_per_call_stops_when_the_last_call_returns():
+    """A fake clock: each call costs 2 ms of CPU, each wait for the device 50 ms. The CPU's cost is the loop's
+    time to its last return over the calls; the waits (the GPU's run) never count."""
+    from gpu_course.timing import cpu_ms_back_to_back
+    now = [0.0]
+
+    def tick(ms):
+        now[0] += ms / 1e3
+    per = cpu_ms_back_to_back(lambda: tick(2.0), calls=5, rounds=3, wait=lambda: tick(50.0),
+                              clock=lambda: now[0], each_round=True)
+    assert per == pytest.approx([2.0] * 3)
+    assert cpu_ms_back_to_back(lambda: tick(2.0), calls=5, wait=lambda: tick(50.0), clock=lambda: now[0]) \
+        == pytest.approx(2.0)
+
+
+def test_launch_ms_and_cpu_per_call_are_one_figure(monkeypatch):
+    """Timing.launch_ms and cpu_ms_per_call go through the same back-to-back loop (CPU mode: bench's GPU branch
+    is patched in with a fake queue), and launch_bound compares that figure with the GPU time."""
+    from gpu_course import timing, user_timing
+    seen = []
+    real = timing.cpu_ms_back_to_back
+
+    def spy(fn, args=(), kwargs=None, **kw):
+        seen.append(kw.get("calls"))
+        return real(fn, args, kwargs, **{**kw, "wait": lambda: None})
+    monkeypatch.setattr(timing, "cpu_ms_back_to_back", spy)
+    monkeypatch.setattr(user_timing, "cpu_ms_back_to_back", spy)
+    user_timing.cpu_ms_per_call(lambda: None, n=4, rounds=2)
+    assert seen == [4, 4]
+    monkeypatch.setattr(timing, "ON_GPU", True)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(timing, "_bench_gpu", lambda fn, a, k, reps, b, f, h, m, launch_ms:
+                        timing.Timing([0.001], "fake", "cpu", True, launch_ms=launch_ms))
+    seen.clear()
+    t = timing.bench(lambda: None, warmup=3)
+    assert len(seen) == 1 and 2 <= seen[0] <= 10 and t.launch_ms is not None
+    assert t.launch_bound == (t.launch_ms > t.median)
+    assert not timing.Timing([1.0], "m", "d", True, launch_ms=0.5).launch_bound
+    assert timing.Timing([1.0], "m", "d", True, launch_ms=1.5).launch_bound
 
 
 def test_loop_and_cpu_time_count_every_call():
@@ -61,6 +103,8 @@ def test_loop_and_cpu_time_count_every_call():
     assert len(calls) == 1 + 12  # one warm-up, then 3 rounds of 4
     calls.clear()
     assert utils.cpu_ms_per_call(calls.append, 1, n=5) >= 0 and len(calls) == 5
+    calls.clear()
+    assert utils.cpu_ms_per_call(calls.append, 1, n=5, rounds=3) >= 0 and len(calls) == 15
 
 
 @pytest.mark.skipif(utils.ON_GPU, reason="sleep does no GPU work")
@@ -106,3 +150,11 @@ def test_a_timing_cannot_be_edited():
     u = utils.UserTiming(t, 1.0, 1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         u.loop_ms = 0.0
+
+
+def test_tools_table_prints_a_column_per_size_and_ranges():
+    from gpu_course.timing_exercises import tools_table
+    rows = {"torch.utils.benchmark": 0.007, "  lowest / highest round": (0.0065, 0.0072)}
+    text = tools_table({"64 KiB": rows, "8 MiB": rows}).splitlines()
+    assert text[0].split()[-4:] == ["64", "KiB", "8", "MiB"]
+    assert text[1].split()[-2:] == ["7.0", "7.0"] and text[2].split()[-2:] == ["6.5-7.2", "6.5-7.2"]
