@@ -132,3 +132,76 @@ def slice_loads(offset: int, n: int, handle=None) -> tuple:
         return (kinds[0], len(loads)) if len(kinds) == 1 else tuple(kinds)
     vector = offset % 4 == 0 and n % 16 == 0
     return ("ld.global.v4.b32", 2) if vector else ("ld.global.b32", 8)
+
+
+def global_accesses(ptx: str) -> dict:
+    """The global loads and stores of a PTX listing, each as its instruction (``ld.global.v4.b32``...),
+    in the order of the listing: ``{"loads": [...], "stores": [...]}``.
+
+    >>> global_accesses("@%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];\\n st.global.b32 [ %rd3 ], %r9;")
+    {'loads': ['ld.global.v4.b32'], 'stores': ['st.global.b32']}
+    """
+    return {"loads": re.findall(r"ld\.global(?:\.\w+)*", ptx), "stores": re.findall(r"st\.global(?:\.\w+)*", ptx)}
+
+
+def fmt_config(config) -> str:
+    """A Triton ``Config`` as one line: its block sizes, then ``num_warps`` (``XBLOCK=1024, num_warps=4``)."""
+    kwargs = ", ".join(f"{k}={v}" for k, v in sorted(getattr(config, "kwargs", {}).items()))
+    return f"{kwargs}, num_warps={getattr(config, 'num_warps', '?')}"
+
+
+def _loaded_modules() -> list:
+    """The modules of generated code that Inductor has loaded in this process (its ``PyCodeCache``)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    mods = getattr(PyCodeCache, "modules", [])
+    mods = list(mods.values()) if isinstance(mods, dict) else list(mods)
+    extra = getattr(PyCodeCache, "modules_no_attr", {})
+    return mods + (list(extra.values()) if isinstance(extra, dict) else [])
+
+
+def _ptx_of(result=None, launcher=None, name: str = "") -> str | None:
+    """The PTX of one compiled variant: from its compile result, else from the launcher's binary, else
+    from the file Triton wrote for it in its cache (the folder named by the launcher's ``cache_hash``)."""
+    for owner in (getattr(result, "kernel", None), getattr(launcher, "bin", None)):
+        asm = getattr(owner, "asm", None)
+        if asm and "ptx" in asm:
+            return asm["ptx"]
+    keys = [getattr(launcher, "cache_hash", None)]
+    triton_hash = getattr(getattr(result, "kernel", None), "hash", None)   # torch's statically launched kernels
+    if triton_hash:
+        try:
+            from torch._inductor.runtime.triton_heuristics import triton_hash_to_path_key
+            keys.append(triton_hash_to_path_key(triton_hash))
+        except ImportError:
+            pass
+    cache = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+    paths = [cache / key / f"{name}.ptx" for key in keys if key]
+    return next((p.read_text() for p in paths if p.exists()), None)
+
+
+def compiled_variants(kernel_name: str) -> list:
+    """The variants Inductor compiled, in this process, for the generated kernel ``kernel_name`` (one per
+    config its heuristics tried, or only the kept one once the others are dropped), found through the
+    loaded module of generated code (``PyCodeCache``), not by searching the cache folders: a list of
+    ``{"config": "XBLOCK=..., num_warps=...", "kept": True if the launches use it, "ptx": str or None}``.
+    Empty if no loaded module defines the kernel (on the CPU, Inductor generates C++: there is none).
+
+    >>> compiled_variants("no_such_kernel")
+    []
+    """
+    kernel = next((getattr(m, kernel_name) for m in _loaded_modules()
+                   if hasattr(getattr(m, kernel_name, None), "launchers")), None)
+    if kernel is None:
+        return []
+    launchers = list(kernel.launchers)
+    kept = {fmt_config(l.config) for l in launchers} if len(launchers) == 1 else set()
+    by_config = {fmt_config(l.config): l for l in launchers}
+    results = list(getattr(kernel, "compile_results", []) or [])
+    configs = [fmt_config(r.config) for r in results] or list(by_config)
+    out = []
+    for i, cfg in enumerate(configs):
+        result = results[i] if results else None
+        out.append({"config": cfg, "kept": cfg in kept,
+                    "ptx": _ptx_of(result, by_config.get(cfg), kernel_name)})
+    return out

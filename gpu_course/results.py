@@ -126,8 +126,10 @@ def results_markdown(rows: list) -> str:
     for r in rows:
         get = lambda k: r.get(k) or ""  # noqa: E731  (rows of older files lack the newer columns)
         achieved = f"{fmt_num(float(r['rate']))} {r['unit']}" if r["rate"] else ""
-        spec = spec_peak(r["ceiling"], r["device"]) if r["rate"] and r["ceiling"] else None
-        pct = f"{100 * float(r['rate']) / spec:.0f} % {r['ceiling']}" if spec else ""
+        # the share the run printed (pct_of_spec, unrounded rate); rows of older files lack it: from the rate
+        spec = spec_peak(r["ceiling"], r["device"]) if r["rate"] and r["ceiling"] and not get("pct_of_spec") else None
+        pct = (f"{float(r['pct_of_spec']):.0f} % {r['ceiling']}" if get("pct_of_spec")
+               else f"{100 * float(r['rate']) / spec:.0f} % {r['ceiling']}" if spec else "")
         vs = f"{float(r['vs_baseline']):.2f}× {r['baseline']}" if r["vs_baseline"] else ""
         vs_loop = f"{float(get('vs_baseline_loop')):.2f}×" if get("vs_baseline_loop") else ""
         loop = fmt_ms(float(get("loop_ms"))) if get("loop_ms") else ""

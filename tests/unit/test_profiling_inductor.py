@@ -144,3 +144,23 @@ def test_slice_loads_rule_and_ptx():
     class Handle:
         asm = {"ptx": "@%p1 ld.global.v4.b32 { %r1 }, [ %rd1 + 0 ];\n@%p2 ld.global.v4.b32 { %r5 }, [ %rd2 + 0 ];"}
     assert inductor.slice_loads(1, 7, Handle()) == ("ld.global.v4.b32", 2)  # the PTX wins over the rule
+
+
+def test_compiled_variants_marks_the_kept_config_and_finds_each_ptx(monkeypatch, tmp_path):
+    from types import SimpleNamespace as NS
+
+    import gpu_course.inductor as ind
+
+    cfg = lambda xb, w: NS(kwargs={"XBLOCK": xb}, num_warps=w)   # noqa: E731  (a triton.Config's two fields)
+    small, big = cfg(256, 4), cfg(1024, 4)
+    results = [NS(config=small, kernel=NS(asm={"ptx": "ld.global.v2.b32"})), NS(config=big, kernel=NS())]
+    (tmp_path / "abc").mkdir()
+    (tmp_path / "abc" / "k0.ptx").write_text("ld.global.v4.b32")   # the kept one: only in Triton's cache
+    launcher = NS(config=big, cache_hash="abc")
+    fake = NS(k0=NS(launchers=[launcher], compile_results=results))
+    monkeypatch.setattr(ind, "_loaded_modules", lambda: [fake])
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    got = ind.compiled_variants("k0")
+    assert got == [{"config": "XBLOCK=256, num_warps=4", "kept": False, "ptx": "ld.global.v2.b32"},
+                   {"config": "XBLOCK=1024, num_warps=4", "kept": True, "ptx": "ld.global.v4.b32"}]
+    assert ind.global_accesses(got[1]["ptx"]) == {"loads": ["ld.global.v4.b32"], "stores": []}

@@ -87,6 +87,9 @@ def test_record_and_results_table(tmp_path, monkeypatch):
     h100 = {**latest[0], "device": "NVIDIA H100 80GB HBM3", "rate": "1675", "ceiling": "copy"}
     assert "| 1,675 GB/s | 50 % copy |" in utils.results_markdown([h100])  # % of the H100's 3,350 GB/s
     assert "a \\| b" in utils.results_markdown([{**latest[0], "kernel": "a | b"}])
+    # the share the run printed, from its unrounded rate (pct_of_spec), not recomputed from the stored rate
+    printed = {**h100, "rate": "2965", "pct_of_spec": "88.4"}   # 2965 / 3350 would round to 89 %
+    assert "| 2,965 GB/s | 88 % copy |" in utils.results_markdown([printed])
 
 def test_gpu_ceilings_are_cached_per_device(tmp_path, monkeypatch):
     monkeypatch.setattr(ceilings_mod, "CEILINGS_FILE", tmp_path / "ceilings.json")
