@@ -79,7 +79,7 @@ def test_kernel_names_are_those_ptxas_reports():
         bare = name.removeprefix("void ").split("<")[0]
         assert bare in src, key
     assert lesson.KERNEL_OF[5].endswith("<128, 128, 8, 8, 8, 1>")   # rung 5's MINB, cfg 0
-    usage = {lesson.KERNEL_OF[5]: (130, 8192, 0), lesson.KERNEL_OF["rung 5, __launch_bounds__(256, 2)"]: (128, 8192, 0)}
+    usage = {lesson.KERNEL_OF[5]: (130, 8192, 0), lesson.KERNEL_OF["rung 5, launch bounds (256, 2)"]: (128, 8192, 0)}
     limits = occupancy.sm_limits()
 
     def occ(regs, smem, threads):

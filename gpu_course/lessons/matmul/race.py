@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _SCRIPT = """import torch, utils
-mod = utils.load_cuda({src!r}, {cpp!r}, [{func!r}])
+mod = utils.load_cuda({src!r}, {cpp!r}, {funcs!r})
 a, b = torch.randn({h}, {k}, device=utils.DEVICE), torch.randn({k}, {w}, device=utils.DEVICE)
 getattr(mod, {func!r})(a, b, torch.empty({h}, {w}, device=utils.DEVICE))
 utils.synchronize()
@@ -56,17 +56,18 @@ def parse_racecheck(text: str) -> Racecheck:
     return Racecheck(lines=keep, hazards=counts[-1] if counts else None)
 
 
-def racecheck(src: str, cpp: str, func: str, shape: tuple = (100, 70, 90), timeout: float = 600) -> Racecheck:
-    """Run ``func`` of the build ``load_cuda(src, cpp, [func])`` once on ``shape`` = (h, k, w) under
-    ``compute-sanitizer --tool racecheck`` in a fresh process. Never raises: a missing tool, a failure or a
-    time-out comes back as ``problem``."""
+def racecheck(src: str, cpp: str, func: str, funcs: list | None = None, shape: tuple = (100, 70, 90),
+              timeout: float = 600) -> Racecheck:
+    """Run ``func`` of the build ``load_cuda(src, cpp, funcs or [func])`` (loaded from the cache where it was
+    built before) once on ``shape`` = (h, k, w) under ``compute-sanitizer --tool racecheck`` in a fresh process.
+    Never raises: a missing tool, a failure or a time-out comes back as ``problem``."""
     tool = find_sanitizer()
     if tool is None:
         return Racecheck(problem="compute-sanitizer is not installed here (it comes with the CUDA toolkit)")
     h, k, w = shape
     with tempfile.TemporaryDirectory(prefix="racecheck-") as d:
         script = Path(d) / "race.py"
-        script.write_text(_SCRIPT.format(src=src, cpp=cpp, func=func, h=h, k=k, w=w))
+        script.write_text(_SCRIPT.format(src=src, cpp=cpp, func=func, funcs=list(funcs or [func]), h=h, k=k, w=w))
         try:
             r = subprocess.run([tool, "--tool", "racecheck", sys.executable, str(script)], capture_output=True,
                                text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": _pythonpath()})

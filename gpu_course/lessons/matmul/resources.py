@@ -32,8 +32,8 @@ KERNEL_OF = {1: "mm_rows_k", 2: "mm_cols_k", 3: "void matmul_tiled_k<32>", 4: "v
              5: "void mm_tile2d_k<128, 128, 8, 8, 8, 1>", 6: "void mm_vec_k<128, 128, 8, 8, 8>",
              7: "void mm_pipe_k<128, 128, 8>", 8: warp_kernel(matmul_ladder.RUNG9_SHAPES[0]),
              10: async_kernel(*matmul_ladder.RUNG10_SHAPES[0])[0],
-             "rung 5, __launch_bounds__(256, 2)": "void mm_tile2d_k<128, 128, 8, 8, 8, 2>"}
-THREADS_OF = {"rung 5, __launch_bounds__(256, 2)": 256}
+             "rung 5, launch bounds (256, 2)": "void mm_tile2d_k<128, 128, 8, 8, 8, 2>"}
+THREADS_OF = {"rung 5, launch bounds (256, 2)": 256}
 DYNAMIC_SMEM = {10: async_kernel(*matmul_ladder.RUNG10_SHAPES[0])[1]}   # not in ptxas' static count
 
 

@@ -21,8 +21,8 @@ CUBLAS = "cuBLAS fp32 (TF32 off)"
 def flops(h: int, w: int, k: int) -> int:
     """FLOP of ``out = m @ n`` for m h x k, n k x w: one multiply and one add per term.
 
-    >>> flops(5120, 5120, 256) / 1e9
-    13.42177728
+    >>> flops(5120, 5120, 256)
+    13421772800
     """
     return 2 * h * w * k
 
@@ -33,7 +33,7 @@ def run_ceilings() -> tuple:
     first GPU in ``results/ceilings.json`` (None if there are none), labelled as such."""
     if ON_GPU:
         return ceilings(refresh=True), f"{device_name()}, measured in this run"
-    return reference_ceilings(), "a GPU's stored ceilings, not this machine's"
+    return reference_ceilings(), "a stored GPU run, not this machine"
 
 
 def round_medians(fns: dict, *args, rounds: int = 5, budget_ms: float | None = None, timer=bench) -> dict:

@@ -14,6 +14,9 @@ def ladder_rows(run_rows: list, notebook: str, sizes) -> tuple:
         return run_rows, device_name() + " (this run)"
     rows = [r for r in stored_results(notebook=notebook)
             if r["kernel"].startswith(("rung", CUBLAS)) and r["size"] in sizes]
+    if rows:   # one GPU's run: the GPU with the latest row
+        latest = max(rows, key=lambda r: r["when"])["device"]
+        rows = [r for r in rows if r["device"] == latest]
     out = [dict(kernel=r["kernel"], size=r["size"], tflops=float(r["rate"]),
                 vs=float(r["vs_baseline"]) if r["vs_baseline"] else 1.0) for r in rows]
     return out, (f"stored results from {rows[0]['device']}, not this machine" if rows else None)
