@@ -142,8 +142,8 @@ def ladder_claims(run: LadderRun, rungs: dict) -> None:
         claim(f"{size}: rung 8 (warptiling) is within 3 % of rung 7 or faster", ms[8] < 1.03 * ms[7],
               evidence=f"{fmt_ms(ms[8])} vs {fmt_ms(ms[7])}: {ms[7] / ms[8]:.3f}×")
         two = run.ms[size, "5 two blocks"]
-        print(f"{size}: rung 5 with __launch_bounds__(256, 2) takes {fmt_ms(two)}: {ms[5] / two:.2f}× rung 5's speed, "
-              f"{ms[4] / two:.2f}× rung 4's")
+        print(f"{size}: rung 5 with __launch_bounds__(256, 2) takes {fmt_ms(two)}: {ms[5] / two:.2f}× as fast as rung 5, "
+              f"{ms[4] / two:.2f}× as fast as rung 4")
         if 10 in rungs:
             _rung10_claims(run, size, ms)
 
