@@ -73,7 +73,7 @@ class WarpTile(NamedTuple):
 
 
 DISPATCHER = "matmul/matmul_rung.cu"
-FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", "matmul_rung10_order"]
+FUNCS = ["matmul_tiled", "matmul_rung", "matmul_rung_cfg", "transposed_padded", "matmul_rung10_order", "matmul_rung9_mt"]
 
 
 def rung_file(rung: int) -> str:
@@ -139,7 +139,8 @@ RUNG_CONFIGS = {
     2: [f"{b[0]}x{b[1]} threads" for _, b in launches(DISPATCHER, "mm_cols_k")],
     3: [f"TW={tw}" for tw in cuda_ints(DISPATCHER, "RUNG3_TW")],
     4: [f"{t[0]}x{t[1]}x{t[2]} TM={t[3]}" for t, _ in launches(DISPATCHER, "mm_tile1d_k")],
-    5: [_tile(*t) for t, _ in launches(DISPATCHER, "mm_tile2d_k")],
+    5: [_tile(*t[:5]) + ("" if t[5] == 1 else f", __launch_bounds__({t[0] * t[1] // (t[3] * t[4])}, {t[5]})")
+        for t, _ in launches(DISPATCHER, "mm_tile2d_k")],   # cfg 1: two blocks per SM asked of the compiler
     6: [_tile(*t) for t, _ in launches(DISPATCHER, "mm_vec_k")],
     7: [_tile(*t, 8, 8) for t, _ in launches(DISPATCHER, "mm_pipe_k")],   # 8 x 8 per thread: its layout
     8: [WarpTile(*t).name for t, _ in launches(DISPATCHER, "mm_warp_k")],

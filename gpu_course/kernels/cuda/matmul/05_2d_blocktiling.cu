@@ -1,9 +1,10 @@
 #ifndef GPU_COURSE_MATMUL_05_2D_BLOCKTILING_CU
 #define GPU_COURSE_MATMUL_05_2D_BLOCKTILING_CU
 #include "../common.cuh"
-// rung 5: 2D blocktiling: each thread computes a TM x TN patch from registers
-template <int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__(BM * BN / (TM * TN))
+// rung 5: 2D blocktiling: each thread computes a TM x TN patch from registers. MINB: the blocks per SM
+// asked of the compiler (__launch_bounds__' second argument; 1 in the ladder, 2 in rung 5's cfg 1).
+template <int BM, int BN, int BK, int TM, int TN, int MINB>
+__global__ void __launch_bounds__(BM * BN / (TM * TN), MINB)
 mm_tile2d_k(const float* __restrict__ m, const float* __restrict__ n, float* __restrict__ out,
             int h, int w, int k) {
     constexpr int NT = BM * BN / (TM * TN);

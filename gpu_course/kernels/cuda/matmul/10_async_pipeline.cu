@@ -2,6 +2,7 @@
 #define GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU
 #include "../common.cuh"
 #include "warp_tile.cuh"   // warp_tile_products, warp_tile_store (rung 8's)
+#include "06_vectorized.cu"  // load4 (for the control at the end)
 // rung 10: rung 8's warptiling, fed by asynchronous copies (cp.async) through a pipeline of STAGES tiles.
 #include <cuda_pipeline.h>
 //
@@ -184,6 +185,73 @@ torch::Tensor matmul_async(const torch::Tensor& m, const torch::Tensor& n, torch
         }
     }
     if (!out_ok) out.copy_(o);
+    return out;
+}
+// The control (notebook 04): rung 9's cfg 4 shape (256x128x16, 8 warps of 64x64) fed the same mt as rung 10,
+// but through registers and two shared buffers, as rung 8 does: float4 loads of mt one phase ahead, then
+// float4 stores into shared memory (contiguous now: mt's tile is already transposed). It differs from rung 10
+// in the copies alone (and the pipeline's depth), from rung 9's cfg 4 in reading mt instead of m.
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int NT>
+__global__ void __launch_bounds__(NT)
+mm_warp_mt_k(const float* __restrict__ mt, const float* __restrict__ n, float* __restrict__ out,
+             int h, int hp, int w, int k, bool vec_n) {
+    constexpr int WMITER = WM * WN / (32 * TM * TN * WNITER);
+    constexpr int WSM = WM / WMITER, WSN = WN / WNITER;
+    constexpr int LM = BM * BK / (4 * NT), LN = BK * BN / (4 * NT);
+    static_assert(NT % 32 == 0 && (BM / WM) * (BN / WN) == NT / 32, "one warp tile per warp");
+    static_assert(WMITER >= 1 && WMITER * WSM == WM && WNITER * WSN == WN && (WSM / TM) * (WSN / TN) == 32,
+                  "the 32 lanes cover a sub-tile exactly");
+    static_assert(LM * 4 * NT == BM * BK && LN * 4 * NT == BK * BN, "each thread loads whole float4s");
+    static_assert(2 * (BM + BN) * BK * 4 <= 48 * 1024, "static shared memory is at most 48 KB");
+    __shared__ __align__(16) float mst[2 * BK * BM];       // mt's tiles: mst[s*BK*BM + i*BM + row]
+    __shared__ __align__(16) float ns[2 * BK * BN];
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    const int wr = warp / (BN / WN), wc = warp % (BN / WN);
+    const int lr = lane / (WSN / TN), lc = lane % (WSN / TN);
+    const int r0 = blockIdx.y * BM, c0 = blockIdx.x * BN;
+    float acc[WMITER * TM][WNITER * TN] = {{0.0f}};
+    float4 pm[LM], pn[LN];
+
+    auto fetch = [&](int ph) {                          // float4 e of a tile: row e / (B/4), columns 4*(e % (B/4))
+#pragma unroll
+        for (int j = 0; j < LM; ++j) {                  // mt is k x hp, hp a multiple of 4: whole float4s
+            const int e = t + j * NT;
+            pm[j] = load4(mt, ph + e / (BM / 4), r0 + e % (BM / 4) * 4, k, hp, hp, true);
+        }
+#pragma unroll
+        for (int j = 0; j < LN; ++j) {
+            const int e = t + j * NT;
+            pn[j] = load4(n, ph + e / (BN / 4), c0 + e % (BN / 4) * 4, k, w, w, vec_n);
+        }
+    };
+    auto stash = [&](int s) {                           // both tiles: float4 e is floats 4e .. 4e+3
+#pragma unroll
+        for (int j = 0; j < LM; ++j) *reinterpret_cast<float4*>(&mst[s * BK * BM + (t + j * NT) * 4]) = pm[j];
+#pragma unroll
+        for (int j = 0; j < LN; ++j) *reinterpret_cast<float4*>(&ns[s * BK * BN + (t + j * NT) * 4]) = pn[j];
+    };
+
+    fetch(0);
+    for (int ph = 0, s = 0; ph < k; ph += BK, s ^= 1) {
+        stash(s);
+        __syncthreads();
+        if (ph + BK < k) fetch(ph + BK);
+        const float* ms = mst + s * BK * BM + wr * WM + lr * TM;
+        const float* nb = ns + s * BK * BN + wc * WN + lc * TN;
+        warp_tile_products<BM, BN, BK, WSM, WSN, WMITER, WNITER, TM, TN>(acc, ms, nb);
+    }
+    warp_tile_store<WM, WN, WSM, WSN, WMITER, WNITER, TM, TN>(acc, out, r0, c0, wr, wc, lr, lc, h, w, vec_n);
+}
+
+// The control's host side: transpose m as rung 10 does (counted in its time), then one launch. vec_n: n's and
+// out's rows are whole 16-byte aligned quads (the caller checks the bases).
+torch::Tensor matmul_warp_mt(const torch::Tensor& m, const torch::Tensor& n, torch::Tensor& out, bool aligned) {
+    const int h = m.size(0), k = m.size(1), w = n.size(1);
+    auto mt = transposed_padded(m);
+    mm_warp_mt_k<256, 128, 16, 64, 64, 2, 4, 4, 256><<<dim3(cdiv(w, 128), cdiv(h, 256)), 256, 0,
+                                                      at::cuda::getCurrentCUDAStream()>>>(
+        mt.data_ptr<float>(), n.data_ptr<float>(), out.data_ptr<float>(), h, (int)mt.size(1), w, k,
+        aligned && w % 4 == 0);
     return out;
 }
 #endif  // GPU_COURSE_MATMUL_10_ASYNC_PIPELINE_CU

@@ -36,7 +36,7 @@ static void mm_check(const torch::Tensor& m, const torch::Tensor& n, const torch
 static bool aligned16(const torch::Tensor& t) { return ((uintptr_t)t.data_ptr<float>()) % 16 == 0; }
 
 static const int RUNG3_TW[] = {32, 16, 8};   // rung 3's tile widths (matmul_tiled's tw), by cfg
-static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 1, 5, 1, 1, RUNG9_CFGS, RUNG10_CFGS};   // compiled tile shapes of rungs 1..10
+static const int RUNG_CFGS[] = {0, 1, 1, 3, 1, 2, 5, 1, 1, RUNG9_CFGS, RUNG10_CFGS};   // compiled tile shapes of rungs 1..10
 
 torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung, int64_t cfg) {
     mm_check(m, n, out);
@@ -56,7 +56,10 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
         case 3: return matmul_tiled(m, n, out, RUNG3_TW[cfg]);
         case 10: matmul_async(m, n, out, cfg, RUNG10_GROUP); break;   // transposes m first: needs the tensors
         case 4: mm_tile1d_k<64, 64, 8, 8><<<dim3(cdiv(w, 64), cdiv(h, 64)), 64 * 64 / 8, 0, stream>>>(mp, np_, op, h, w, k); break;
-        case 5: mm_tile2d_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k); break;
+        case 5:   // cfg 1: the same kernel with __launch_bounds__(256, 2), at most 128 registers a thread
+            if (cfg == 0) mm_tile2d_k<128, 128, 8, 8, 8, 1><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k);
+            else mm_tile2d_k<128, 128, 8, 8, 8, 2><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k);
+            break;
         case 6:
             switch (cfg) {
                 case 0: mm_vec_k<128, 128, 8, 8, 8><<<dim3(cdiv(w, 128), cdiv(h, 128)), 256, 0, stream>>>(mp, np_, op, h, w, k, vm, vn); break;
@@ -77,6 +80,14 @@ torch::Tensor matmul_rung_cfg(torch::Tensor m, torch::Tensor n, torch::Tensor ou
 
 torch::Tensor matmul_rung(torch::Tensor m, torch::Tensor n, torch::Tensor out, int64_t rung) {
     return matmul_rung_cfg(m, n, out, rung, 0);
+}
+
+// Rung 9's cfg 4 shape fed m transposed once (mt, as rung 10 reads it) through registers: the control for rung 10.
+torch::Tensor matmul_rung9_mt(torch::Tensor m, torch::Tensor n, torch::Tensor out) {
+    mm_check(m, n, out);
+    matmul_warp_mt(m, n, out, aligned16(n) && aligned16(out));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
 }
 
 // Rung 10 in its default shape with launch order `group` (0: row order; matmul_rung uses RUNG10_GROUP).
