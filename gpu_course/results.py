@@ -41,6 +41,16 @@ def results_file(device: str | None = None) -> Path:
     return RESULTS_DIR / f"{_slug(device or device_name())}.csv"
 
 
+def _stored_ratio(x: float) -> str:
+    """A ratio as the results file keeps it: three decimals, or three significant digits below 0.1
+    (so that :func:`fmt_ratio` prints a small stored ratio as the live line printed it).
+
+    >>> _stored_ratio(0.95), _stored_ratio(0.004708)
+    ('0.950', '0.00471')
+    """
+    return f"{x:.3f}" if x >= 0.1 else f"{x:.3g}"
+
+
 def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Throughput | None = None,
            baseline: Timing | None = None, baseline_name: str = "torch") -> dict | None:
     """The results row of one GPU benchmark, appended to this GPU's results file when results are
@@ -61,11 +71,11 @@ def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Thro
            "ceiling": achieved.ceiling_key if achieved else "",
            "baseline": baseline_name if baseline else "",
            "baseline_ms": f"{baseline.median:.5g}" if baseline else "",
-           "vs_baseline": f"{baseline.median / t.median:.3f}" if baseline else "",
+           "vs_baseline": _stored_ratio(baseline.median / t.median) if baseline else "",
            "loop_ms": f"{t.loop_ms:.5g}" if user else "",
            "cpu_ms": f"{t.cpu_ms:.5g}" if user else "",
            "baseline_loop_ms": f"{baseline.loop_ms:.5g}" if base_user else "",
-           "vs_baseline_loop": f"{baseline.loop_ms / t.loop_ms:.3f}" if user and base_user else "",
+           "vs_baseline_loop": _stored_ratio(baseline.loop_ms / t.loop_ms) if user and base_user else "",
            "pct_of_spec": f"{achieved.pct_spec:.1f}" if achieved and achieved.spec else ""}
     if not saving_results():
         return row
@@ -117,6 +127,16 @@ def stored_results(device: str | None = None, notebook: str | None = None) -> li
     return list(latest.values())
 
 
+def fmt_ratio(x: float) -> str:
+    """A time ratio as every results line and table prints it: two decimals, or two significant
+    digits below 0.1, so that a small ratio keeps its size (0.0047×, not 0.00×).
+
+    >>> fmt_ratio(1.0649), fmt_ratio(0.0047), fmt_ratio(0.0712)
+    ('1.06×', '0.0047×', '0.071×')
+    """
+    return f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×"
+
+
 def results_markdown(rows: list) -> str:
     """A Markdown table of result rows (as from :func:`stored_results`)."""
     head = ("| notebook | kernel | size | device | GPU time | loop/step | CPU/call | achieved | "
@@ -130,8 +150,8 @@ def results_markdown(rows: list) -> str:
         spec = spec_peak(r["ceiling"], r["device"]) if r["rate"] and r["ceiling"] and not get("pct_of_spec") else None
         pct = (f"{float(r['pct_of_spec']):.0f} % {r['ceiling']}" if get("pct_of_spec")
                else f"{100 * float(r['rate']) / spec:.0f} % {r['ceiling']}" if spec else "")
-        vs = f"{float(r['vs_baseline']):.2f}× {r['baseline']}" if r["vs_baseline"] else ""
-        vs_loop = f"{float(get('vs_baseline_loop')):.2f}×" if get("vs_baseline_loop") else ""
+        vs = f"{fmt_ratio(float(r['vs_baseline']))} {r['baseline']}" if r["vs_baseline"] else ""
+        vs_loop = fmt_ratio(float(get("vs_baseline_loop"))) if get("vs_baseline_loop") else ""
         loop = fmt_ms(float(get("loop_ms"))) if get("loop_ms") else ""
         cpu = fmt_ms(float(get("cpu_ms"))) if get("cpu_ms") else ""
         cell = {k: str(v).replace("|", "\\|") for k, v in r.items()}  # a | would split a cell
@@ -164,9 +184,9 @@ def report(notebook: str, kernel: str, size: str, t: Timing, baseline: Timing | 
         else:
             parts.append(f"{fmt_num(achieved.value)} {achieved.unit} = {measured}")
     if baseline:
-        parts.append(f"{baseline.median / t.median:.2f}× {baseline_name}")
+        parts.append(f"{fmt_ratio(baseline.median / t.median)} {baseline_name}")
         if isinstance(t, UserTiming) and isinstance(baseline, UserTiming):
-            parts.append(f"{baseline.loop_ms / t.loop_ms:.2f}× in a loop")
+            parts.append(f"{fmt_ratio(baseline.loop_ms / t.loop_ms)} in a loop")
     line = ", ".join(parts) + ("" if t.on_gpu else "  (CPU: not a GPU figure)")
     print(line)
     return line
