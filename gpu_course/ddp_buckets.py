@@ -33,7 +33,7 @@ def torch_assignment(param_bytes, cap: int, first_cap: int) -> list:
     backward produces last parameter first, with caps ``first_cap`` for the first bucket and ``cap`` for the rest.
 
     >>> torch_assignment([4 * MiB, 64, 2 * MiB, MiB // 2, MiB // 2], cap=3 * MiB, first_cap=MiB)
-    [[4, 3], [2, 1], [0]]
+    [[4, 3], [2, 1, 0]]
     """
     order = list(reversed(range(len(param_bytes))))
     tensors = [torch.empty(param_bytes[i] // 4) for i in order]
