@@ -214,3 +214,74 @@ def attention_dslope(q, k, v, slopes, o, lse, do):
         "dS summed without the derivative of the bias": _dslope(weight="1.0"),
     },
 }
+
+
+# exercise 5: the dQ kernel of causal attention, computing its rows' delta itself
+_DQ_SIGNATURE = '''
+@triton.jit
+def attention_dq_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, do_ptr, dq_ptr, N, scale,
+                        D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+'''
+
+# {delta}, {hi}, {ok}, {p}, {ds} and {scale} are replaced by the cheats
+_DQ_BODY = '''    pid_m, bh = tl.program_id(0), tl.program_id(1)
+    base = bh * N * D
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, D)
+    offs = base + rows[:, None] * D + dims[None, :]
+    q = tl.load(q_ptr + offs, mask=rows[:, None] < N, other=0.0)
+    do = tl.load(do_ptr + offs, mask=rows[:, None] < N, other=0.0)
+    lse = tl.load(lse_ptr + bh * N + rows, mask=rows < N, other=0.0)
+{delta}
+    dq = tl.zeros((BLOCK_M, D), tl.float32)
+    for start in range(0, {hi}, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+        v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+        ok = {ok}
+        p = tl.where(ok, {p}, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+        dq += tl.dot({ds}, k, input_precision="ieee")
+    tl.store(dq_ptr + offs, dq{scale}, mask=rows[:, None] < N)
+'''
+_DQ_DELTA = '''    o = tl.load(o_ptr + offs, mask=rows[:, None] < N, other=0.0)
+    delta = tl.sum(do * o, 1)'''
+_DQ_OK = "(cols[None, :] < N) & (cols[None, :] <= rows[:, None])"
+
+_DQ_LAUNCHER = '''
+
+def attention_dq(q, k, v, o, lse, do, BLOCK=16):
+    B, H, N, D = q.shape
+    dq = utils.poisoned(B, H, N, D, device=q.device)
+    attention_dq_kernel[(utils.cdiv(N, BLOCK), B * H)](q, k, v, o, lse, do, dq, N, D ** -0.5,
+                                                       D=D, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    return dq
+'''
+
+
+def _dq(delta=_DQ_DELTA, hi="tl.minimum(N, (pid_m + 1) * BLOCK_M)", ok=_DQ_OK, p="tl.exp(s - lse[:, None])",
+        ds="p * (dp - delta[:, None])", scale=" * scale", launcher=_DQ_LAUNCHER):
+    return _DQ_SIGNATURE + _DQ_BODY.format(delta=delta, hi=hi, ok=ok, p=p, ds=ds, scale=scale) + launcher
+
+
+SOLUTIONS["ex11-5-answer"] = _dq()
+CHEATS["ex11-5-answer"] = {
+    "torch autograd": '''
+def attention_dq(q, k, v, o, lse, do):
+    q64 = q.double().requires_grad_()
+    i = torch.arange(q.shape[2], device=q.device)
+    s = (q64 @ k.double().transpose(-2, -1) * q.shape[-1] ** -0.5).masked_fill(i[None, :] > i[:, None], float("-inf"))
+    return torch.autograd.grad(torch.softmax(s, -1) @ v.double(), q64, do.double())[0].float()
+''',
+    "the course's backward (its own delta kernel, then its dQ kernel)":
+        "attention_dq = lambda q, k, v, o, lse, do: ta.attention_backward(q, k, v, o, lse, do, True, cfg=SMALL_BWD)[0]",
+    "delta computed in torch and handed over in O's place": _dq(
+        delta="    delta = tl.load(o_ptr + bh * N + rows, mask=rows < N, other=0.0)",
+        launcher=_DQ_LAUNCHER.replace("](q, k, v, o, lse,", "](q, k, v, (do * o).sum(-1).contiguous(), lse,")),
+    "delta left out (dS = P dP)": _dq(ds="p * dp"),
+    "delta from each key block's own P and dP": _dq(ds="p * (dp - tl.sum(p * dp, 1)[:, None])"),
+    "P in base 2, as section 4's loop, with the natural-log LSE": _dq(p="tl.exp2(s * 1.4426950408889634 - lse[:, None])"),
+    "no causal mask (every key block, keys past N masked only)": _dq(hi="N", ok="cols[None, :] < N"),
+    "dQ without the final scale": _dq(scale=""),
+}

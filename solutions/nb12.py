@@ -198,3 +198,28 @@ CPU_CHEATS = {
         "block (0, 0) writes the whole product": ONE_WARP_WRITES,
     },
 }
+
+
+# exercise 4: where wgmma reads an operand through a descriptor with the 128-byte swizzle
+_ADDRESS = '''
+def wgmma_address(start, lbo, sbo, mn_major, k, i):
+    if mn_major:   # one 128-byte row per k, 8 rows (k) per sbo, 64 columns (i) per lbo
+        addr = start + (i // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (i % 64)
+    else:          # one 128-byte row (64 halves along k) per i, 8 rows per sbo
+        addr = start + (i // 8) * sbo + (i % 8) * 128 + 2 * k
+    return {swizzled}
+'''
+_SWIZZLED = "addr ^ (((addr >> 7) & 7) << 4)   # the 16-byte piece (bits 4-6) XOR the row within 1024 bytes (7-9)"
+
+SOLUTIONS["ex12-4-answer"] = _ADDRESS.format(swizzled=_SWIZZLED)
+CHEATS["ex12-4-answer"] = {
+    "the course's function": "wgmma_address = lesson.wgmma_address",
+    "the course's swizzle helper": _ADDRESS.format(swizzled="lesson.swizzle_128b(addr)"),
+    "no swizzle": _ADDRESS.format(swizzled="addr"),
+    "the offset from the start swizzled, not the address (wrong 32 bytes into a 1024-byte group)": _ADDRESS.format(
+        swizzled="start + ((addr - start) ^ ((((addr - start) >> 7) & 7) << 4))"),
+    "LBO and SBO swapped": _ADDRESS.format(swizzled=_SWIZZLED).replace(
+        "(i // 64) * lbo + (k // 8) * sbo", "(i // 64) * sbo + (k // 8) * lbo"),
+    "the piece XORed with i % 8 (the operand's row) in both majors": _ADDRESS.format(
+        swizzled="addr ^ ((i % 8) << 4)"),
+}

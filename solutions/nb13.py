@@ -66,3 +66,46 @@ def my_all_reduce(t):
 ''',
     },
 }
+
+
+# exercise 3: the buckets DDP all-reduces ({order}, {limit}, {full}, {rest} are replaced by the cheats)
+_BUCKETS = '''
+def ddp_buckets(param_bytes, cap, first_cap):
+    buckets, open_, size, limit = [], [], 0, {first}
+    for j in {order}:                   # backward produces the last layer's gradients first
+        open_.append(j)
+        size += param_bytes[j]
+        if {full}:                      # the bucket closes once it holds its cap
+            buckets.append(open_)
+            open_, size, limit = [], 0, cap
+{rest}    return buckets
+'''
+_REST = "    if open_:\n        buckets.append(open_)\n"
+
+
+def _buckets(first="first_cap", order="reversed(range(len(param_bytes)))", full="size >= limit", rest=_REST):
+    return _BUCKETS.format(first=first, order=order, full=full, rest=rest)
+
+
+SOLUTIONS["ex13-3-answer"] = _buckets()
+CHEATS["ex13-3-answer"] = {
+    "torch's own assignment, through the course's function": '''
+from gpu_course import ddp_buckets as buckets
+ddp_buckets = lambda param_bytes, cap, first_cap: buckets.torch_assignment(param_bytes, cap, first_cap)
+''',
+    "the parameters in forward order": _buckets(order="range(len(param_bytes))"),
+    "one cap for every bucket (no smaller first one)": _buckets(first="cap"),
+    "closes only above the cap": _buckets(full="size > limit"),
+    "the last bucket, below its cap, left out": _buckets(rest=""),
+    "a bucket never passes its cap (the parameter that would pass it starts the next)": '''
+def ddp_buckets(param_bytes, cap, first_cap):
+    buckets, open_, size, limit = [], [], 0, first_cap
+    for j in reversed(range(len(param_bytes))):
+        if open_ and size + param_bytes[j] > limit:
+            buckets.append(open_)
+            open_, size, limit = [], 0, cap
+        open_.append(j)
+        size += param_bytes[j]
+    return buckets + [open_]
+''',
+}

@@ -55,6 +55,9 @@ HINTS: dict[str, str] = {
     "the gradient of ALiBi's slopes": (
         "a slope enters every score of its head; section 4 gives the gradient with respect to each score, and "
         "what each score's derivative with respect to the slope is, you can read off the bias itself"),
+    "the dQ kernel, computing its own δ": (
+        "δ of a row needs only that row of dO and of O, both of which the program loads for its own rows before "
+        "the loop; inside the loop, P = exp(s - LSE) needs no running maximum, and dQ's tile needs the scale once"),
     # 10 · Backward passes and custom ops
     "add + ReLU with a Triton backward": (
         "section 1's GeLU is the model: what must forward keep for the backward, and could the output itself "
@@ -81,6 +84,16 @@ HINTS: dict[str, str] = {
     "matmul + ReLU + residual, fused": (
         "section 5's bias is the model: it meets acc in registers, between the loop and the store. The residual "
         "is a whole h × w tensor, not a row: which offsets and which mask does reading it need?"),
+    # 12 · Tensor cores
+    "where wgmma reads through a descriptor": (
+        "first the address without the swizzle: which index moves by 128 bytes, which by SBO, which (MN-major) by "
+        "LBO, and which by 2 bytes? Then swizzle that whole address, not its offset from the start: which bits of "
+        "an address are the 16-byte piece within a 128-byte row, and which the row within 1024 bytes?"),
+    # 13 · Several GPUs
+    "the buckets DDP all-reduces": (
+        "walk the parameters from the last to the first, adding each one's bytes to the open bucket; a bucket "
+        "closes as soon as it reaches its cap (the first bucket's cap, then the general one), and what is left "
+        "open at the end is a bucket too"),
     # 14 · Data movement and the whole training step
     "results copied back on a side stream": (
         "section 3's overlapped runs the other way round: there the compute waited for an event behind each copy; "

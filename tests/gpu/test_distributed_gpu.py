@@ -72,6 +72,14 @@ def test_the_exercise_check_with_nccl(ranks):
         collective_check.check_composed_all_reduce(ranks, answer(nb13.CHEATS["ex13-2-answer"]["dist.all_reduce itself"]))
 
 
+
+def test_ddp_buckets_with_nccl_are_torchs_assignment(ranks):
+    from gpu_course import ddp_buckets as buckets
+    from solutions import nb13
+    from tests.unit.test_distributed import answer
+    assert ranks.run(buckets.observed_buckets) == [[[8, 7, 6], [5, 4, 3], [2, 1, 0]]] * 2
+    buckets.check_bucket_assignment(ranks, answer(nb13.SOLUTIONS["ex13-3-answer"], "ddp_buckets"))
+
 def test_torchrun_on_gpus():
     out = gd.torchrun(gd.__file__.replace("distributed.py", "hello_ranks.py"), nproc=2)
     assert out.splitlines() == ["rank 0 of 2: my number is 1; all_reduce gives 3",

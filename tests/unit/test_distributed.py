@@ -221,3 +221,22 @@ def test_ring_seconds_pays_the_latency_at_every_step():
     assert ring_ar.ring_seconds(1000, 1, 1e-5, 1e9) == 0
     assert ring_ar.ring_seconds(2**30, 2, 0.0, 1e11) == ring_ar.ring_bytes_per_rank(2**30, 2) / 1e11
     assert abs(ring_ar.ring_seconds(4096, 8, 1e-5, 1e11) - 14 * (1e-5 + 512 / 1e11)) < 1e-15
+
+
+def test_ddp_buckets_are_torchs_assignment_and_the_check_names_what_differs(ranks):
+    from gpu_course import ddp_buckets as buckets
+    from solutions import nb13
+    mib = buckets.MiB
+    # the ranks' model: the reducer's buckets after its rebuild are torch's assignment in backward's order
+    assert ranks.run(buckets.observed_buckets) == [[[8, 7, 6], [5, 4, 3], [2, 1, 0]]] * 2
+    assert buckets.torch_assignment(buckets.param_bytes_of(), buckets.CAP, buckets.FIRST_CAP) == [[8, 7, 6], [5, 4, 3],
+                                                                                                  [2, 1, 0]]
+    assert buckets.torch_assignment([mib] * 3, cap=mib, first_cap=mib) == [[2], [1], [0]]   # reaching the cap closes
+    buckets.check_bucket_assignment(ranks, answer(nb13.SOLUTIONS["ex13-3-answer"], "ddp_buckets"))
+    cheats = nb13.CHEATS["ex13-3-answer"]
+    with pytest.raises(AssertionError, match="calls torch's own bucket assignment"):
+        buckets.check_bucket_assignment(ranks, lambda s, cap, first: buckets.torch_assignment(s, cap, first))
+    with pytest.raises(AssertionError, match=r"it gives \[\[0\], \[1, 2, 3, 4\]\], DDP makes \[\[4, 3\], \[2, 1, 0\]\]"):
+        buckets.check_bucket_assignment(ranks, answer(cheats["the parameters in forward order"], "ddp_buckets"))
+    with pytest.raises(AssertionError, match="hand in a function"):
+        buckets.check_bucket_assignment(ranks, [[0]])

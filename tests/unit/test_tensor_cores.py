@@ -424,3 +424,25 @@ def test_ladder_table_without_a_spec_sheet_leaves_the_percentages_out():
     rows = [dict(kernel=lesson.CUBLAS, size="4096³", tflops=100.0, vs=1.0)]
     table = lesson.ladder_table(rows, "test", {"4096³": (1, 1, 1)}, None)
     assert "no spec sheet" in table and "100 TFLOP/s   - %  1.00×" in table
+
+
+def test_wgmma_address_finds_every_element_where_rung_5s_tma_copies_wrote_it():
+    from gpu_course.lessons.tensor_cores import descriptors
+    reads = descriptors.rung5_reads()
+    assert len(reads) == 4 * (2 * 64 * 16 + 2 * 256 * 16)          # per k-step: A of two consumers, B both majors
+    assert all(lesson.wgmma_address(*args) == wrote for args, wrote, _ in reads)
+    # one element each, by hand: row 1 of A at k-step 1 (32 bytes in), piece 2 ^ 1 = 3 of its 128-byte row
+    assert lesson.wgmma_address(0x8400 + 32, 16, 1024, False, 0, 1) == 0x8400 + 128 + 3 * 16
+    # B MN-major: k = 9 is row 1 of the second group of 8 (sbo), i = 70 is column 6 of the second box (lbo)
+    assert lesson.wgmma_address(0, 8192, 1024, True, 9, 70) == 8192 + 1024 + 128 + (0 ^ 1) * 16 + 12
+    # swizzling the offset from the start, not the address, misses some of them
+    shifted = [(a, w) for a, w, _ in reads if a[0] % 1024]
+    assert any(a[0] + lesson.swizzle_128b(lesson.wgmma_address(0, *a[1:])) != w for a, w in shifted)
+
+
+def test_wgmma_address_cases_mix_rung_5s_descriptors_with_unseen_ones():
+    cases, labels = lesson.wgmma_address_cases()
+    assert len(cases) == len(labels) == 108 and len(set(cases)) > 100
+    assert {c[3] for c in cases} == {True, False} and any(c[0] % 1024 for c in cases)   # both majors, starts inside a group
+    assert sum(lb.startswith("rung 5's") for lb in labels) == 48
+    assert len({lesson.wgmma_address(*c) for c in cases}) > 90
