@@ -170,17 +170,26 @@ class Latency:
         return f"pointer chase over {where}: {self.ns:,.0f} ns a load ({self.steps:,} loads, one after another){note}"
 
 
-def chase_latency(chase, nbytes: int, steps: int, reps: int | None = 5, seed: int = 0) -> Latency:
+def chase_latency(chase, nbytes: int, steps: int, reps: int | None = 5, seed: int = 0,
+                  l2_flush: bool = False) -> Latency:
     """Run ``chase(next, end, start, steps)`` (notebook 03's ``pointer_chase``: one thread, each load's address
     the value of the one before) over a random cycle of ``nbytes`` of int32, check where it ends, and time it:
     the time per step is the latency of one load from wherever ``nbytes`` of data lives (L2 if it fits, else
-    DRAM), with nothing else in flight."""
+    DRAM), with nothing else in flight. Every call starts on a fresh stretch of the cycle (call k at
+    ``order[k * steps]``), so a timed run never finds in L2 the lines an earlier run brought there; with
+    ``l2_flush`` the L2 is also emptied before each timed run (for a chase meant to miss it)."""
     n = nbytes // 4
     nxt, order = random_cycle(n, seed)
     end = torch.zeros(1, dtype=torch.int32, device=nxt.device)
-    start = int(order[0])
-    chase(nxt, end, start, steps)
+    chase(nxt, end, int(order[0]), steps)
     if int(end.item()) != int(order[steps % n]):
         raise AssertionError(f"pointer chase: ended at {int(end.item())}, expected {int(order[steps % n])}")
-    t = bench(chase, nxt, end, start, steps, reps=reps, warmup=1)
+    stretches = max(1, n // steps)
+    starts = [int(order[(k % stretches) * steps]) for k in range(1, 1 + min(stretches, 64))]
+    calls = iter(range(10 ** 9))
+
+    def fresh_stretch():
+        chase(nxt, end, starts[next(calls) % len(starts)], steps)
+
+    t = bench(fresh_stretch, reps=reps, warmup=1, l2_flush=l2_flush)
     return Latency(t.median * 1e6 / steps, nbytes, steps, t)
