@@ -98,3 +98,13 @@ def test_the_bottom_floor_imports_nothing_above_it(name, allowed):
     ours = {n for n in _imports(path.read_text(), _package(path))
             if n.startswith("gpu_course") and n != "gpu_course"}
     assert ours <= set(allowed) | {f"{a}.{x}" for a in allowed for x in ("ON_GPU", "MODE", "DEVICE")}, ours
+
+
+def test_the_one_unit_build_undoes_every_half_switch_torch_defines():
+    """load_inline defines __CUDA_NO_HALF_OPERATORS__ and friends; the one-unit build undefines each of
+    them, so that (float)h and a + b on __half/__nv_bfloat16 mean what they mean in the split build and
+    in cpu mode."""
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+    from gpu_course.cuda.gpu_build.pipeline import HALF_AS_CUDA
+    defined = {f[2:] for f in COMMON_NVCC_FLAGS if f.startswith("-D__CUDA_NO_")}
+    assert defined and defined == {f[2:] for f in HALF_AS_CUDA}

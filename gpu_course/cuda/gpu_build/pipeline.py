@@ -129,6 +129,15 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
     return mod
 
 
+# torch's load_inline compiles with __CUDA_NO_HALF_OPERATORS__, __CUDA_NO_HALF_CONVERSIONS__,
+# __CUDA_NO_HALF2_OPERATORS__ and __CUDA_NO_BFLOAT16_CONVERSIONS__ defined, which turns off __half's and
+# __nv_bfloat16's operators and casts (`(float)h`, `a + b`); nvcc alone, the split build and cpu mode keep
+# them, so the one-unit build undefines them again (as FlashAttention's and apex's builds do): one source
+# means the same on every path.
+HALF_AS_CUDA = ("-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+                "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__")
+
+
 def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True, verbose: bool = False,
                    extra_cuda_cflags=(), reason: str = ""):
     """One nvcc unit through ``load_inline``, as torch builds it, with real optimisation flags, this
@@ -136,7 +145,7 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
     ``reason`` (why the split build did not apply) ends the module's ``build_log``."""
     import torch
     from torch.utils.cpp_extension import load_inline
-    flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(extra_cuda_cflags)
+    flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(HALF_AS_CUDA) + list(extra_cuda_cflags)
     key = digest(cuda_src, cpp_src, *funcs, *flags, STD_FLAG)
     build_dir = cache_dir() / "inline" / key
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +162,8 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
         raise CudaBuildError(
             "load_cuda: the CUDA source does not build:\n"
             + format_compile_errors(str(e), {SOURCE_NAME: cuda_src, "cpp_src": cpp_src})
-            + "\n(the full compiler output is in utils.last_build_log())", log=str(e)) from None
+            + "\n(the full compiler output is in utils.last_build_log())"
+            + (f"\n(built as one unit by torch's load_inline: {reason})" if reason else ""), log=str(e)) from None
     finally:
         if old is None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
