@@ -9,10 +9,11 @@ from __future__ import annotations
 from .timing import Timing, bench
 
 
-def interleaved_rounds(fns: dict, rounds: int = 6, budget_ms: float | None = None, **bench_kwargs) -> dict:
+def interleaved_rounds(fns: dict, rounds: int = 6, budget_ms: float | None = None, timer=bench,
+                       **bench_kwargs) -> dict:
     """:func:`bench` each of ``fns`` (name -> function of no arguments) once per round, the order
     reversed every other round (A B C, C B A, ...), ``budget_ms / rounds`` of run time each time
-    (``bench_kwargs``, such as ``l2_flush=True``, go to each :func:`bench`);
+    (``bench_kwargs``, such as ``l2_flush=True``, go to each :func:`bench`, or to ``timer`` in its place);
     return name -> the list of each round's :class:`Timing`. A drift over the run then falls on
     every function alike, and the rounds' spread is there to read.
 
@@ -28,7 +29,7 @@ def interleaved_rounds(fns: dict, rounds: int = 6, budget_ms: float | None = Non
     taken = {name: [] for name in fns}
     for r in range(rounds):
         for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            taken[name].append(bench(fns[name], budget_ms=per_round, **bench_kwargs))
+            taken[name].append(timer(fns[name], budget_ms=per_round, **bench_kwargs))
     return taken
 
 

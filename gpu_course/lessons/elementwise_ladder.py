@@ -23,6 +23,7 @@ import torch
 from ..device_ceilings import throughput
 from ..mode import DEVICE, ON_GPU
 from ..results import save_result
+from ..rounds import interleaved_rounds
 from ..timing import Timing, bench, fmt_ms
 
 __all__ = ["Rounds", "interleaved", "ratio_range", "time_ladder", "grid_sweep", "chase_latency", "Latency",
@@ -55,14 +56,8 @@ def interleaved(fns: dict, rounds: int = 4, budget_ms: float | None = None) -> d
     """``{name: Rounds}``: :func:`bench` of each zero-argument function of ``fns`` in ``rounds`` rounds, the
     order reversed every other round, each run with ``budget_ms / rounds`` of run time (300 ms in all on a
     GPU by default; in cpu mode one run a round)."""
-    if rounds < 1:
-        raise ValueError(f"interleaved: rounds must be >= 1, got {rounds}")
-    per_round = (budget_ms if budget_ms is not None else 300.0) / rounds
-    taken = {name: [] for name in fns}
-    names = list(fns)
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            taken[name].append(bench(fns[name], budget_ms=per_round, reps=None if ON_GPU else 1))
+    taken = interleaved_rounds(fns, rounds=rounds, budget_ms=budget_ms if budget_ms is not None else 300.0,
+                               reps=None if ON_GPU else 1)
     return {name: Rounds(tuple(ts)) for name, ts in taken.items()}
 
 

@@ -13,6 +13,7 @@ from ...device_ceilings import ceilings
 from ...mode import DEVICE, ON_GPU, device_name
 from ...results import report
 from ...roofline import reference_ceilings
+from ...rounds import interleaved_rounds
 from ...timing import bench, fmt_ms
 
 CUBLAS = "cuBLAS fp32 (TF32 off)"
@@ -45,14 +46,11 @@ def round_medians(fns: dict, *args, rounds: int = 5, budget_ms: float | None = N
     >>> sorted(r), len(r["ones"])
     (['ones', 'zeros'], 2)
     """
-    if rounds < 1:
-        raise ValueError(f"round_medians: rounds must be >= 1, got {rounds}")
-    per = None if budget_ms is None else budget_ms / (rounds * len(fns))
-    out = {name: [] for name in fns}
-    for r in range(rounds):
-        for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            out[name].append(timer(fns[name], *args, budget_ms=per).median)
-    return out
+    per_function = None if budget_ms is None else budget_ms / len(fns)
+    calls = {name: (lambda f=f: f(*args)) for name, f in fns.items()} if args else fns
+    taken = interleaved_rounds(calls, rounds=rounds,
+                               budget_ms=per_function, timer=timer)
+    return {name: [t.median for t in ts] for name, ts in taken.items()}
 
 
 def ratio_rounds(rounds: dict, num: str, den: str) -> list:
