@@ -7,8 +7,6 @@ False
 """
 from __future__ import annotations
 
-import dataclasses
-import statistics
 
 import torch
 
@@ -17,6 +15,7 @@ from .launch import cdiv
 from .hardware import sm_count
 from .mode import DEVICE, ON_GPU
 from .results import report, stored_results
+from .rounds import interleaved_rounds, pooled
 from .timing import bench
 
 
@@ -30,21 +29,10 @@ def bench_interleaved(fns: dict, *args, rounds: int = 4, budget_ms: float | None
     >>> sorted(t), t["ones"].n >= 2, "interleaved" in t["zeros"].method
     (['ones', 'zeros'], True, True)
     """
-    if rounds < 1:
-        raise ValueError(f"bench_interleaved: rounds must be >= 1, got {rounds}")
-    per_round = None if budget_ms is None else budget_ms / rounds
-    taken = {name: [] for name in fns}
-    for r in range(rounds):
-        for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            taken[name].append(bench(fns[name], *args, budget_ms=per_round))
-    out = {}
-    for name, ts in taken.items():
-        launches = [t.launch_ms for t in ts if t.launch_ms is not None]
-        out[name] = dataclasses.replace(
-            ts[0], times_ms=tuple(x for t in ts for x in t.times_ms),
-            method=f"{ts[0].method}; interleaved with {len(fns) - 1} other(s) over {rounds} rounds",
-            launch_ms=statistics.median(launches) if launches else None)
-    return out
+    calls = {name: (lambda f=f: f(*args)) for name, f in fns.items()} if args else fns
+    taken = interleaved_rounds(calls, rounds=rounds, budget_ms=budget_ms, timer=bench)
+    note = f"interleaved with {len(fns) - 1} other(s) over {rounds} rounds"
+    return {name: pooled(ts, note) for name, ts in taken.items()}
 
 
 def live_sweep(sizes, notebook, kernel_name, matmul, tuned) -> list:

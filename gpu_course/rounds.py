@@ -6,6 +6,8 @@ of them alike; :func:`round_ratios` gives one ratio per round, whose range a cla
 """
 from __future__ import annotations
 
+import statistics
+
 from .timing import Timing, bench
 
 
@@ -33,15 +35,18 @@ def interleaved_rounds(fns: dict, rounds: int = 6, budget_ms: float | None = Non
     return taken
 
 
-def pooled(timings: list) -> Timing:
-    """One :class:`Timing` holding all the runs of ``timings`` (the rounds of one function).
+def pooled(timings: list, note: str | None = None) -> Timing:
+    """One :class:`Timing` holding all the runs of ``timings`` (the rounds of one function); its CPU time per
+    call the median of the rounds'; ``note`` (default ``"N rounds"``) ends its method.
 
     >>> pooled([Timing((1.0, 2.0), "m", "d", False), Timing((3.0,), "m", "d", False)]).median
     2.0
     """
     first = timings[0]
-    return Timing(tuple(x for t in timings for x in t.times_ms), f"{first.method}; {len(timings)} rounds",
-                  first.device, first.on_gpu, first.launch_ms)
+    cpu = [t.launch_ms for t in timings if t.launch_ms is not None]
+    return Timing(tuple(x for t in timings for x in t.times_ms),
+                  f"{first.method}; {note or f'{len(timings)} rounds'}",
+                  first.device, first.on_gpu, statistics.median(cpu) if cpu else None)
 
 
 def round_ratios(slow: list, fast: list) -> list:
