@@ -3,6 +3,7 @@ its table of what each timing tool reports for one kernel."""
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
 
@@ -33,46 +34,48 @@ def reduction_bytes(t: torch.Tensor, dim: int) -> int:
     return (t.numel() + out) * t.element_size()
 
 
-def slow_launch(cpu_ms: float, work_ms: float, *, within=()):
-    """For checks of a timer that reports two clocks: a context that yields ``call``, a function that
-    behaves like one GPU call: it keeps the CPU busy ``cpu_ms`` (the launch), then returns with
-    ``work_ms`` of GPU work queued (see :func:`gpu_course.exercises.slow_work`: real on a GPU,
-    simulated in cpu mode, where a synchronize waits for it)."""
-    from contextlib import contextmanager
-
-    from .exercises.watching import slow_work
-
-    @contextmanager
-    def ctx():
-        with slow_work(work_ms, within=within) as launch:
-            def call():
-                busy_cpu(cpu_ms)                       # the CPU's part of the call
-                launch()
-            yield call
-    return ctx()
-
-
-def check_two_clocks(timer) -> None:
-    """The check of notebook 01's exercise 2: ``timer(call)`` must return ``(ms until call() returned,
-    ms until its GPU work was done)``, on calls whose CPU part and GPU work it does not know in advance."""
+def check_cpu_ms_per_call(timer) -> None:
+    """The check of notebook 01's exercise 2: ``timer(call, calls)`` must return the CPU's time per call, in ms,
+    of ``calls`` calls of ``call()`` made back to back, the clock stopped when the last one returned (section 2c's
+    ``launch_ms``). Each of the check's calls keeps the CPU busy for a few ms, a different time each (its launch),
+    and queues tens of ms of GPU work (real on a GPU, simulated in cpu mode: see
+    :func:`gpu_course.exercises.slow_work`), so a clock that waits for the GPU, anywhere, reads far more than
+    the calls' CPU time. Refused: a wait for the GPU between two calls (the next call finds the queue empty),
+    another number of calls than ``calls``, and the course's own loop (:func:`~gpu_course.timing.cpu_ms_back_to_back`,
+    behind ``utils.cpu_ms_per_call`` and ``bench``'s ``launch_ms``)."""
     import random
-    for cpu_range, work_range in (((4, 8), (30, 50)), ((25, 35), (120, 160))):   # no one pair of numbers fits both
-        cpu_ms, work_ms = random.uniform(*cpu_range), random.uniform(*work_range)
-        with slow_launch(cpu_ms, work_ms, within=[timer]) as call:
-            got = timer(call)
-        assert isinstance(got, tuple) and len(got) == 2 and all(isinstance(v, (int, float)) for v in got), (
-            f"return a tuple of two numbers of milliseconds, not {got!r}")
-        returned, done = got
-        total = cpu_ms + work_ms
-        assert returned >= 0.8 * cpu_ms, (
-            f"'returned' is {returned:.1f} ms, but the call kept the CPU busy {cpu_ms:.0f} ms before returning")
-        assert returned < cpu_ms + 0.5 * work_ms, (
-            f"'returned' is {returned:.1f} ms for a call that returned after {cpu_ms:.0f} ms: "
-            f"stop the first clock when the call returns, before waiting")
-        assert done >= 0.9 * total, (
-            f"'done' is {done:.1f} ms for {total:.0f} ms of launch and work: the clock stopped before the work ended")
-        assert done <= 1.25 * total + 10, (
-            f"'done' is {done:.1f} ms for {total:.0f} ms of launch and work: time one call, in milliseconds")
+
+    from . import mode, timing
+    from .exercises.watching import slow_work, watch_calls
+    for calls, cpu_range, work_ms in ((4, (2, 5), 30), (7, (8, 14), 40)):   # no one number fits both
+        cpu = [random.uniform(*cpu_range) for _ in range(calls + 5)]
+        made, waited, clock = [], [], []
+        with slow_work(work_ms, within=[timer]) as launch, \
+                watch_calls(timing.cpu_ms_back_to_back, within=[timer]) as course_loop:
+            def call():
+                if made and not launch.busy():
+                    waited.append(len(made) + 1)
+                if not made:
+                    clock.append(time.perf_counter())        # the first call starts
+                busy_cpu(cpu[len(made) % len(cpu)])          # the CPU's part of the call
+                made.append(1)
+                launch()                                      # then its GPU work, queued
+                clock[1:] = [time.perf_counter()]             # the latest call returns
+            got = timer(call, calls)
+            mode.synchronize()                                # the check waits for the work; not the timer's
+        assert not course_loop, "utils.cpu_ms_per_call (and bench's launch_ms) is the loop you are asked to write"
+        assert not waited, (f"call {waited[0]} found the GPU's queue empty: your function waited for the GPU between "
+                            f"two calls; a loop of calls does not wait")
+        assert len(made) == calls, f"call fn exactly `calls` times: it was called {len(made)} times for calls={calls}"
+        assert isinstance(got, (int, float)), f"return one number of milliseconds, not {got!r}"
+        # the loop's CPU time per call, from the first call's start to the last one's return, as the check saw it
+        # (on a busy machine a call can take longer than the CPU work it was given)
+        loop = (clock[1] - clock[0]) * 1e3 / calls
+        assert got >= 0.9 * loop, (f"{got:.3g} ms per call, but the calls kept the CPU busy {loop:.1f} ms each on "
+                                   f"average (milliseconds, per call)")
+        assert got <= 1.3 * loop + 2, (
+            f"{got:.3g} ms per call, but the calls kept the CPU busy only {loop:.1f} ms each on average: stop the "
+            f"clock when the last call returns, before any wait for the GPU, and divide by the number of calls")
 
 
 def square_by_each_tool(numel: int, graph_calls: int = 100) -> dict:

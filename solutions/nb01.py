@@ -8,14 +8,13 @@ def flops_to_compute_bound(tflops, gbs, dtype, inputs):
     return ridge * bytes_per_element                   # intensity = FLOP / bytes reaches the ridge
 ''',
     "ex01-2-answer": '''
-def two_clocks(fn):
-    utils.synchronize()                 # nothing queued before counts
+def cpu_ms_per_call(fn, calls):
+    utils.synchronize()                 # start with an empty queue: earlier work does not count
     t0 = time.perf_counter()
-    fn()
-    t1 = time.perf_counter()            # the call has returned: its work is only queued
-    utils.synchronize()                 # wait for the work fn queued
-    t2 = time.perf_counter()
-    return (t1 - t0) * 1e3, (t2 - t0) * 1e3
+    for _ in range(calls):
+        fn()                            # back to back: the CPU does not wait for the GPU
+    t1 = time.perf_counter()            # the last call has returned; its work may still be running
+    return (t1 - t0) * 1e3 / calls
 ''',
     "ex01-3-answer": '''
 def mean_bytes(t, dim):
@@ -37,37 +36,48 @@ CHEATS = {
         "the course's reference called": "flops_to_compute_bound = timing_exercises.flops_per_element_at_ridge",
     },
     "ex01-2-answer": {
-        "section 2b's wall_ms for both": "two_clocks = lambda fn: (wall_ms(fn), wall_ms(fn))",
-        "section 3's benchmark for both": '''
-def two_clocks(fn):
-    ms = benchmark("", fn, num_warmups=0, num_trials=1)
-    return ms, ms
+        "section 2b's wall_ms for each call": "cpu_ms_per_call = lambda fn, calls: sum(wall_ms(fn) for _ in range(calls)) / calls",
+        "section 1's stopwatch, the returned clock of each call": '''
+def cpu_ms_per_call(fn, calls):
+    total = 0.0
+    for _ in range(calls):
+        utils.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        total += time.perf_counter() - t0
+    return total * 1e3 / calls
 ''',
-        "no synchronize": '''
-def two_clocks(fn):
-    t0 = time.perf_counter()
-    fn()
-    t1 = time.perf_counter()
-    return (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3
-''',
-        "synchronize before the first clock stops": '''
-def two_clocks(fn):
+        "a synchronize before the clock stops": '''
+def cpu_ms_per_call(fn, calls):
     utils.synchronize()
     t0 = time.perf_counter()
-    fn()
+    for _ in range(calls):
+        fn()
     utils.synchronize()
-    t1 = time.perf_counter()
-    return (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3
+    return (time.perf_counter() - t0) * 1e3 / calls
+''',
+        "one call timed": '''
+def cpu_ms_per_call(fn, calls):
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+''',
+        "the loop's total, not per call": '''
+def cpu_ms_per_call(fn, calls):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) * 1e3
 ''',
         "seconds, not milliseconds": '''
-def two_clocks(fn):
+def cpu_ms_per_call(fn, calls):
     t0 = time.perf_counter()
-    fn()
-    t1 = time.perf_counter()
-    utils.synchronize()
-    return t1 - t0, time.perf_counter() - t0
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
 ''',
-        "constants": "two_clocks = lambda fn: (10.0, 60.0)",
+        "the course's own loop called": "cpu_ms_per_call = lambda fn, calls: utils.cpu_ms_per_call(fn, n=calls, rounds=1)",
+        "a constant": "cpu_ms_per_call = lambda fn, calls: 5.0",
     },
     "ex01-3-answer": {
         "the square's count (read once, write once)": "mean_bytes = lambda t, dim: 2 * t.nbytes",

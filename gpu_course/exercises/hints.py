@@ -117,9 +117,9 @@ HINTS: dict[str, str] = {
     "FLOP per element at the ridge point": (
         "section 4's ridge point is FLOP per byte; how many bytes does one output element cost, counting each "
         "input read and the output written? torch.float16.itemsize is 2"),
-    "two clocks around one call": (
-        "section 1's stopwatch read the clock twice; where must each reading sit relative to the call and to "
-        "the one line that waits for the GPU? What must happen before the clock starts?"),
+    "the CPU's time per call of a loop": (
+        "section 2c says where launch_ms starts and stops its clock; which line of section 1's stopwatch must "
+        "not sit inside your loop, and where can it sit without counting?"),
     "bytes moved by t.mean(dim)": (
         "every element is read once; how many results are there when the dimension dim disappears from the "
         "shape, and how many bytes is each?"),

@@ -82,7 +82,9 @@ def slow_work(ms: float = 50.0, *, within=()):
     ``utils.synchronize()``, ``torch.cuda.synchronize()`` or anything else that waits for the GPU
     waits for it. In cpu mode it is simulated: while the block is open, ``utils.synchronize``
     (however it was imported, see :func:`watch_calls` for ``within``) and
-    ``torch.cuda.synchronize`` sleep until the work would be over.
+    ``torch.cuda.synchronize`` sleep until the work would be over. Work launched while earlier work is
+    still queued starts when that ends, as on a GPU's stream; ``launch.busy()`` says whether queued work
+    is still running (``stream.query()`` on a GPU).
 
     >>> import time
     >>> from gpu_course import mode
@@ -96,12 +98,19 @@ def slow_work(ms: float = 50.0, *, within=()):
     from ..timing import spin_gpu
 
     if mode.ON_GPU:
-        yield lambda: spin_gpu(ms)
+        spin_gpu(0.01)   # the spin's rate is measured on first use, with a synchronize: not inside a check
+        torch.cuda.synchronize()
+
+        def launch_gpu():
+            spin_gpu(ms)
+        launch_gpu.busy = lambda: not torch.cuda.current_stream().query()
+        yield launch_gpu
         return
     until = [0.0]
 
     def launch():
-        until[0] = time.perf_counter() + ms / 1e3
+        until[0] = max(until[0], time.perf_counter()) + ms / 1e3   # behind the work already queued
+    launch.busy = lambda: time.perf_counter() < until[0]
 
     def wait(*_, **__):
         time.sleep(max(0.0, until[0] - time.perf_counter()))

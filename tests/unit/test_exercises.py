@@ -246,6 +246,45 @@ def test_slow_work_is_waited_for_by_synchronize_however_it_was_imported():
     assert torch.cuda.synchronize.__module__ == "torch.cuda"
 
 
+def test_slow_work_queues_behind_earlier_work_and_says_when_it_is_busy():
+    with utils.slow_work(20) as launch:
+        t0 = time.perf_counter()
+        launch()
+        launch()                      # starts when the first ends: 40 ms in all
+        assert launch.busy()
+        utils.synchronize()
+        assert time.perf_counter() - t0 >= 0.038 and not launch.busy()
+
+
+def test_cpu_ms_per_call_check_takes_the_solution_and_refuses_the_cheats(capsys):
+    """Notebook 01's exercise 2, judged by what the learner's loop did: solutions/nb01.py's answer passes,
+    each of its cheats is refused (wall_ms per call, a wait before the clock stops, one call, the total,
+    seconds, the course's own loop, a constant)."""
+    from gpu_course import timing_exercises
+    sys.path.insert(0, str(utils.ROOT))
+    from solutions import nb01
+
+    def answer(code):
+        ns = {"utils": utils, "time": time}
+        exec(textwrap.dedent("""
+            def wall_ms(fn, *args):
+                utils.synchronize()
+                t0 = time.perf_counter()
+                fn(*args)
+                utils.synchronize()
+                return (time.perf_counter() - t0) * 1e3
+            """), ns)
+        exec(textwrap.dedent(code), ns)
+        return ns["cpu_ms_per_call"]
+    title = "the CPU's time per call of a loop"
+    utils.exercise(title, answer(nb01.SOLUTIONS["ex01-2-answer"]), timing_exercises.check_cpu_ms_per_call)
+    assert lines(capsys) == [f"✅ {title}: correct"]
+    for what, code in nb01.CHEATS["ex01-2-answer"].items():
+        utils.exercise(title, answer(code), timing_exercises.check_cpu_ms_per_call)
+        (line,) = lines(capsys)
+        assert line.startswith(f"❌ {title}: not yet"), (what, line)
+
+
 # ----------------------------------------------------------------------------------------------
 # Triton: fused add + ReLU (notebook 06, exercise 1)
 
