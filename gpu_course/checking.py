@@ -69,11 +69,14 @@ def dot_tol(k: int) -> dict:
     return dict(atol=1e-6 * k + 1e-5, rtol=1e-5)
 
 
-def check(out, ref, atol: float = 1e-5, rtol: float = 1e-5, name: str = "output") -> Checked:
+def check(out, ref, atol: float = 1e-5, rtol: float = 1e-5, name: str = "output", poison=None) -> Checked:
     """Check ``out`` against ``ref`` elementwise: ``|out - ref| <= atol + rtol * |ref|``.
 
     Both are compared in float64 on the CPU. NaN in ``out`` (a poisoned element never written)
-    always fails. Raises :class:`CheckFailed` with the number of bad elements, the first bad
+    always fails. ``poison``: for an output that cannot hold NaN (bytes, integers), the value it
+    was filled with before the kernel ran, one the kernel never writes: an element still equal to
+    it fails even where the tolerance would let it pass (255 against a reference of 254 with
+    ``atol=1``). Raises :class:`CheckFailed` with the number of bad elements, the first bad
     index, and the largest absolute and relative errors; returns a :class:`Checked` otherwise.
 
     >>> check(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-7]), name="demo")
@@ -88,6 +91,8 @@ def check(out, ref, atol: float = 1e-5, rtol: float = 1e-5, name: str = "output"
     bad = ~(diff <= atol + rtol * r.abs())  # NaN anywhere compares False, so it is bad
     bad |= o.isnan() & ~r.isnan()
     bad &= ~(o.isnan() & r.isnan())  # NaN where the reference has NaN is a match
+    left = (o == float(poison)) if poison is not None else torch.zeros_like(bad)
+    bad |= left
     finite = diff[torch.isfinite(diff)]
     max_abs = finite.max().item() if finite.numel() else 0.0
     rel = diff / r.abs().clamp_min(1e-300)
@@ -105,5 +110,9 @@ def check(out, ref, atol: float = 1e-5, rtol: float = 1e-5, name: str = "output"
         if nnan:
             lines.append(f"  {nnan} elements are NaN: never written by the kernel? (outputs "
                          f"from utils.poisoned start as NaN)")
+        nleft = int(left.sum())
+        if nleft:
+            lines.append(f"  {nleft} elements still hold the poison {poison!r}, a value the kernel never "
+                         f"writes: never written by the kernel?")
         raise CheckFailed("\n".join(lines))
     return Checked(name, atol, rtol, max_abs, max_rel, o.numel())

@@ -183,6 +183,8 @@ void seg_scan(torch::Tensor x, torch::Tensor flags, torch::Tensor out) {
 
 CHEATS = {
     "ex1-answer-09": {
+        "one launch of two blocks (each scans all of x): the exercise asks for one block": ABSMAX.replace(
+            "absmax_k<<<1, 1024>>>", "absmax_k<<<2, 512>>>"),
         "torch finds the index, the kernel is never launched": ABSMAX.replace(
             "    absmax_k<<<1, 1024>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());",
             "    idx.copy_(x.abs().argmax().reshape(1));"),

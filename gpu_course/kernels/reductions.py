@@ -193,6 +193,31 @@ def plot_lookback(steps, ax=None):
     return ax
 
 
+# ------------------------------------------------------------------ the checks' inputs
+def exact_sum_input(n: int, device="cpu"):
+    """``n`` fp32 values drawn from {-3, -2, -1, 1, 2, 3} (torch's default generator), on which every
+    order of summation gives the exact sum: every partial sum is an integer of magnitude at most
+    the sum of the positive values or of the negative ones (about ``n``), and integers below 2**24
+    are exact in fp32 (raises ValueError when that bound is not met; for n up to about 1.6e7 it is).
+    So a sum can be checked with ``atol=0``, and a lost or doubled element (never 0) changes it.
+
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> v = exact_sum_input(10)
+    >>> sorted(set(v.abs().tolist())) <= [1.0, 2.0, 3.0], v.dtype
+    (True, torch.float32)
+    """
+    import torch
+
+    v = torch.randint(-3, 3, (n,), device=device, dtype=torch.int32)
+    v = torch.where(v >= 0, v + 1, v)                        # -3..-1 and 1..3: no zero
+    pos, neg = int(v.clamp(min=0).sum()), int((-v).clamp(min=0).sum())
+    if max(pos, neg) >= 2**24:
+        raise ValueError(f"exact_sum_input: {n:,} values: a partial sum may reach {max(pos, neg):,} >= 2**24, "
+                         f"where fp32 stops holding every integer")
+    return v.float()
+
+
 # ------------------------------------------------------------------ the exercises' references and evidence
 def segmented_exclusive_scan(x, starts):
     """The exclusive scan of ``x`` restarted at every ``True`` of ``starts`` (element 0 always starts a

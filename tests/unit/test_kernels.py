@@ -551,3 +551,30 @@ def test_module_kernels_are_not_defined_again_in_notebooks_or_bench():
 def test_bench_scripts_import_kernels_instead_of_reading_notebooks():
     for where, code in _bench_code().items():
         assert ".ipynb" not in code and "exec(" not in code, f"{where} reads or runs notebook code"
+
+
+def test_exact_sum_input_is_summed_exactly_in_any_order():
+    import numpy as np
+    torch.manual_seed(0)
+    v = reductions.exact_sum_input(10_000_019)        # notebook 09's largest checked size
+    assert v.dtype == torch.float32 and not (v == 0).any() and set(v.abs().unique().tolist()) == {1.0, 2.0, 3.0}
+    exact = int(v.double().sum())
+    a = v.numpy()
+    assert float(np.cumsum(a, dtype=np.float32)[-1]) == exact                 # serial, rung 1's order
+    acc = np.float32(0)
+    for k in range(97):                                                       # grid-stride partials, then a serial end
+        acc = np.float32(acc + a[k::97].sum(dtype=np.float32))
+    assert float(acc) == exact
+    assert float(a[::-1].cumsum(dtype=np.float32)[-1]) == exact               # reversed
+    assert float(a[1:].astype(np.float64).sum()) != exact                     # a lost element shows
+    with pytest.raises(ValueError, match="2\\*\\*24"):
+        reductions.exact_sum_input(20_000_000)
+
+
+def test_check_refuses_an_element_left_at_the_poison():
+    ref = torch.full((4,), 254.0)
+    out = torch.tensor([254, 254, 255, 254], dtype=torch.uint8)
+    utils.check(out.float(), ref, atol=1, rtol=0)                              # the tolerance alone lets it pass
+    with pytest.raises(utils.CheckFailed, match="(?s)first bad index 2.*1 elements still hold the poison 255"):
+        utils.check(out.float(), ref, atol=1, rtol=0, poison=255)
+    utils.check(out[[0, 1, 3]].float(), ref[:3], atol=1, rtol=0, poison=255)

@@ -33,7 +33,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ out, int n, int t
     }
 }
 
-// Inclusive Kogge-Stone scan across the 32 lanes of a warp; lanes below `lanes` take part.
+// Inclusive Kogge-Stone scan across the 32 lanes of a warp; all 32 lanes must call it.
 __device__ __forceinline__ float warp_scan(float v) {
     int lane = threadIdx.x % 32;
 #pragma unroll
