@@ -41,14 +41,16 @@ def results_file(device: str | None = None) -> Path:
     return RESULTS_DIR / f"{_slug(device or device_name())}.csv"
 
 
-def _stored_ratio(x: float) -> str:
-    """A ratio as the results file keeps it: three decimals, or three significant digits below 0.1
-    (so that :func:`fmt_ratio` prints a small stored ratio as the live line printed it).
+def _stored(x: float) -> str:
+    """A figure as the results file keeps it: 12 significant digits (the float itself, for every table's
+    purpose), so that a table made from the file rounds once, as the printed line did, and shows what the
+    line showed (a figure stored already rounded, then rounded again for the table, can differ in the last
+    digit: 0.192448 ms printed 192.4 µs, stored as 0.19245, tabled 192.5 µs).
 
-    >>> _stored_ratio(0.95), _stored_ratio(0.004708)
-    ('0.950', '0.00471')
+    >>> _stored(0.95), _stored(0.192448), _stored(2), _stored(0.2 * 2 / 1.0000000000000002)
+    ('0.95', '0.192448', '2', '0.4')
     """
-    return f"{x:.3f}" if x >= 0.1 else f"{x:.3g}"
+    return f"{float(x):.12g}"
 
 
 def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Throughput | None = None,
@@ -58,25 +60,26 @@ def save_result(notebook: str, kernel: str, size: str, t: Timing, achieved: Thro
 
     ``baseline`` is the timing of the torch/cuBLAS version of the same work in the same run;
     ``vs_baseline`` is its time over ours (1.0 = as fast as torch, above 1 = faster). On the CPU
-    there is no row (simulator timings are not results) and ``None`` is returned.
+    there is no row (simulator timings are not results) and ``None`` is returned. Figures are kept
+    exact (:func:`_stored`), so that :func:`results_markdown` rounds them once, as the printed line did.
     """
     if not t.on_gpu:
         return None
     user, base_user = isinstance(t, UserTiming), isinstance(baseline, UserTiming)
     row = {"when": now(), "notebook": notebook, "kernel": kernel, "size": size,
-           "device": t.device, "ms": f"{t.median:.5g}",
-           "rate": f"{achieved.value:.4g}" if achieved else "",
+           "device": t.device, "ms": _stored(t.median),
+           "rate": _stored(achieved.value) if achieved else "",
            "unit": achieved.unit if achieved else "",
-           "pct_of_ceiling": f"{achieved.pct:.1f}" if achieved else "",
+           "pct_of_ceiling": _stored(achieved.pct) if achieved else "",
            "ceiling": achieved.ceiling_key if achieved else "",
            "baseline": baseline_name if baseline else "",
-           "baseline_ms": f"{baseline.median:.5g}" if baseline else "",
-           "vs_baseline": _stored_ratio(baseline.median / t.median) if baseline else "",
-           "loop_ms": f"{t.loop_ms:.5g}" if user else "",
-           "cpu_ms": f"{t.cpu_ms:.5g}" if user else "",
-           "baseline_loop_ms": f"{baseline.loop_ms:.5g}" if base_user else "",
-           "vs_baseline_loop": _stored_ratio(baseline.loop_ms / t.loop_ms) if user and base_user else "",
-           "pct_of_spec": f"{achieved.pct_spec:.1f}" if achieved and achieved.spec else ""}
+           "baseline_ms": _stored(baseline.median) if baseline else "",
+           "vs_baseline": _stored(baseline.median / t.median) if baseline else "",
+           "loop_ms": _stored(t.loop_ms) if user else "",
+           "cpu_ms": _stored(t.cpu_ms) if user else "",
+           "baseline_loop_ms": _stored(baseline.loop_ms) if base_user else "",
+           "vs_baseline_loop": _stored(baseline.loop_ms / t.loop_ms) if user and base_user else "",
+           "pct_of_spec": _stored(achieved.pct_spec) if achieved and achieved.spec else ""}
     if not saving_results():
         return row
     path = results_file(t.device)
@@ -112,9 +115,17 @@ def stored_results(device: str | None = None, notebook: str | None = None) -> li
     """The latest result per (notebook, kernel, size) from a results file, oldest first.
 
     ``device`` may be a device name or a results file's stem (``"nvidia-h100-80gb-hbm3"``);
-    by default every results file is read. On the CPU the notebooks use this to show the numbers
-    stored from a real GPU run.
+    by default every results file is read, except on the CPU for a ``notebook`` whose stored outputs
+    name their GPU (:func:`~gpu_course.session.stored_device`, from its metadata): there the default is
+    that GPU's file, so that the numbers a notebook shows on the CPU are those of its stored run, not a
+    mix of GPUs (every file is read where that GPU's file holds no row of the notebook).
     """
+    if device is None and notebook is not None and not mode.ON_GPU:
+        from .session import stored_device
+        gpu = stored_device(notebook)
+        rows = stored_results(gpu, notebook) if gpu else []
+        if rows:
+            return rows
     paths = [results_file(device)] if device else sorted(RESULTS_DIR.glob("*.csv"))
     latest = {}
     for path in paths:

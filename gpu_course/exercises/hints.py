@@ -30,9 +30,10 @@ HINTS: dict[str, str] = {
         "can never win it?"),
     # 08 · torch.compile
     "loads of the GeLU kernel for a slice of x": (
-        "two facts decide it, and Triton checks both at launch: is the slice's first element at an "
-        "address that is a multiple of 16 bytes, and is its length a multiple of 16? A BLOCK of 1024 over "
-        "128 threads gives each thread 8 floats"),
+        "section 3's slices of x show what decides the loads. Try it on two of the check's cases, (2, 1600) "
+        "and (8, 1600): how many bytes past x's start does each slice begin, and what does Triton know about "
+        "that address and about the length at launch? How many floats does each thread hold, and how many "
+        "can one load instruction move in each case?"),
     "clip without a graph break": (
         "section 5 fixed a branch on a tensor's value by computing on the device what Python decided. Which "
         "torch operations choose between values, or bound them, without leaving the device?"),

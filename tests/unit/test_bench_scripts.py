@@ -149,6 +149,6 @@ def test_triton_matmul_records_the_loop_and_cpu_figures(tmp_path, monkeypatch, c
     assert "0.90×,  0.80×" in printed[1] and "1.00×,  1.00×" in printed[0]
     base, row = utils.stored_results("Test GPU 9000", notebook="bench/triton_matmul")
     assert (base["kernel"], base["baseline"], base["loop_ms"], base["cpu_ms"]) == ("cuBLAS fp16", "", "2", "0.01")
-    assert (row["kernel"], row["baseline"], row["vs_baseline"]) == ("triton matmul fp16 (autotuned)", "cuBLAS", "0.900")
+    assert (row["kernel"], row["baseline"], row["vs_baseline"]) == ("triton matmul fp16 (autotuned)", "cuBLAS", "0.9")
     assert (row["loop_ms"], row["cpu_ms"], row["baseline_loop_ms"], row["vs_baseline_loop"]) == \
-        ("2.5", "0.03", "2", "0.800")
+        ("2.5", "0.03", "2", "0.8")

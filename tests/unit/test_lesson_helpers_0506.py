@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpu_course.lessons.numba_cuda import cuda_c_ptx, ptx_counts, rebuild_after_edit
-from gpu_course.results import _stored_ratio, fmt_ratio
+from gpu_course.results import _stored, fmt_ratio
 from gpu_course.rounds import interleaved_rounds, pooled, round_ratios
 from gpu_course.timing import Timing
 from gpu_course.triton_ptx import compiled_ptx, vector_loads
@@ -32,8 +32,8 @@ def test_pooled_and_round_ratios():
 
 def test_fmt_ratio_is_one_rule_for_lines_and_tables():
     assert fmt_ratio(1.064) == "1.06×" and fmt_ratio(0.0047) == "0.0047×" and fmt_ratio(0.1) == "0.10×"
-    assert fmt_ratio(float(_stored_ratio(0.004708))) == fmt_ratio(0.004708)   # stored, then printed: the same
-    assert _stored_ratio(1.5) == "1.500"
+    assert fmt_ratio(float(_stored(0.004708))) == fmt_ratio(0.004708)   # stored, then printed: the same
+    assert fmt_ratio(float(_stored(0.9649))) == fmt_ratio(0.9649) == "0.96×"   # not 0.965, then 0.97
 
 
 def test_ptx_counts_reads_barriers_shared_loads_fma_and_integer_ops():

@@ -77,7 +77,7 @@ def test_record_and_results_table(tmp_path, monkeypatch):
     utils.save_result("04", "matmul", "4096³", _fake_gpu_timing(5.0))
     path = tmp_path / "test-gpu-9000.csv"
     rows = list(csv.DictReader(path.open()))
-    assert len(rows) == 3 and rows[0]["pct_of_ceiling"] == "50.0" and rows[0]["vs_baseline"] == "0.950"
+    assert len(rows) == 3 and rows[0]["pct_of_ceiling"] == "50" and rows[0]["vs_baseline"] == "0.95"
     latest = utils.stored_results("Test GPU 9000")
     assert [(x["kernel"], x["ms"]) for x in latest] == [("square", "1"), ("matmul", "5")]
     assert utils.stored_results(notebook="04")[0]["kernel"] == "matmul"
@@ -121,7 +121,7 @@ def test_report_prints_and_records(tmp_path, monkeypatch, capsys):
                         nbytes=2_400_000_000)
     assert line == "square_k: 1.000 ms, 2,400 GB/s = 80 % of the copy rate measured here, 0.90× torch"
     assert capsys.readouterr().out == line + "\n"
-    assert utils.stored_results("Test GPU 9000")[0]["vs_baseline"] == "0.900"
+    assert float(utils.stored_results("Test GPU 9000")[0]["vs_baseline"]) == 0.9
     cpu = utils.Timing([2.0], "wall clock", "CPU", False)
     assert utils.report("03", "k", "n", cpu).endswith("(CPU: not a GPU figure)")
 
@@ -140,7 +140,7 @@ def test_report_of_user_timings_carries_the_loop(tmp_path, monkeypatch):
                     "copy rate measured here, 1.60× torch, 0.40× in a loop")
     row = utils.stored_results("Test GPU 9000")[0]
     assert (row["loop_ms"], row["cpu_ms"], row["baseline_loop_ms"], row["vs_baseline_loop"]) == \
-        ("0.2", "0.21", "0.08", "0.400")
+        ("0.2", "0.21", "0.08", "0.4")
     assert ours.launch_bound and not torch_.launch_bound
     table = utils.results_markdown([row])
     assert "| 50.0 µs | 200.0 µs | 210.0 µs | 3,000 GB/s |  | 1.60× torch | 0.40× |" in table
@@ -185,8 +185,8 @@ def test_record_comparison_records_each_row_with_its_loop_and_cpu_figures(tmp_pa
         ("sum: torch.sum", "", "", "1.2", "0.02")
     assert (ours["kernel"], ours["baseline"], ours["vs_baseline"], ours["loop_ms"], ours["cpu_ms"],
             ours["baseline_loop_ms"], ours["vs_baseline_loop"]) == \
-        ("sum: rung 7", "torch.sum", "1.250", "1.5", "0.05", "1.2", "0.800")
-    assert (ours["rate"], ours["unit"], ours["pct_of_ceiling"]) == ("3000", "GB/s", "100.0")
+        ("sum: rung 7", "torch.sum", "1.25", "1.5", "0.05", "1.2", "0.8")
+    assert (ours["rate"], ours["unit"], ours["pct_of_ceiling"]) == ("3000", "GB/s", "100")
     # the baseline's row left out (it was recorded with another table), another name for it in the rows
     again = results_mod.record_comparison("bench/x", "4096³", times, "torch.sum", flops=2 * 4096**3,
                                           kind="fp16", baseline_name="cuBLAS fp16", include_baseline=False)
@@ -225,7 +225,7 @@ def test_compare_and_record_times_prints_and_records(tmp_path, monkeypatch, caps
     rows = utils.stored_results("Test GPU 9000", notebook="bench/triton_matmul")
     assert [(r["kernel"], r["baseline"], r["vs_baseline"], r["vs_baseline_loop"]) for r in rows] == [
         ("matmul + bias + GeLU: eager torch", "", "", ""),
-        ("matmul + bias + GeLU: Triton fused", "eager torch", "2.000", "1.250")]
+        ("matmul + bias + GeLU: Triton fused", "eager torch", "2", "1.25")]
 
 
 def test_bench_recording_turns_saving_on_only_on_a_gpu(monkeypatch):
@@ -258,3 +258,41 @@ def test_refresh_measures_now_and_keeps_the_rounds(monkeypatch):
     assert len(rounds["fp32"]) == 3 and ceil["fp32"] == float(f"{statistics.median(rounds['fp32']):.4g}")
     monkeypatch.undo()
     utils.ceilings(refresh=True)   # leave this session's real CPU ceilings behind for the other tests
+
+
+def test_the_table_shows_what_the_line_printed(tmp_path, monkeypatch, capsys):
+    """Figures are stored exact: the table rounds once, as the line did (0.192448 ms was printed 192.4 µs and,
+    stored to 5 digits as 0.19245, tabled 192.5 µs; 86.54 % printed 87 %, stored 86.5, tabled 86 %)."""
+    monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    monkeypatch.setattr(ceilings_mod, "ceilings", lambda: {"copy": 4230.0, "fp32": 50.0})
+    monkeypatch.setattr(ceilings_mod, "spec_peak", lambda key, device=None: 4800.0 if key == "copy" else None)
+    t = utils.Timing([0.192448] * 3, "CUDA events", "Test GPU 9000", True)
+    base = utils.Timing([1.6994499] * 3, "CUDA events", "Test GPU 9000", True)
+    nbytes = int(0.192448e-3 * 4800e9 * 0.86540)            # 86.54 % of the 4,800 GB/s sheet
+    line = utils.report("08", "gelu", "n", t, baseline=base, nbytes=nbytes)
+    capsys.readouterr()
+    table = utils.results_markdown(utils.stored_results("Test GPU 9000"))
+    row = table.splitlines()[-1].split(" | ")
+    assert "192.4 µs" in line and row[4] == "192.4 µs"
+    assert "= 87 % of the spec-sheet copy peak" in line and row[8] == "87 % copy"
+    assert line.endswith("8.83× torch") and row[9] == "8.83× torch"
+
+
+def test_cpu_reads_the_stored_gpus_rows_only(tmp_path, monkeypatch):
+    """On the CPU a notebook's rows come from the GPU its stored outputs name, not from every GPU's file."""
+    import gpu_course.session as session_mod
+    monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results_mod.mode, "ON_GPU", False)
+    monkeypatch.setenv("COURSE_SAVE_RESULTS", "1")
+    for gpu in ("GPU A", "GPU B"):
+        utils.save_result("08_x", "k", "n", utils.Timing([1.0], "CUDA events", gpu, True))
+    stored = {"08_x": "GPU B"}
+    monkeypatch.setattr(session_mod, "stored_device", lambda stem: stored.get(stem))
+    assert [r["device"] for r in utils.stored_results(notebook="08_x")] == ["GPU B"]
+    assert len(utils.stored_results()) == 2                          # no notebook: every file
+    stored["08_x"] = "GPU C"                                         # its GPU's file has none of its rows
+    assert len(utils.stored_results(notebook="08_x")) == 2
+    monkeypatch.setattr(results_mod.mode, "ON_GPU", True)            # on a GPU the caller filters
+    stored["08_x"] = "GPU B"
+    assert len(utils.stored_results(notebook="08_x")) == 2
