@@ -360,14 +360,16 @@ def test_elementwise_refuses_bad_input(elementwise_mod):
         elementwise_mod.square_fast(x, utils.poisoned(1001), 2, 64, 3)
     with pytest.raises(ValueError, match="no step 'v9'"):
         elementwise.source("v9")
-    assert elementwise.functions() == [f"{op}_{s}" for s in elementwise.STEPS for op in ("square", "gelu")]
+    steps = list(elementwise.STEPS)
+    assert elementwise.functions() == [f for s in steps[:steps.index("fast") + 1]
+                                       for f in (f"square_{s}", f"gelu_{s}", *elementwise.EXTRA.get(s, []))]
 
 
 def test_cuda_source_reads_every_named_file():
     """Every .cu file is one the modules name; cuda_source gives it without its include guard and its
     includes, which is all it leaves out."""
     named = [matmul_ladder.rung_file(r) for r in matmul_ladder.RUNGS] + [matmul_ladder.DISPATCHER]
-    named += list(elementwise.STEPS.values()) + reductions.files()
+    named += list(elementwise.STEPS.values()) + ["memory/pointer_chase.cu"] + reductions.files()
     named += sorted({f for r in tensor_cores.RUNGS for f in tensor_cores.files(r) if f.endswith(".cu")})
     for name in named:
         head, tail = (kernels.CUDA_DIR / name).read_text().split(kernels.cuda_source(name))
