@@ -64,7 +64,7 @@ from .exercises import (aggregated, calls, differs_from, exercise, formula_exerc
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
 from .hardware import (compute_capability, fits_shared_memory, gpu_has, gpu_properties, gpu_supports,
-                       shared_memory_per_block)
+                       limit_triton_to_profile, shared_memory_per_block, sm_count, total_memory)
 from .mode import DEVICE, MODE, MODE_ENV, ON_GPU, by_mode, device_name, synchronize
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
@@ -78,7 +78,7 @@ __all__ = [
     # mode, hardware, session
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
     "gpu_properties", "synchronize", "compute_capability", "gpu_supports", "gpu_has",
-    "shared_memory_per_block", "fits_shared_memory",
+    "shared_memory_per_block", "fits_shared_memory", "sm_count", "total_memory",
     # launching kernels
     "dim3", "cdiv", "to_numba",
     # CUDA C
@@ -102,3 +102,5 @@ __all__ = [
     # display
     "show_img", "capture_printf", "show_source", "source_of", "say",
 ]
+
+limit_triton_to_profile()   # COURSE_GPU_PROFILE on a GPU: Triton launches see the profile's limits
