@@ -20,7 +20,7 @@ or in cpu mode, so that a notebook's skips can be checked without one.
 profile's GPU (compute capability 7.5, 64 KB of shared memory per block, 40 SMs, 15 GiB of memory, so no
 bf16, TF32, wgmma/TMA or SDPA flash/cuDNN), on a GPU or in cpu mode, so that each guard and each tile choice
 follows a T4's limits. It is not a T4: the kernels still run on the GPU at hand, at its speed, and code
-compiled ahead of time still targets it (``docs/gpu_profiles.md``).
+compiled ahead of time still targets it (``docs/GPU_PROFILE.md``).
 
 >>> lookup("NVIDIA H100 80GB HBM3").sms, lookup("Tesla T4").cc, lookup("no such GPU")
 (132, (7, 5), None)
