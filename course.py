@@ -20,7 +20,8 @@ Other commands (NB: a notebook, by path, file name or number: 03, 03_first_cuda_
                        COURSE_GPU_PROFILE=t4 python3 course.py execute --scratch /tmp/t4
     results            rebuild the README's results table from results/*.csv
     setup-cells        write the Colab badge and setup cell into every notebook (--check: only check)
-    colab              what the notebooks' first cell runs in Colab
+    colab              what the notebooks' first cell runs in Colab: install what Colab lacks, its
+                       torch, triton, numba and matplotlib kept as they are (--show: print that cell)
 
 Options after lab or lecture go to JupyterLab, for example on a remote GPU machine:
     python3 course.py lab --port=8888 --no-browser
@@ -443,13 +444,48 @@ def colab_missing(find_spec=None) -> list:
     return [req for mod, req in COLAB_NEEDS if find_spec(mod) is None]
 
 
+# What Colab's image has and the course uses as it is: pinned at the installed versions while the rest
+# goes in, so that pip fails rather than replace one of them (a reinstalled torch costs minutes and GBs).
+COLAB_KEEP = ("torch", "triton", "numba", "matplotlib", "numpy")
+
+
+def colab_pins(version=None) -> list:
+    """``["torch==2.8.0", ...]``: the :data:`COLAB_KEEP` packages installed here, at their versions.
+
+    >>> colab_pins({"torch": "2.8.0", "numba": "0.60.0"}.get)
+    ['torch==2.8.0', 'numba==0.60.0']
+    """
+    if version is None:
+        from importlib import metadata
+
+        def version(name):
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                return None
+    return [f"{n}=={v}" for n in COLAB_KEEP if (v := version(n))]
+
+
 def cmd_colab(args) -> int:
+    """What the notebooks' first cell runs in Colab, after cloning the course: install what Colab lacks
+    (:data:`COLAB_NEEDS`) with what it has (:data:`COLAB_KEEP`) pinned as it is. ``--show``: print
+    that first cell."""
+    if "--show" in args:
+        print(SETUP_CELL)
+        return 0
+    pins = colab_pins()
     missing = colab_missing()
     if not missing:
-        say("Colab setup: nothing to install")
+        say("Colab setup: nothing to install" + (f" (keeping {', '.join(pins)})" if pins else ""))
         return 0
-    say(f"Colab setup: installing {' '.join(missing)}")
-    return pip(Path(sys.executable), "-q", *missing)
+    say(f"Colab setup: installing {' '.join(missing)}" + (f", keeping {', '.join(pins)}" if pins else ""))
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix="-colab-pins.txt", delete=False) as f:
+        f.write("".join(p + "\n" for p in pins))
+    try:
+        return pip(Path(sys.executable), "-q", "-c", f.name, *missing)
+    finally:
+        os.unlink(f.name)
 
 
 # The notebooks' first two cells, written by `setup-cells` from here so the repository is named once.
