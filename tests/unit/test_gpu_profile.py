@@ -70,3 +70,20 @@ def test_without_a_profile_nothing_changes(monkeypatch):
     assert hardware.limit_triton_to_profile() is False
     if not utils.ON_GPU:
         assert hardware.compute_capability() is None and hardware.total_memory() is None
+
+
+def test_triton_launches_see_the_profiles_limits(t4, monkeypatch):
+    """On a GPU, Triton's launcher reads max_shared_mem from driver.active.utils.get_device_properties: under
+    the profile it reads 64 KB (a kernel that needs more raises OutOfResources, as on a T4) and 40 SMs."""
+    import types
+    import triton.runtime
+    utils_ = types.SimpleNamespace(get_device_properties=lambda d: {"max_shared_mem": 232448,
+                                                                     "multiprocessor_count": 132, "warpSize": 32})
+    monkeypatch.setattr(triton.runtime, "driver", types.SimpleNamespace(active=types.SimpleNamespace(utils=utils_)))
+    monkeypatch.setattr(hardware.mode, "ON_GPU", True)
+    assert hardware.limit_triton_to_profile() is True
+    assert utils_.get_device_properties(0) == {"max_shared_mem": 64 * 1024, "multiprocessor_count": 40, "warpSize": 32}
+    wrapped = utils_.get_device_properties
+    assert hardware.limit_triton_to_profile() is True and utils_.get_device_properties is wrapped   # once
+    monkeypatch.setattr(hardware.mode, "ON_GPU", False)
+    assert hardware.limit_triton_to_profile() is False                                           # cpu mode
