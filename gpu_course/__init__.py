@@ -2,8 +2,10 @@
 
 * ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``
 * ``hardware``: the GPU facts in one table (SMs, shared memory, registers, spec-sheet peaks, links) and
-  what this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
-  ``COURSE_FAKE_CC=7.5`` fakes to check a notebook's skips for Colab's T4
+  what this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``, ``sm_count``,
+  ``total_memory``), which ``COURSE_GPU_PROFILE=t4`` answers as Colab's T4 (``COURSE_FAKE_CC=7.5``: only
+  its compute capability) to check a notebook's skips and tiles for it
+* ``no_triton``: without Triton (macOS, Windows), each cell that needs it prints one line and is skipped
 * ``session``: the running notebook's ``banner``, the GPU its stored outputs come from, ``versions``
 * ``launch``: ``dim3``, ``cdiv``, ``to_numba``: what a kernel launch needs
 * ``checking``: ``check`` against a reference, ``poisoned`` outputs, ``dot_tol``
