@@ -15,9 +15,13 @@ Other commands (NB: a notebook, by path, file name or number: 03, 03_first_cuda_
                        follow go to jupyter nbconvert
     execute NB ...     run notebooks in place in this Python and stamp the device and date into
                        their metadata: how GPU outputs are stored (results/ is written then only)
+    execute --scratch DIR [NB ...]   a trial run (all notebooks by default) written to DIR, the
+                       stored outputs and results/ untouched, e.g. as Colab's T4:
+                       COURSE_GPU_PROFILE=t4 python3 course.py execute --scratch /tmp/t4
     results            rebuild the README's results table from results/*.csv
     setup-cells        write the Colab badge and setup cell into every notebook (--check: only check)
-    colab              what the notebooks' first cell runs in Colab
+    colab              what the notebooks' first cell runs in Colab: install what Colab lacks, its
+                       torch, triton, numba and matplotlib kept as they are (--show: print that cell)
 
 Options after lab or lecture go to JupyterLab, for example on a remote GPU machine:
     python3 course.py lab --port=8888 --no-browser
@@ -440,13 +444,48 @@ def colab_missing(find_spec=None) -> list:
     return [req for mod, req in COLAB_NEEDS if find_spec(mod) is None]
 
 
+# What Colab's image has and the course uses as it is: pinned at the installed versions while the rest
+# goes in, so that pip fails rather than replace one of them (a reinstalled torch costs minutes and GBs).
+COLAB_KEEP = ("torch", "triton", "numba", "matplotlib", "numpy")
+
+
+def colab_pins(version=None) -> list:
+    """``["torch==2.8.0", ...]``: the :data:`COLAB_KEEP` packages installed here, at their versions.
+
+    >>> colab_pins({"torch": "2.8.0", "numba": "0.60.0"}.get)
+    ['torch==2.8.0', 'numba==0.60.0']
+    """
+    if version is None:
+        from importlib import metadata
+
+        def version(name):
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                return None
+    return [f"{n}=={v}" for n in COLAB_KEEP if (v := version(n))]
+
+
 def cmd_colab(args) -> int:
+    """What the notebooks' first cell runs in Colab, after cloning the course: install what Colab lacks
+    (:data:`COLAB_NEEDS`) with what it has (:data:`COLAB_KEEP`) pinned as it is. ``--show``: print
+    that first cell."""
+    if "--show" in args:
+        print(SETUP_CELL)
+        return 0
+    pins = colab_pins()
     missing = colab_missing()
     if not missing:
-        say("Colab setup: nothing to install")
+        say("Colab setup: nothing to install" + (f" (keeping {', '.join(pins)})" if pins else ""))
         return 0
-    say(f"Colab setup: installing {' '.join(missing)}")
-    return pip(Path(sys.executable), "-q", *missing)
+    say(f"Colab setup: installing {' '.join(missing)}" + (f", keeping {', '.join(pins)}" if pins else ""))
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix="-colab-pins.txt", delete=False) as f:
+        f.write("".join(p + "\n" for p in pins))
+    try:
+        return pip(Path(sys.executable), "-q", "-c", f.name, *missing)
+    finally:
+        os.unlink(f.name)
 
 
 # The notebooks' first two cells, written by `setup-cells` from here so the repository is named once.
@@ -615,18 +654,50 @@ def execute_python(managed_env: bool | None = None, venv_py: Path | None = None)
     return Path(sys.executable), "no active environment and no .venv/ here: this Python"
 
 
+SCRATCH = "--scratch"
+
+
+def execute_args(args: list) -> tuple:
+    """``(notebook arguments, scratch folder or None)`` of ``execute [--scratch DIR] NB ...``; with
+    ``--scratch`` and no notebook named, every notebook of the course.
+
+    >>> execute_args(["03", "--scratch", "/tmp/t4"])
+    (['03'], PosixPath('/tmp/t4'))
+    >>> execute_args(["03"])
+    (['03'], None)
+    """
+    if SCRATCH not in args:
+        return list(args), None
+    i = args.index(SCRATCH)
+    if i + 1 >= len(args):
+        raise SystemExit(f"course.py execute: {SCRATCH} needs a folder: {SCRATCH} DIR")
+    rest = args[:i] + args[i + 2:]
+    return rest or [p.stem for p in _tracked_notebooks()], Path(args[i + 1]).resolve()
+
+
 def cmd_execute(args) -> int:
     """Run notebooks top to bottom in place, in the course's Python (:func:`execute_python`), and
     note in each notebook's metadata where and when its outputs were made and with which versions
     (how GPU outputs get stored). Benchmarks are saved to results/ during this run only (and the
-    notebook's earlier rows for this device are dropped)."""
-    paths = find_notebooks("execute", args)
+    notebook's earlier rows for this device are dropped).
+
+    ``--scratch DIR``: a trial run (e.g. under ``COURSE_GPU_PROFILE=t4``, every notebook when none is
+    named): each notebook still runs in notebooks/ (its relative paths hold) but its executed copy is
+    written to DIR, the stored notebooks and results/ untouched, claims not strict (see gpu_course.claims)."""
+    names, scratch = execute_args(args)
+    paths = find_notebooks("execute", names)
     if not os.environ.get(EXECUTE_CHILD):
         py, why = execute_python()
         say(f"execute: the notebooks run in {py} ({why})")
         if os.path.abspath(py) != os.path.abspath(sys.executable):
+            more = [SCRATCH, str(scratch)] if scratch else []
             return subprocess.call([str(py), str(Path(__file__).resolve()), "execute",
-                                    *map(str, paths)], env={**os.environ, EXECUTE_CHILD: "1"})
+                                    *map(str, paths), *more], env={**os.environ, EXECUTE_CHILD: "1"})
+    if scratch:
+        if scratch == NOTEBOOKS.resolve():
+            raise SystemExit("course.py execute: --scratch must name a folder other than notebooks/")
+        scratch.mkdir(parents=True, exist_ok=True)
+        os.environ.pop(SAVE_ENV, None)
     import datetime
     import nbformat
     from nbclient import NotebookClient
@@ -636,10 +707,11 @@ def cmd_execute(args) -> int:
     failed = 0
     for path in paths:
         nb = nbformat.read(path, as_version=4)
-        say(f"executing {path.name} on {device} ...")
-        if device != "CPU":
-            drop_results(device, path.stem)
-        os.environ[SAVE_ENV] = "1"
+        say(f"executing {path.name} on {device} ..." + (f" (into {scratch})" if scratch else ""))
+        if not scratch:
+            if device != "CPU":
+                drop_results(device, path.stem)
+            os.environ[SAVE_ENV] = "1"
         try:
             NotebookClient(nb, timeout=600, kernel_name="python3",
                            resources={"metadata": {"path": str(path.parent)}}).execute()
@@ -650,7 +722,12 @@ def cmd_execute(args) -> int:
                                  "versions": versions,
                                  "executed": datetime.datetime.now(datetime.timezone.utc)
                                  .strftime("%Y-%m-%d %H:%M UTC")}
-        nbformat.write(nb, path)
+        if scratch:
+            nb.metadata["course"]["scratch"] = {k: v for k, v in os.environ.items()
+                                                if k in ("COURSE_GPU_PROFILE", "COURSE_FAKE_CC", "COURSE_MODE")}
+        nbformat.write(nb, scratch / path.name if scratch else path)
+    if scratch:
+        say(f"execute: {len(paths) - failed} of {len(paths)} notebooks finished; executed copies in {scratch}")
     return 1 if failed else 0
 
 

@@ -2,8 +2,10 @@
 
 * ``mode``: the execution mode (gpu / cpu), chosen once at import; ``DEVICE``, ``by_mode``
 * ``hardware``: the GPU facts in one table (SMs, shared memory, registers, spec-sheet peaks, links) and
-  what this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``), which
-  ``COURSE_FAKE_CC=7.5`` fakes to check a notebook's skips for Colab's T4
+  what this GPU can do (``gpu_supports``, ``gpu_has``, ``shared_memory_per_block``, ``sm_count``,
+  ``total_memory``), which ``COURSE_GPU_PROFILE=t4`` answers as Colab's T4 (``COURSE_FAKE_CC=7.5``: only
+  its compute capability) to check a notebook's skips and tiles for it
+* ``no_triton``: without Triton (macOS, Windows), each cell that needs it prints one line and is skipped
 * ``session``: the running notebook's ``banner``, the GPU its stored outputs come from, ``versions``
 * ``launch``: ``dim3``, ``cdiv``, ``to_numba``: what a kernel launch needs
 * ``checking``: ``check`` against a reference, ``poisoned`` outputs, ``dot_tol``
@@ -64,8 +66,11 @@ from .exercises import (aggregated, calls, differs_from, exercise, formula_exerc
 from .launch import cdiv, dim3, to_numba
 from .launches import LaunchLog, launches
 from .hardware import (compute_capability, fits_shared_memory, gpu_has, gpu_properties, gpu_supports,
-                       shared_memory_per_block)
+                       limit_triton_to_profile, shared_memory_per_block, sm_count, total_memory)
 from .mode import DEVICE, MODE, MODE_ENV, ON_GPU, by_mode, device_name, synchronize
+from . import no_triton
+from .no_triton import without_triton
+from .no_triton import version as triton_version
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
 from .results import (report, results_file, results_markdown, save_result, saving_results,
@@ -78,7 +83,8 @@ __all__ = [
     # mode, hardware, session
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
     "gpu_properties", "synchronize", "compute_capability", "gpu_supports", "gpu_has",
-    "shared_memory_per_block", "fits_shared_memory",
+    "shared_memory_per_block", "fits_shared_memory", "sm_count", "total_memory",
+    "without_triton", "triton_version",
     # launching kernels
     "dim3", "cdiv", "to_numba",
     # CUDA C
@@ -102,3 +108,6 @@ __all__ = [
     # display
     "show_img", "capture_printf", "show_source", "source_of", "say",
 ]
+
+limit_triton_to_profile()   # COURSE_GPU_PROFILE on a GPU: Triton launches see the profile's limits
+no_triton.install()         # without Triton (macOS, Windows), in IPython: the cells that need it say so, and skip

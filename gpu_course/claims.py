@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from . import session
+from .hardware import CC_ENV, PROFILE_ENV
 from .mode import ON_GPU, device_name
 
 # Where a false GPU claim fails the cell: on the exact GPU this notebook's stored outputs come from
@@ -28,7 +29,8 @@ SAVE_ENV = "COURSE_SAVE_RESULTS"   # set by `course.py execute` (see results.sav
 def strict(env=None, device: str | None = None, stored: str | None = None) -> bool:
     """Whether a false GPU claim raises here. ``device`` is this GPU's name, ``stored`` the one the
     running notebook's stored outputs record (:func:`session.stored_device`); both default to the
-    running ones.
+    running ones. Never while the GPU acts as another (``COURSE_GPU_PROFILE``, ``COURSE_FAKE_CC``): the
+    prose's figures are this GPU's, the guards then another's.
 
     >>> strict({}, "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3")
     True
@@ -38,10 +40,14 @@ def strict(env=None, device: str | None = None, stored: str | None = None) -> bo
     True
     >>> strict({"COURSE_STRICT_CLAIMS": "0"}, "NVIDIA H200", "NVIDIA H200")
     False
+    >>> strict({"COURSE_GPU_PROFILE": "t4", "COURSE_SAVE_RESULTS": "1"}, "NVIDIA H200", "NVIDIA H200")
+    False
     """
     env = os.environ if env is None else env
     if env.get(STRICT_ENV, "") in ("0", "1"):
         return env[STRICT_ENV] == "1"
+    if env.get(PROFILE_ENV) or env.get(CC_ENV):   # acting as another GPU: its figures are not this one's
+        return False
     if env.get(SAVE_ENV) == "1":
         return True
     if device is None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from . import hardware
-from .hardware import CC_ENV, gpu_supports
+from .hardware import gpu_supports
 from .mode import DEVICE, ON_GPU, by_mode, device_name
 from .paths import RESULTS_DIR, now, read_json
 from .timing import Timing, bench, fmt_num
@@ -37,12 +37,12 @@ def spec_peak(kind: str, device: str | None = None) -> float | None:
     ``"copy"`` in GB/s) for ``device`` (default: this one), or ``None`` if the course has no spec
     sheet for it (the CPU, or a GPU not in :data:`gpu_course.hardware.GPUS`).
 
-    While ``COURSE_FAKE_CC`` makes this GPU act as another, its own spec sheet does not apply: ``None``.
+    While ``COURSE_FAKE_CC`` or ``COURSE_GPU_PROFILE`` makes this GPU act as another, its own spec sheet does not apply: ``None``.
 
     >>> spec_peak("fp16", "NVIDIA H100 80GB HBM3"), spec_peak("fp16", "CPU (x86_64)")
     (989.4, None)
     """
-    if device is None and os.environ.get(CC_ENV):
+    if device is None and hardware.faked_capability() is not None:
         return None
     gpu = hardware.lookup(device or device_name())
     return gpu.peaks.get(kind) if gpu else None
@@ -55,7 +55,7 @@ CEILING_FEATURES = {"tf32": "tf32", "bf16": "bf16"}
 
 def missing_ceilings() -> dict:
     """``{kind: one-line reason}`` for the ceilings this GPU lacks (see :data:`CEILING_FEATURES`); empty
-    where it has them all, and in cpu mode (unless ``COURSE_FAKE_CC`` says otherwise).
+    where it has them all, and in cpu mode (unless ``COURSE_FAKE_CC`` or ``COURSE_GPU_PROFILE`` says otherwise).
 
     >>> with hardware.acting_as("7.5"):
     ...     sorted(missing_ceilings())
@@ -131,7 +131,7 @@ def ceilings(refresh: bool = False) -> dict:
     raw, per = _measure_ceilings()
     measured = {k: float(f"{v:.4g}") for k, v in raw.items()}
     _ceilings_cache[name], _rounds_cache[name] = measured, per
-    if ON_GPU and not os.environ.get(CC_ENV):   # a GPU acting as another keeps its stored ceilings
+    if ON_GPU and hardware.faked_capability() is None:   # a GPU acting as another keeps its stored ceilings
         stored[name] = {"ceilings": measured, "measured": now(), "torch": torch.__version__}
         RESULTS_DIR.mkdir(exist_ok=True)
         CEILINGS_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")

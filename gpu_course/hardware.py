@@ -16,6 +16,12 @@ SXM: the figures the notebooks quote). ``COURSE_FAKE_CC=7.5`` makes :func:`compu
 gates and :func:`shared_memory_per_block` answer as on a GPU of that compute capability (Colab's T4), on a GPU
 or in cpu mode, so that a notebook's skips can be checked without one.
 
+``COURSE_GPU_PROFILE=t4`` (:data:`PROFILES`) goes further: every question of this module answers as the
+profile's GPU (compute capability 7.5, 64 KB of shared memory per block, 40 SMs, 15 GiB of memory, so no
+bf16, TF32, wgmma/TMA or SDPA flash/cuDNN), on a GPU or in cpu mode, so that each guard and each tile choice
+follows a T4's limits. It is not a T4: the kernels still run on the GPU at hand, at its speed, and code
+compiled ahead of time still targets it (``docs/GPU_PROFILE.md``).
+
 >>> lookup("NVIDIA H100 80GB HBM3").sms, lookup("Tesla T4").cc, lookup("no such GPU")
 (132, (7, 5), None)
 >>> of_capability((8, 9))[0].name, arch_of((8, 9)).threads
@@ -36,6 +42,7 @@ from . import mode
 
 KB = 1024
 CC_ENV = "COURSE_FAKE_CC"  # e.g. "7.5": act as a GPU of that compute capability (to test the guards)
+PROFILE_ENV = "COURSE_GPU_PROFILE"  # e.g. "t4": act as that GPU in every respect the guards ask about
 
 
 @dataclass(frozen=True)
@@ -180,13 +187,65 @@ def from_device(device=0) -> GPU:
                                  "", None, 0.0, "")
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A GPU to act as (``COURSE_GPU_PROFILE``): its :data:`GPUS` entry, the memory a learner's runtime
+    shows (``total_memory``, bytes) and its L2 cache (bytes)."""
+    key: str
+    gpu: GPU
+    total_memory: int
+    l2_bytes: int
+
+
+# Colab's free T4: 40 SMs, compute capability 7.5, 64 KB shared memory per block (T4 datasheet, Turing
+# whitepaper); 16 GB of GDDR6 of which a Colab runtime reports 15 GiB, and 4 MB of L2 cache.
+PROFILES = {"t4": Profile("t4", GPUS["Tesla T4"], 15 * 2**30, 4 * 2**20)}
+
+
+def profile() -> Profile | None:
+    """The :data:`PROFILES` entry ``COURSE_GPU_PROFILE`` names (``t4``), or ``None`` where it is unset.
+
+    >>> with acting_as_profile("t4"):
+    ...     profile().gpu.short, profile().gpu.sms
+    ('T4', 40)
+    """
+    key = os.environ.get(PROFILE_ENV, "").strip().lower()
+    if not key:
+        return None
+    if key not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={key!r}: the profiles are {', '.join(PROFILES)}")
+    return PROFILES[key]
+
+
+def acting() -> str:
+    """What this GPU acts as, in words for a banner (``""`` where it acts as itself): the profile's
+    GPU (``COURSE_GPU_PROFILE``) or a compute capability (``COURSE_FAKE_CC``)."""
+    prof = profile()
+    if prof is not None:
+        g = prof.gpu
+        return (f"Acting as a {g.short} ({PROFILE_ENV}={prof.key}: sm_{g.cc[0]}{g.cc[1]}, {g.sms} SMs, "
+                f"{arch_of(g.cc).shared_per_block // KB} KB shared memory per block, "
+                f"{prof.total_memory / 2**30:.0f} GiB): what it lacks is skipped; kernels still run on "
+                "this device, at its speed.")
+    if os.environ.get(CC_ENV):
+        return (f"Acting as a GPU of compute capability {os.environ[CC_ENV]} ({CC_ENV}): what such a GPU "
+                "lacks is skipped.")
+    return ""
+
+
 def this_gpu() -> GPU:
     """The running GPU's entry (:func:`from_device`); in cpu mode :data:`REFERENCE` (an H100 SXM), the GPU
-    the course's figures stand for where there is none.
+    the course's figures stand for where there is none; the profile's GPU under ``COURSE_GPU_PROFILE``.
 
     >>> this_gpu().name == (torch.cuda.get_device_name() if mode.ON_GPU else "NVIDIA H100 80GB HBM3")
     True
+    >>> with acting_as_profile("t4"):
+    ...     this_gpu().short
+    'T4'
     """
+    prof = profile()
+    if prof is not None:
+        return prof.gpu
     return from_device(0) if mode.ON_GPU else REFERENCE
 
 
@@ -240,18 +299,42 @@ def supports(feature: str, cc: tuple) -> tuple:
 
 
 @contextlib.contextmanager
-def acting_as(cc: str):
-    """Within the block, answer as a GPU of compute capability ``cc`` (``"7.5"``: ``COURSE_FAKE_CC``), then as
-    before the block."""
-    old = os.environ.get(CC_ENV)
-    os.environ[CC_ENV] = cc
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if old is None:
-            del os.environ[CC_ENV]
+            del os.environ[name]
         else:
-            os.environ[CC_ENV] = old
+            os.environ[name] = old
+
+
+def acting_as(cc: str):
+    """Within the block, answer as a GPU of compute capability ``cc`` (``"7.5"``: ``COURSE_FAKE_CC``), then as
+    before the block."""
+    return _env(CC_ENV, cc)
+
+
+def acting_as_profile(key: str):
+    """Within the block, answer as the GPU of profile ``key`` (``"t4"``: ``COURSE_GPU_PROFILE``) in every
+    respect, then as before the block."""
+    return _env(PROFILE_ENV, key)
+
+
+def faked_capability() -> tuple | None:
+    """The compute capability ``COURSE_FAKE_CC`` or, else, ``COURSE_GPU_PROFILE`` makes this GPU answer
+    with; ``None`` where neither is set."""
+    fake = os.environ.get(CC_ENV)
+    if fake:
+        try:
+            major, minor = (int(v) for v in fake.split("."))
+        except ValueError:
+            raise ValueError(f"{CC_ENV}={fake!r}: write a compute capability as MAJOR.MINOR, e.g. 7.5") from None
+        return major, minor
+    prof = profile()
+    return prof.gpu.cc if prof is not None else None
 
 
 def compute_capability() -> tuple | None:
@@ -262,13 +345,9 @@ def compute_capability() -> tuple | None:
     ...     compute_capability()
     (7, 5)
     """
-    fake = os.environ.get(CC_ENV)
-    if fake:
-        try:
-            major, minor = (int(v) for v in fake.split("."))
-        except ValueError:
-            raise ValueError(f"{CC_ENV}={fake!r}: write a compute capability as MAJOR.MINOR, e.g. 7.5") from None
-        return major, minor
+    fake = faked_capability()
+    if fake is not None:
+        return fake
     if not mode.ON_GPU:
         return None
     return tuple(torch.cuda.get_device_capability())
@@ -290,7 +369,7 @@ def gpu_supports(feature: str) -> tuple:
     if cc is None:
         return True, ""
     ok, why = supports(feature, cc)
-    if ok and feature == "cudnn_sdpa" and not os.environ.get(CC_ENV):
+    if ok and feature == "cudnn_sdpa" and faked_capability() is None:
         v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         if not v or v < 90000:
             return False, f"skipped: {FEATURES[feature][2]} (this torch has cuDNN {v})"
@@ -300,7 +379,8 @@ def gpu_supports(feature: str) -> tuple:
 def gpu_has(feature: str) -> bool:
     """Whether this GPU has ``feature`` (as :func:`gpu_supports`); where it does not, print the one-line
     reason first, so that a notebook guards a section with ``if utils.gpu_has("tf32"):`` and says why
-    it skips it. Prints nothing where the feature is there, and in cpu mode (unless ``COURSE_FAKE_CC``).
+    it skips it. Prints nothing where the feature is there, and in cpu mode (unless ``COURSE_FAKE_CC`` or
+    ``COURSE_GPU_PROFILE``).
     """
     ok, why = gpu_supports(feature)
     if not ok:
@@ -309,10 +389,64 @@ def gpu_has(feature: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
+def _device_sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def sm_count(device=None) -> int:
     """The SMs of ``device``'s GPU (default: the current one), asked of the driver once per device: a
-    question costs ~6 µs, which a kernel launcher must not pay at every call."""
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    question costs ~6 µs, which a kernel launcher must not pay at every call. Under
+    ``COURSE_GPU_PROFILE`` the profile's (a T4: 40), also in cpu mode.
+
+    >>> with acting_as_profile("t4"):
+    ...     sm_count()
+    40
+    """
+    prof = profile()
+    if prof is not None:
+        return prof.gpu.sms
+    return _device_sms(device)
+
+
+def total_memory() -> int | None:
+    """The GPU's memory in bytes (``torch.cuda.get_device_properties(0).total_memory``), the profile's
+    under ``COURSE_GPU_PROFILE`` (a T4 in Colab: 15 GiB), ``None`` in cpu mode without a profile.
+
+    >>> with acting_as_profile("t4"):
+    ...     total_memory() // 2**30
+    15
+    """
+    prof = profile()
+    if prof is not None:
+        return prof.total_memory
+    return torch.cuda.get_device_properties(0).total_memory if mode.ON_GPU else None
+
+
+def free_memory() -> int | None:
+    """Bytes of GPU memory free now (``torch.cuda.mem_get_info``); under ``COURSE_GPU_PROFILE`` at most
+    what the profile's GPU would have free (its memory less what this process holds); ``None`` in cpu mode."""
+    if not mode.ON_GPU:
+        return None
+    free = torch.cuda.mem_get_info()[0]
+    prof = profile()
+    if prof is not None:
+        free = min(free, max(0, prof.total_memory - torch.cuda.memory_reserved()))
+    return free
+
+
+def l2_cache_bytes() -> int | None:
+    """The GPU's L2 cache in bytes; ``None`` in cpu mode, where a profile's (``COURSE_GPU_PROFILE``) is
+    given instead. On a GPU it is the device's own even under a profile: the L2 shapes the timings of
+    kernels that run on this device, not whether they run.
+
+    >>> with acting_as_profile("t4"):
+    ...     l2_cache_bytes() == (4 * 2**20 if not mode.ON_GPU else l2_cache_bytes())
+    True
+    """
+    if mode.ON_GPU:
+        return getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or None
+    prof = profile()
+    return prof.l2_bytes if prof is not None else None
 
 
 def shared_memory_per_block() -> int | None:
@@ -327,7 +461,7 @@ def shared_memory_per_block() -> int | None:
     cc = compute_capability()
     if cc is None:
         return None
-    if mode.ON_GPU and not os.environ.get(CC_ENV):
+    if mode.ON_GPU and faked_capability() is None:
         own = getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", None)
         if own:
             return int(own)
@@ -351,7 +485,22 @@ def fits_shared_memory(nbytes: int, what: str) -> tuple:
 
 
 def gpu_properties() -> dict | None:
-    """The GPU's properties that matter for this course, or ``None`` in cpu mode."""
+    """The GPU's properties that matter for this course, or ``None`` in cpu mode; under
+    ``COURSE_GPU_PROFILE`` the profile's, with the real device's name beside it (also in cpu mode).
+
+    >>> with acting_as_profile("t4"):
+    ...     p = gpu_properties()
+    >>> p["compute capability"], p["SMs"], p["memory (GiB)"], p["max threads per SM"]
+    ('7.5', 40, 15.0, 1024)
+    """
+    prof = profile()
+    if prof is not None:
+        g = prof.gpu
+        return {"name": f"{g.name} (profile {prof.key} on {mode.device_name()})",
+                "compute capability": f"{g.cc[0]}.{g.cc[1]}", "SMs": g.sms,
+                "memory (GiB)": round(prof.total_memory / 2**30, 1),
+                "L2 cache (MiB)": round(l2_cache_bytes() / 2**20, 1),   # the device's own on a GPU
+                "max threads per SM": g.arch.threads, "warp size": g.arch.warp}
     if not mode.ON_GPU:
         return None
     p = torch.cuda.get_device_properties(0)
@@ -360,3 +509,32 @@ def gpu_properties() -> dict | None:
             "L2 cache (MiB)": round(getattr(p, "L2_cache_size", 0) / 2**20, 1),
             "max threads per SM": getattr(p, "max_threads_per_multi_processor", None),
             "warp size": getattr(p, "warp_size", 32)}
+
+
+def limit_triton_to_profile() -> bool:
+    """Under ``COURSE_GPU_PROFILE`` on a GPU, make Triton's launcher see the profile's limits: a kernel
+    whose compiled tiles need more shared memory per block than the profile's GPU gives (a T4: 64 KB)
+    raises Triton's ``OutOfResources`` as it would there, and an autotuner drops that configuration.
+    Returns whether it did (not in cpu mode, nor without a profile or Triton). Called when the package
+    is imported; kernels still compile for, and run on, the GPU at hand."""
+    prof = profile()
+    if prof is None or not mode.ON_GPU:
+        return False
+    try:
+        from triton.runtime import driver
+        utils = driver.active.utils
+    except Exception:   # no Triton, or none for this GPU
+        return False
+    own = utils.get_device_properties
+    if getattr(own, "course_profile", None) == prof.key:
+        return True
+    limit, sms = arch_of(prof.gpu.cc).shared_per_block, prof.gpu.sms
+
+    def as_profile(device):
+        props = dict(own(device))
+        props["max_shared_mem"] = min(props.get("max_shared_mem", limit), limit)
+        props["multiprocessor_count"] = sms
+        return props
+    as_profile.course_profile = prof.key
+    utils.get_device_properties = as_profile
+    return True

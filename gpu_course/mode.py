@@ -51,7 +51,7 @@ def _set_simulator_switches(mode: str) -> None:
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     value = "1" if mode == "cpu" else "0"
     for var, module in (("NUMBA_ENABLE_CUDASIM", "numba"), ("TRITON_INTERPRET", "triton")):
-        if module in sys.modules and os.environ.get(var, "0") != value:
+        if sys.modules.get(module) is not None and os.environ.get(var, "0") != value:   # None: made unimportable
             warnings.warn(f"{module} was imported before utils, so {var}={value} may not take "
                           f"effect: restart the kernel and import utils first.", stacklevel=3)
         os.environ[var] = value

@@ -63,12 +63,13 @@ H100 = limits_of(hardware.REFERENCE, f"{hardware.REFERENCE.short} ({hardware.REF
 
 
 def sm_limits() -> SMLimits:
-    """This GPU's limits (:func:`gpu_course.hardware.this_gpu`); in cpu mode an H100's (:data:`H100`).
+    """This GPU's limits (:func:`gpu_course.hardware.this_gpu`); in cpu mode an H100's (:data:`H100`), or
+    the profile's GPU's under ``COURSE_GPU_PROFILE`` (a T4's: 1,024 threads, 16 blocks, 64 KB per SM).
 
     >>> sm_limits().threads if not ON_GPU else 2048
     2048
     """
-    if not ON_GPU:
+    if not ON_GPU and hardware.profile() is None:
         return H100
     return limits_of(hardware.this_gpu())
 

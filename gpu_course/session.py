@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .hardware import CC_ENV
+from .hardware import acting
 from .mode import MODE_ENV, ON_GPU
 
 _NOTEBOOK: str | None = None   # the running notebook's name, as its banner call gives it
@@ -55,7 +55,7 @@ def banner(notebook: str | None = None) -> str:
             raise ValueError("banner: give the notebook's name, e.g. utils.banner(\"03_first_cuda_kernels\")")
         _NOTEBOOK = notebook[:-len(".ipynb")] if notebook.endswith(".ipynb") else notebook
     if ON_GPU:
-        p = torch.cuda.get_device_properties(0)
+        p = torch.cuda.get_device_properties(0)   # the device itself, whatever it acts as (below)
         line = (f"Mode gpu: {p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
                 f"{p.total_memory / 2**30:.0f} GiB), torch {torch.__version__}. "
                 f"Kernels and timings are real.")
@@ -63,9 +63,8 @@ def banner(notebook: str | None = None) -> str:
         line = ("Mode cpu: no GPU in use. CUDA C runs in the course's CPU emulation, Numba in its "
                 "CUDA simulator, Triton in its interpreter; results are checked as on a GPU, but "
                 f"timings here say nothing about a GPU. (Set {MODE_ENV}=gpu|cpu to force a mode.)")
-    if os.environ.get(CC_ENV):
-        line += (f" Acting as a GPU of compute capability {os.environ[CC_ENV]} ({CC_ENV}): what such a GPU "
-                 "lacks is skipped.")
+    if acting():
+        line += " " + acting()
     note = stored_outputs_note()
     return f"{line}\n{note}" if note else line
 

@@ -102,11 +102,15 @@ _MISSING = [re.compile(p) for p in (
     rf"there are no arguments to {_Q}(?P<name>\w+){_Q} that depend on a template parameter",
     r'identifier "(?P<name>\w+)" is undefined$',   # not "... is undefined in device code": a host name
     r'namespace "(?P<ns>[\w:]+)" has no member (?:class |function |template |variable )?"(?P<name>\w+)"',
+    # clang's wordings
+    rf"no (?:type|template|member) named {_Q}(?P<name>\w+){_Q} in namespace {_Q}(?P<ns>[\w:]+){_Q}",
+    rf"use of undeclared identifier {_Q}(?P<name>[\w:]+){_Q}",
+    rf"unknown type name {_Q}(?P<name>[\w:]+){_Q}",
 )]
 
 
 def missing_name(msg: str):
-    """``(namespace or None, name)`` when a compiler message (g++ or nvcc) says that a name is not
+    """``(namespace or None, name)`` when a compiler message (g++, clang or nvcc) says that a name is not
     declared, else None.
 
     >>> missing_name('identifier "assert" is undefined')
@@ -116,6 +120,8 @@ def missing_name(msg: str):
     >>> missing_name("\u2018std::vector\u2019 has not been declared"), missing_name("expected ';' before '}' token")
     (('std', 'vector'), None)
     >>> missing_name('identifier "cdiv" is undefined in device code')   # declared, but a host function
+    >>> missing_name("no member named 'tensor' in namespace 'torch'"), missing_name("use of undeclared identifier 'y'")
+    (('torch', 'tensor'), (None, 'y'))
     """
     for pattern in _MISSING:
         m = pattern.search(msg)

@@ -656,3 +656,29 @@ def test_a_wheel_holds_every_file_the_package_reads_and_runs_cuda_c_from_it(tmp_
                        env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.split() == ["cpu", str(site / "gpu_course" / "__init__.py"), "True"]
+
+
+def test_execute_scratch_takes_a_folder_and_every_notebook_by_default(tmp_path):
+    names, scratch = course.execute_args(["--scratch", str(tmp_path)])
+    assert scratch == tmp_path and names == [p.stem for p in course._tracked_notebooks()] and "00_setup" in names
+    with pytest.raises(SystemExit, match="--scratch needs a folder"):
+        course.execute_args(["03", "--scratch"])
+
+
+@pytest.mark.slow  # starts a Jupyter kernel
+def test_execute_scratch_writes_the_copy_elsewhere_and_leaves_the_notebook(tmp_path):
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.environ.get('COURSE_SAVE_RESULTS'))")]
+    path = tmp_path / "42_x.ipynb"
+    nbformat.write(nb, path)
+    before = path.read_text()
+    env = {k: v for k, v in os.environ.items() if k not in (course.EXECUTE_CHILD, "COURSE_SAVE_RESULTS")}
+    r = cli("execute", "--scratch", str(tmp_path / "out"), str(path), env={**env, "COURSE_GPU_PROFILE": "t4"},
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert path.read_text() == before                                   # the stored notebook untouched
+    out = nbformat.read(tmp_path / "out" / "42_x.ipynb", as_version=4)
+    assert out.cells[0].outputs[0]["text"] == "None\n"                   # results/ not written
+    assert out.metadata["course"]["scratch"] == {"COURSE_GPU_PROFILE": "t4"}
+    assert "1 of 1 notebooks finished" in r.stdout

@@ -301,8 +301,12 @@ def test_integer_division_by_zero_raises_and_python_lives():
         alive(m)
     ''')
     out = finish(p, 150)
+    from gpu_course.cuda.emulation.toolchain import get_toolchain
+    clang = "clang" in get_toolchain()["version"].lower()
     for which, pattern in DIV_EXPECTED.items():
         line = next((ln for ln in out.splitlines() if ln.startswith(f"CASE {which}:")), "")
+        if which == 2 and clang and line == "CASE 2: no error":   # undefined behaviour: clang folds 100 / 0 away
+            continue
         assert re.search(pattern, line), f"case {which}: {line!r} does not match {pattern!r}\n{out}"
     assert "ALIVE" in out
 

@@ -126,7 +126,8 @@ def reference_parts(shape, free_bytes=None) -> int:
     if free_bytes is None:
         if not ON_GPU:
             return 1
-        free_bytes = torch.cuda.mem_get_info()[0]
+        from ...hardware import free_memory
+        free_bytes = free_memory()
     B, H, N = shape[:3]
     need = 3 * B * H * N * N * 4
     return max(1, min(B, math.ceil(need / (free_bytes / 2))))

@@ -3,6 +3,8 @@
 #include "cuda_emu.h"
 
 #include <csetjmp>
+#include <cstdlib>
+#include <cxxabi.h>
 #include <csignal>
 #include <ctime>
 #include <deque>

@@ -91,11 +91,27 @@ inline auto convert_arg(A&& a, PtrInfo& info, const char* pname) {
   }
 }
 
+#if defined(__clang__)
+template <auto F>
+struct KernelTag {};
+
+/// clang's __PRETTY_FUNCTION__ drops a function pointer's template arguments ("[F = &k]"), so its
+/// spelling is made from the demangled name of a type that holds F: "KernelTag<&(void ns::k<16>(float*))>"
+/// -> "kname() [with auto F = ns::k<16>]", the form g++ writes (launch_records.cpp reads it).
+std::string clang_kernel_spelling(const char* mangled);
+
+template <auto F>
+inline const char* kname() {
+  static const std::string spelling = clang_kernel_spelling(typeid(KernelTag<F>).name());
+  return spelling.c_str();
+}
+#else
 /// `kname<&k<16>>()`: the compiler's spelling of an instantiated kernel ("... [with auto F = k<16>]").
 template <auto F>
 inline const char* kname() {
   return __PRETTY_FUNCTION__;
 }
+#endif
 
 template <class F>
 struct Kernel {

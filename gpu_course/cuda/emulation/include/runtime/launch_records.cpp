@@ -16,6 +16,28 @@ static std::string bare_name(std::string s) {
   return s;
 }
 
+#if defined(__clang__)
+std::string clang_kernel_spelling(const char* mangled) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string t = d ? d : mangled;
+  std::free(d);
+  // "cuda_emu::KernelTag<&(void ns::k<16>(float*))>" or "cuda_emu::KernelTag<&ns::k>"
+  size_t a = t.find('<');
+  std::string f = a == std::string::npos ? t : t.substr(a + 1, t.size() - a - 2);
+  if (f.rfind("&(", 0) == 0) f = f.substr(2, f.size() - 3);   // "void ns::k<16>(float*)"
+  else if (!f.empty() && f[0] == '&') f = f.substr(1);
+  if (f.rfind("void ", 0) == 0) f = f.substr(5);
+  int depth = 0;  // cut the parameter list: the first '(' outside <...>
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '<') ++depth;
+    else if (f[i] == '>') --depth;
+    else if (f[i] == '(' && depth == 0) { f = f.substr(0, i); break; }
+  }
+  return "const char* cuda_emu::kname() [with auto F = " + f + "]";
+}
+#endif
+
 void count_launch(const char* name, const char* pretty) {
   std::string base = bare_name(name);
   base = base.substr(0, base.find('<'));
