@@ -247,6 +247,7 @@ class CudaExecution:
     launches: list = field(default_factory=list)
     sass: Counter | None = None
     sass_error: str = ""
+    elements: int = 0   # elements of the distinct buffers the launches were given (inputs and output)
 
     @property
     def counted(self) -> bool:
@@ -355,6 +356,8 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
                 new.zero_()
     mem.freeze_inputs()
     ex = CudaExecution(name)
+    distinct = {(b.data_ptr(), b.numel()) for _, bufs, *_ in prepared for b in bufs if b.numel()}
+    ex.elements = sum(n for _, n in distinct)
     counting = not mode.ON_GPU and hasattr(mod, "_cuda_emu_count")
     if counting:
         mod._cuda_emu_count(True)

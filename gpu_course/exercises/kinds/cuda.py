@@ -169,6 +169,8 @@ class CudaKind(Kind):
                     why = ce.shuffled(a.name, a.execution, n)
                 elif n in ce.MMA:
                     why = ce.mma_ran(a.name, a.execution, n)
+                    if why is None:
+                        why = ce.mma_count(a.name, a.execution, tuple(a.output.shape), n)
                 else:
                     why = ce.atomics_ran(a.name, a.execution, n)
             if why is False:
@@ -208,7 +210,7 @@ class CudaKind(Kind):
         if a.execution is None:
             return None
         from ..cuda_evidence import shared_atomics as privatized
-        why = privatized(a.name, a.execution)
+        why = privatized(a.name, a.execution, a.output.numel())
         return None if why is False else why
 
     def same_code(self, a, refs) -> str | None:
