@@ -148,16 +148,42 @@ def combined_by_shuffles(name: str, ex, call: str) -> str | None:
     return None
 
 
-def mma_count(name: str, ex, out_shape, call: str = "wmma::mma_sync") -> str | None:
-    """Tensor cores do the whole product (cpu mode): the warps executed ``call`` exactly tiles x k-steps
-    times, for a 2-D output of ``out_shape`` (h, w) whose inner size k is read from the buffers the
-    launches were given (h*k + k*w + h*w elements). None where the shape cannot be read."""
+def matmul_k(ex, out_shape) -> int | None:
+    """The inner size k of a product whose 2-D output has ``out_shape`` (h, w), read from the elements of
+    the buffers the launches were given (h*k + k*w + h*w); None where they are not a product's."""
     if not ex.launches or len(out_shape) != 2 or not ex.elements:
         return None
     h, w = int(out_shape[0]), int(out_shape[1])
     k, rest = divmod(ex.elements - h * w, h + w)
-    if rest or k < 1:
+    return k if not rest and k >= 1 else None
+
+
+def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
+    """Tiles carry the reuse (cpu mode): for a product (see :func:`matmul_k`), the launch made at most
+    (2k/``tile`` + 2) global loads per output element, what tiles of ``tile`` or more imply (a naive
+    kernel makes 2k)."""
+    k = matmul_k(ex, out_shape)
+    if k is None or k < 2 * tile:
         return None
+    outs = int(out_shape[0]) * int(out_shape[1])
+    loads = sum(int(L.field("gload").sum()) for L in ex.launches)
+    most = outs * (2 * k / tile + 2)
+    if loads > most:
+        return (f"when the check launched {name} for a {out_shape[0]}x{k} by {k}x{out_shape[1]} product, it made "
+                f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; tiles of "
+                f"T x T, each loaded once into shared memory and read T times from there, bring it to about 2k/T "
+                f"(at most {most / outs:.1f} here, for tiles of {tile} or more)")
+    return None
+
+
+def mma_count(name: str, ex, out_shape, call: str = "wmma::mma_sync") -> str | None:
+    """Tensor cores do the whole product (cpu mode): the warps executed ``call`` exactly tiles x k-steps
+    times, for a 2-D output of ``out_shape`` (h, w) whose inner size k is read from the buffers the
+    launches were given (h*k + k*w + h*w elements). None where the shape cannot be read."""
+    k = matmul_k(ex, out_shape)
+    if k is None:
+        return None
+    h, w = int(out_shape[0]), int(out_shape[1])
     want = -(-h // 16) * -(-w // 16) * -(-k // 16)
     got = sum(int(L.field("mma").sum()) for L in ex.launches) / 32   # each lane of a warp counts its call
     if got != want:
