@@ -97,8 +97,8 @@ def barrier_passed(name: str, ex) -> str | None | bool:
 
 
 def shuffled(name: str, ex, call: str) -> str | None | bool:
-    """Shuffle ``call`` executed, by every thread that touched global memory; GPU: the SASS holds
-    that shuffle."""
+    """Shuffle ``call`` executed, in every block that touched global memory, and the shuffles carry the
+    combining (:func:`combined_by_shuffles`); GPU: the SASS holds that shuffle."""
     fld = SHUFFLES[call]
     if ex.launches:
         for L in ex.launches:
@@ -106,12 +106,13 @@ def shuffled(name: str, ex, call: str) -> str | None | bool:
             if int(n.sum()) == 0:
                 return f"{name} executed no {call} {_not_run(name)}"
             work = L.field(*_GLOBAL)
-            bad = (work > 0) & (n == 0)
+            # per block: a shared-memory tree down to 32 values, finished by one warp's shuffles, is one
+            bad = (work > 0) & (n.sum(1) == 0)[:, None]
             if bool(bad.any()):
                 b, t = _first(bad)
                 return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
-                        f"{_n(int(work[b, t]), 'time')} and executed no {call}: every warp combines its "
-                        f"threads' values with shuffles")
+                        f"{_n(int(work[b, t]), 'time')} and no thread of its block executed {call}: every "
+                        f"block combines its threads' values with shuffles")
         return combined_by_shuffles(name, ex, call)
     if ex.sass is not None:
         return None if ex.sass[fld] else f"the compiled {name} holds no {call} ({_SASS_SHUFFLE[fld]})"

@@ -107,7 +107,7 @@ def calls(*names: str):
     which the GPU check therefore accepts and the interpreter's count does not). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
     ``tl.dot(...)`` and ``triton.language.dot(...)``). For CUDA C, ``__syncthreads``, the
     ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
-    barrier; every thread that touched global memory shuffled; an atomic ran) or, on a GPU, as
+    barrier; every block that touched global memory shuffled, no thread reading more values from shared memory than a tree of shuffles needs, at most one global atomic per warp; an atomic ran) or, on a GPU, as
     present in the compiled kernel's SASS (``wmma::mma_sync`` likewise: every thread that stored a result
     executed one, or the SASS holds a tensor-core instruction); other names as calls in the kernel's body (see
     :meth:`.kinds.cuda.CudaKind.calls`)."""
