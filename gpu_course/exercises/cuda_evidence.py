@@ -161,19 +161,20 @@ def matmul_k(ex, out_shape) -> int | None:
 
 def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
     """Tiles carry the reuse (cpu mode): for a product (see :func:`matmul_k`), the launch made at most
-    (2k/``tile`` + 2) global loads per output element, what tiles of ``tile`` or more imply (a naive
-    kernel makes 2k)."""
+    (2k/``tile`` + 2) global loads per output element (per thread, where more threads than outputs ran),
+    what tiles of ``tile`` or more imply (a naive kernel makes 2k)."""
     k = matmul_k(ex, out_shape)
     if k is None or k < 2 * tile:
         return None
     outs = int(out_shape[0]) * int(out_shape[1])
     loads = sum(int(L.field("gload").sum()) for L in ex.launches)
-    most = outs * (2 * k / tile + 2)
+    threads = sum(L.counts.shape[0] * L.counts.shape[1] for L in ex.launches)   # those past the edge load too
+    most = max(outs, threads) * (2 * k / tile + 2)
     if loads > most:
         return (f"when the check launched {name} for a {out_shape[0]}x{k} by {k}x{out_shape[1]} product, it made "
                 f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; tiles of "
                 f"T x T, each loaded once into shared memory and read T times from there, bring it to about 2k/T "
-                f"(at most {most / outs:.1f} here, for tiles of {tile} or more)")
+                f"(at most {most / outs:.1f} here, with the threads past the edge, for tiles of {tile} or more)")
     return None
 
 

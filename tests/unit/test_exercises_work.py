@@ -323,3 +323,104 @@ def test_12_mma_sync_per_tile_and_k_step(capsys):
     assert why.startswith("❌ a WMMA kernel for any size: not yet: when the check launched wmma_any_k on a 37x29 by "
                           "29x45 product, its warps executed 9 wmma::mma_sync for the 9 tiles of 16x16 times 2 k-steps "
                           "= 18"), why
+
+
+# ------------------------------------------------------------------------------------------------
+# 05 (Numba): rectangular 8 x 16 tiles (global loads per output element, counted by the simulator)
+
+import numba  # noqa: E402
+from numba import cuda  # noqa: E402
+
+from gpu_course.exercises.evidence import barriers_passed  # noqa: E402
+
+TH, TW = 8, 16
+A5, B5 = torch.randn(12, 19), torch.randn(19, 21)
+
+
+@cuda.jit
+def matmul_rect_numba(m, n, out):   # the reference solution
+    ms = cuda.shared.array((TH, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r = cuda.blockIdx.y * TH + tr
+    c = cuda.blockIdx.x * TW + tc
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
+        for i in range(tr, TW, TH):
+            ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+    if r < h and c < w:
+        out[r, c] = p
+
+
+@cuda.jit
+def rect_while(m, n, out):   # unusual: a while loop over the phases, the n tile loaded as two halves
+    ms = cuda.shared.array((TH, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r, c = cuda.blockIdx.y * TH + tr, cuda.blockIdx.x * TW + tc
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    ph = 0
+    while ph < k:
+        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
+        ns[tr, tc] = n[ph + tr, c] if ph + tr < k and c < w else numba.float32(0.0)
+        ns[tr + TH, tc] = n[ph + tr + TH, c] if ph + tr + TH < k and c < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+        ph += TW
+    if r < h and c < w:
+        out[r, c] = p
+
+
+@cuda.jit
+def rect_parked(m, n, out):   # class 1: a naive product, parked in the tiles and read back between barriers
+    ms = cuda.shared.array((TH, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r, c = cuda.blockIdx.y * TH + tr, cuda.blockIdx.x * TW + tc
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    if r < h and c < w:
+        for i in range(k):
+            p += m[r, i] * n[i, c]
+    for ph in range(0, k, TW):
+        ms[tr, tc] = p
+        ns[tr, tc] = p
+        ns[tr + TH, tc] = p
+        cuda.syncthreads()
+        p = ms[tr, tc] + ns[tr, tc] - ns[tr + TH, tc]
+        cuda.syncthreads()
+    if r < h and c < w:
+        out[r, c] = p
+
+
+def check_rect(kernel, name):
+    def run(kern):
+        out = utils.poisoned(12, 21)
+        kern[(utils.cdiv(21, 16), utils.cdiv(12, 8)), (16, 8)](utils.to_numba(A5), utils.to_numba(B5), utils.to_numba(out))
+        utils.synchronize()
+        return out
+    utils.kernel_exercise("rectangular 8 x 16 tiled kernel", kernel, kind="numba", kernel=name, run=run,
+                          reference=lambda: A5.double() @ B5.double(), **utils.dot_tol(19),
+                          evidence=[utils.uses_shared_memory(), utils.shared_tiles((8, 16), (16, 16)),
+                                    barriers_passed(4, compiled_at_least=2, meaning="two phases, two barriers each")])
+
+
+def test_05_numba_tiles_carry_the_loads(capsys):
+    ok = "✅ rectangular 8 x 16 tiled kernel: correct"
+    assert verdict(capsys, lambda k: check_rect(k, "matmul_rect_numba"), matmul_rect_numba).startswith(ok)
+    assert verdict(capsys, lambda k: check_rect(k, "rect_while"), rect_while).startswith(ok)
+    why = verdict(capsys, lambda k: check_rect(k, "rect_parked"), rect_parked)
+    assert why.startswith("❌ rectangular 8 x 16 tiled kernel: not yet: when the check launched rect_parked for a 12x19 "
+                          "by 19x21 product, it made 38.0 global loads per output element: a naive kernel makes 2k = 38"), why
