@@ -8,11 +8,17 @@ with a message that names what the lesson is about:
    element; one ``mma_sync`` beside a scalar product; each thread parking its result in ``__shared__``);
 2. the work done where the count did not look (a ``__device__`` pointer variable; a template helper);
 3. the learner's own launch differs from the check's relaunch (a pointer compared with an int argument).
+
+Notebook 05's Numba tiles likewise, by the simulator's count of global loads.
 """
+import utils  # first: it sets the simulator switches that numba reads at import
+
+import numba
 import pytest
 import torch
+from numba import cuda
 
-import utils
+from gpu_course.exercises.evidence import barriers_passed
 from gpu_course.kernels import tensor_cores as tc
 from solutions import nb03, nb04, nb09, nb12
 
@@ -327,11 +333,6 @@ def test_12_mma_sync_per_tile_and_k_step(capsys):
 
 # ------------------------------------------------------------------------------------------------
 # 05 (Numba): rectangular 8 x 16 tiles (global loads per output element, counted by the simulator)
-
-import numba  # noqa: E402
-from numba import cuda  # noqa: E402
-
-from gpu_course.exercises.evidence import barriers_passed  # noqa: E402
 
 TH, TW = 8, 16
 A5, B5 = torch.randn(12, 19), torch.randn(19, 21)
