@@ -97,8 +97,8 @@ def barrier_passed(name: str, ex) -> str | None | bool:
 
 
 def shuffled(name: str, ex, call: str) -> str | None | bool:
-    """Shuffle ``call`` executed, by every thread that touched global memory; GPU: the SASS holds
-    that shuffle."""
+    """Shuffle ``call`` executed, in every block that touched global memory, and the shuffles carry the
+    combining (:func:`combined_by_shuffles`); GPU: the SASS holds that shuffle."""
     fld = SHUFFLES[call]
     if ex.launches:
         for L in ex.launches:
@@ -106,16 +106,94 @@ def shuffled(name: str, ex, call: str) -> str | None | bool:
             if int(n.sum()) == 0:
                 return f"{name} executed no {call} {_not_run(name)}"
             work = L.field(*_GLOBAL)
-            bad = (work > 0) & (n == 0)
+            # per block: a shared-memory tree down to 32 values, finished by one warp's shuffles, is one
+            bad = (work > 0) & (n.sum(1) == 0)[:, None]
             if bool(bad.any()):
                 b, t = _first(bad)
                 return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
-                        f"{_n(int(work[b, t]), 'time')} and executed no {call}: every warp combines its "
-                        f"threads' values with shuffles")
-        return None
+                        f"{_n(int(work[b, t]), 'time')} and no thread of its block executed {call}: every "
+                        f"block combines its threads' values with shuffles")
+        return combined_by_shuffles(name, ex, call)
     if ex.sass is not None:
         return None if ex.sass[fld] else f"the compiled {name} holds no {call} ({_SASS_SHUFFLE[fld]})"
     return False
+
+
+def combined_by_shuffles(name: str, ex, call: str) -> str | None:
+    """The shuffles carry the combining (cpu mode, what a shuffle reduction or scan needs at most): no
+    thread reads more values from shared memory than it shuffled plus two per level of a tree over its
+    block (a shared-memory tree down to 32 values, finished by one warp's shuffles, fits); at most one
+    global atomic per warp; global loads at most twice the elements of the kernel's buffers (each input
+    read about once: O(n) work, not a serial pass per thread)."""
+    shfl = tuple(SHUFFLES.values())
+    for L in ex.launches:
+        nb, nt = L.counts.shape[0], L.counts.shape[1]
+        levels = max(1, (nt - 1).bit_length())
+        sl, sh = L.field("sload"), L.field(*shfl)
+        bad = sl > sh + 2 * levels + 2
+        if bool(bad.any()):
+            b, t = _first(bad)
+            return (f"in the check's launch, {L.where(b, t)} of {name} read {_n(int(sl[b, t]), 'value')} from "
+                    f"shared memory and executed {_n(int(sh[b, t]), 'shuffle')}: the values combine through "
+                    f"{call} (a shuffle per step of the tree), not by one thread reading the others' values")
+        warps = nb * -(-nt // 32)
+        ga = int(L.field("gatomic").sum())
+        if ga > warps:
+            return (f"in the check's launch, {name} made {ga:,} atomic updates in global memory for {warps:,} "
+                    f"warps: a warp combines its values with {call} first, then at most one atomic per warp")
+    loads = sum(int(L.field("gload").sum()) for L in ex.launches)
+    if ex.elements and loads > 2 * ex.elements + 64:
+        return (f"in the check's launch, {name} made {loads:,} global loads for {ex.elements:,} elements of its "
+                f"buffers: a shuffle reduction or scan reads each input about once (O(n) work), the shuffles "
+                f"carry the partial results between threads")
+    return None
+
+
+def matmul_k(ex, out_shape) -> int | None:
+    """The inner size k of a product whose 2-D output has ``out_shape`` (h, w), read from the elements of
+    the buffers the launches were given (h*k + k*w + h*w); None where they are not a product's."""
+    if not ex.launches or len(out_shape) != 2 or not ex.elements:
+        return None
+    h, w = int(out_shape[0]), int(out_shape[1])
+    k, rest = divmod(ex.elements - h * w, h + w)
+    return k if not rest and k >= 1 else None
+
+
+def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
+    """Tiles carry the reuse (cpu mode): for a product (see :func:`matmul_k`), the launch made at most
+    (2k/``tile`` + 2) global loads per output element (per thread, where more threads than outputs ran),
+    what tiles of ``tile`` or more imply (a naive kernel makes 2k)."""
+    k = matmul_k(ex, out_shape)
+    if k is None or k < 2 * tile:
+        return None
+    outs = int(out_shape[0]) * int(out_shape[1])
+    loads = sum(int(L.field("gload").sum()) for L in ex.launches)
+    threads = sum(L.counts.shape[0] * L.counts.shape[1] for L in ex.launches)   # those past the edge load too
+    most = max(outs, threads) * (2 * k / tile + 2)
+    if loads > most:
+        return (f"when the check launched {name} for a {out_shape[0]}x{k} by {k}x{out_shape[1]} product, it made "
+                f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; tiles of "
+                f"T x T, each loaded once into shared memory and read T times from there, bring it to about 2k/T "
+                f"(at most {most / outs:.1f} here, with the threads past the edge, for tiles of {tile} or more)")
+    return None
+
+
+def mma_count(name: str, ex, out_shape, call: str = "wmma::mma_sync") -> str | None:
+    """Tensor cores do the whole product (cpu mode): the warps executed ``call`` exactly tiles x k-steps
+    times, for a 2-D output of ``out_shape`` (h, w) whose inner size k is read from the buffers the
+    launches were given (h*k + k*w + h*w elements). None where the shape cannot be read."""
+    k = matmul_k(ex, out_shape)
+    if k is None:
+        return None
+    h, w = int(out_shape[0]), int(out_shape[1])
+    want = -(-h // 16) * -(-w // 16) * -(-k // 16)
+    got = sum(int(L.field("mma").sum()) for L in ex.launches) / 32   # each lane of a warp counts its call
+    if got != want:
+        return (f"when the check launched {name} on a {h}x{k} by {k}x{w} product, its warps executed "
+                f"{got:g} {call} for the {-(-h // 16) * -(-w // 16)} tiles of 16x16 times {-(-k // 16)} "
+                f"k-steps = {want}: the tensor cores compute every product of the tiles, one mma_sync per tile "
+                f"and k-step")
+    return None
 
 
 def mma_ran(name: str, ex, call: str = "wmma::mma_sync") -> str | None | bool:
@@ -128,8 +206,9 @@ def mma_ran(name: str, ex, call: str = "wmma::mma_sync") -> str | None | bool:
             n = L.field("mma")
             if int(n.sum()) == 0:
                 return f"{name} executed no {call} {_not_run(name)}"
-            bad = (L.field("gstore") > 0) & (n == 0)
-            if bool(bad.any()):
+            stored, ran = L.field("gstore").sum(1) > 0, n.sum(1) > 0   # per block: a warp may skip its tile
+            bad = (L.field("gstore") > 0) & ~ran[:, None]
+            if bool((stored & ~ran).any()):
                 b, t = _first(bad)
                 return (f"in the check's launch, {L.where(b, t)} of {name} stored results and executed no {call}: "
                         f"the products are computed by the tensor cores, through wmma::mma_sync")
@@ -151,9 +230,10 @@ def atomics_ran(name: str, ex, call: str = "atomicAdd") -> str | None | bool:
     return False
 
 
-def shared_atomics(name: str, ex) -> str | None | bool:
-    """Privatized updates: atomics in shared memory, at least as many as in global memory; GPU: the
-    SASS holds atomics on shared memory (ATOMS)."""
+def shared_atomics(name: str, ex, bins: int | None = None) -> str | None | bool:
+    """Privatized updates: atomics in shared memory, at least as many as in global memory, and with
+    ``bins`` (the output's counters) at most bins x blocks global atomics; GPU: the SASS holds atomics
+    on shared memory (ATOMS)."""
     if ex.launches:
         s = sum(int(L.field("satomic").sum()) for L in ex.launches)
         g = sum(int(L.field("gatomic").sum()) for L in ex.launches)
@@ -161,6 +241,12 @@ def shared_atomics(name: str, ex) -> str | None | bool:
             return (f"when the check launched {name}, it made {g} atomic updates in global memory and {s} in "
                     f"shared memory: privatized counters take the many atomics in shared memory, and global "
                     f"memory gets one update per counter and block")
+        blocks = sum(L.counts.shape[0] for L in ex.launches)
+        if bins and g > bins * blocks:
+            return (f"when the check launched {name} ({blocks} block{'s' if blocks != 1 else ''}), it made {g:,} "
+                    f"atomic updates in global memory for {bins} counters: privatized counters are counted in "
+                    f"shared memory, and each block adds each of its counters to global memory once "
+                    f"(at most {bins * blocks:,})")
         return None
     if ex.sass is not None:
         return None if ex.sass["shared_atomic"] else \

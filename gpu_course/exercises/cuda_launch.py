@@ -208,6 +208,20 @@ def build_with_launcher(build, source: str, name: str):
 # ------------------------------------------------------------------------------------------------
 # What ran
 
+def counted_launches(mod, name: str) -> list:
+    """The counted launches of kernel ``name`` since ``mod._cuda_emu_count(True)`` (cpu mode)."""
+    fields, counted = mod._cuda_emu_counts()
+    fields = tuple(fields.split(","))
+    out = []
+    for kname, grid, block, raw in counted:
+        if kname != name:
+            continue
+        nb, nt = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+        counts = torch.frombuffer(bytearray(raw), dtype=torch.int32).to(torch.int64).view(nb, nt, len(fields))
+        out.append(CountedLaunch(kname, tuple(grid), tuple(block), counts, fields))
+    return out
+
+
 @dataclass
 class CountedLaunch:
     """One counted launch (cpu mode): its grid and block, and ``counts``, an int64 tensor of shape
@@ -247,6 +261,8 @@ class CudaExecution:
     launches: list = field(default_factory=list)
     sass: Counter | None = None
     sass_error: str = ""
+    elements: int = 0   # elements of the distinct buffers the launches were given (inputs and output)
+    learner: "CudaExecution | None" = None   # cpu mode: the learner's own launches of the kernel, counted too
 
     @property
     def counted(self) -> bool:
@@ -355,6 +371,8 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
                 new.zero_()
     mem.freeze_inputs()
     ex = CudaExecution(name)
+    distinct = {(b.data_ptr(), b.numel()) for _, bufs, *_ in prepared for b in bufs if b.numel()}
+    ex.elements = sum(n for _, n in distinct)
     counting = not mode.ON_GPU and hasattr(mod, "_cuda_emu_count")
     if counting:
         mod._cuda_emu_count(True)

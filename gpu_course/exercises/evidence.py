@@ -32,7 +32,9 @@ def uses_shared_memory():
     Numba: every thread of a block wrote a ``cuda.shared.array`` and read it (simulator), the
     compiled kernel loads and stores shared memory (GPU); CUDA C: every thread that touched global
     memory stored into shared memory and loaded from it (an atomic on shared memory counts as both;
-    emulation), the compiled kernel's SASS stores to and loads from shared memory (GPU). Where
+    emulation), the compiled kernel's SASS stores to and loads from shared memory (GPU). For a product
+    (a 2-D output whose buffers hold h*k + k*w + h*w elements), cpu mode also counts the global loads: at
+    most 2k/8 + 2 per output element (per thread where more threads ran), what tiles imply. Where
     nothing was executed or compiled to read, the code's text: a call of ``cuda.shared.array`` in a
     Numba kernel's AST, a ``__shared__`` token in a CUDA C kernel's body."""
     def holds(a: Attempt):
@@ -107,7 +109,7 @@ def calls(*names: str):
     which the GPU check therefore accepts and the interpreter's count does not). For other Python names, the kernel's code calls them (its AST: ``"tl.dot"`` matches
     ``tl.dot(...)`` and ``triton.language.dot(...)``). For CUDA C, ``__syncthreads``, the
     ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
-    barrier; every thread that touched global memory shuffled; an atomic ran) or, on a GPU, as
+    barrier; every block that touched global memory shuffled, no thread reading more values from shared memory than a tree of shuffles needs, at most one global atomic per warp; an atomic ran) or, on a GPU, as
     present in the compiled kernel's SASS (``wmma::mma_sync`` likewise: every thread that stored a result
     executed one, or the SASS holds a tensor-core instruction); other names as calls in the kernel's body (see
     :meth:`.kinds.cuda.CudaKind.calls`)."""
@@ -135,7 +137,8 @@ def splits_work(share: float = 1 / 16, *, items: int | None = None, per_thread: 
 
 def shared_atomics():
     """Evidence (CUDA C): privatized counters: the kernel's atomics go to shared memory (at least as
-    many as to global memory) in the course's own launch (cpu mode), the compiled kernel holds
+    many as to global memory, and at most counters x blocks to global memory) in the course's own launch
+    and the learner's (cpu mode), the compiled kernel holds
     atomics on shared memory, ATOMS (GPU)."""
     def holds(a: Attempt):
         return _ask(a, "shared_atomics", "shared_atomics")

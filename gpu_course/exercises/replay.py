@@ -58,6 +58,8 @@ class Execution:
     threads: int = 0
     shared: dict = field(default_factory=dict)
     barriers: dict = field(default_factory=lambda: defaultdict(int))
+    gloads: int = 0      # Numba (simulator): element loads from the arrays the check gave the kernel
+    elements: int = 0    # Numba (simulator): elements of those arrays (inputs and output)
     compiled: list = field(default_factory=list)
     counted: bool = False
 
@@ -160,7 +162,18 @@ class Memory:
         new = self._replacement(raw, role, value, name)
         view = _view(new, _torch_dtype(dtype), off, shape, strides)
         if device == "cpu":
-            return view.numpy()
+            arr = view.numpy()
+            self.numba_elements = getattr(self, "numba_elements", 0) + arr.size
+            # the simulator's device array over this memory (not a copy of it): each element the kernel loads
+            # is an access event of the site ("global", name), counted by counting()
+            from ..interpose.numba import _Reported
+            try:
+                from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+            except ImportError:
+                return arr
+            arr = arr.view(_Reported)
+            arr._site = ("global", name)
+            return FakeCUDAArray(arr)
         from numba import cuda
         return cuda.as_cuda_array(view)
 
@@ -228,6 +241,11 @@ def counting(ex: Execution):
         ex.shared.setdefault(ev.site, SharedUse(ev.shape))
 
     def access(ev):
+        if isinstance(ev.site, tuple) and ev.site[:1] == ("global",):
+            if ev.op == "load":
+                with lock:
+                    ex.gloads += 1
+            return
         use = ex.shared.get(ev.site)
         if use is not None:
             with lock:
@@ -274,6 +292,7 @@ def replay(launches, output: torch.Tensor, inputs=(), grid=None):
     out = mem.output_view(output)
     mem.freeze_inputs()
     ex = Execution()
+    ex.elements = getattr(mem, "numba_elements", 0)
     with counting(ex) if not mode.ON_GPU else nullcontext():
         for kind, L, args, kwargs in calls:
             g = tuple(grid) if grid is not None else L.grid

@@ -102,8 +102,18 @@ class CudaKind(Kind):
         from ...launches import launches
         from ..host_torch import HostTorch
         trial.host_torch = HostTorch()
-        with trial.host_torch.watching(trial.module), launches(modules=[trial.module], snapshot=True) as seen:
-            yield seen
+        count = getattr(trial.module, "_cuda_emu_count", None)   # cpu mode: the learner's launches are counted too
+        if count is not None:
+            count(True)
+        try:
+            with trial.host_torch.watching(trial.module), launches(modules=[trial.module], snapshot=True) as seen:
+                yield seen
+        finally:
+            if count is not None:
+                from ..cuda_launch import CudaExecution, counted_launches
+                trial.learner_counts = CudaExecution(trial.kname or "", counted_launches(trial.module, trial.kname)) \
+                    if trial.kname else None
+                count(False)
 
     def run(self, trial):
         return trial.problem.run(trial.module)
@@ -135,6 +145,9 @@ class CudaKind(Kind):
             return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
                     f"memory) and it raised {first_line(e)}"), None, None
         why = self.replayed_problem(trial, mem, got, "your launch configuration and arguments", "host function")
+        mine = getattr(trial, "learner_counts", None)
+        if execution is not None and mine is not None and mine.launches and execution.launches:
+            execution.learner = mine
         return why, got, execution
 
     def configs(self, attempt, what: str) -> list:
@@ -142,13 +155,34 @@ class CudaKind(Kind):
         return [getattr(c, what) for L in attempt.launches for c in L.calls]
 
     # evidence -------------------------------------------------------------------------------------
+    @staticmethod
+    def _on_both(a, judge):
+        """``judge(execution)`` on the course's own launch, then (cpu mode) on the learner's own launches
+        of the kernel, counted while the host function ran: the two must do the same work."""
+        why = judge(a.execution)
+        mine = getattr(a.execution, "learner", None)
+        if why is None and mine is not None:
+            mine.elements = a.execution.elements
+            why = judge(mine)
+            if isinstance(why, str):
+                why = (why.replace("in the check's launch of", "in your host function's launch of")
+                          .replace("in the check's launch,", "in your host function's launch,")
+                          .replace("when the check launched", "when your host function launched")
+                          .replace("in the check's launch", "in your host function's launch"))
+        return why
+
     def shared_memory(self, a) -> str | None:
-        """Every thread that touched global memory stored into shared memory and loaded from it
-        (emulation), the SASS stores to and loads from shared memory (GPU); else a ``__shared__``
-        token in the kernel's body."""
+        """Every thread that touched global memory stored into shared memory and loaded from it, and for a
+        product the global loads per output element are what tiles imply (emulation: :func:`..cuda_evidence.
+        tiled_loads`); the SASS stores to and loads from shared memory (GPU); else a ``__shared__`` token
+        in the kernel's body."""
         if a.execution is not None:
-            from ..cuda_evidence import shared_used
-            why = shared_used(a.name, a.execution)
+            from ..cuda_evidence import shared_used, tiled_loads
+
+            def judge(ex):
+                why = shared_used(a.name, ex)
+                return tiled_loads(a.name, ex, tuple(a.output.shape)) if why is None else why
+            why = self._on_both(a, judge)
             if why is not False:
                 return why
         if any(t.text == "__shared__" for t in a.cuda_body()):
@@ -163,14 +197,16 @@ class CudaKind(Kind):
         for n in names:
             why = False
             if a.execution is not None and n in ce.EXECUTED:
-                if n == "__syncthreads":
-                    why = ce.barrier_passed(a.name, a.execution)
-                elif n in ce.SHUFFLES:
-                    why = ce.shuffled(a.name, a.execution, n)
-                elif n in ce.MMA:
-                    why = ce.mma_ran(a.name, a.execution, n)
-                else:
-                    why = ce.atomics_ran(a.name, a.execution, n)
+                def judge(ex, n=n):
+                    if n == "__syncthreads":
+                        return ce.barrier_passed(a.name, ex)
+                    if n in ce.SHUFFLES:
+                        return ce.shuffled(a.name, ex, n)
+                    if n in ce.MMA:
+                        why = ce.mma_ran(a.name, ex, n)
+                        return ce.mma_count(a.name, ex, tuple(a.output.shape), n) if why is None else why
+                    return ce.atomics_ran(a.name, ex, n)
+                why = self._on_both(a, judge)
             if why is False:
                 rest.append(n)
             elif why:
@@ -191,7 +227,7 @@ class CudaKind(Kind):
         if a.execution is None:
             return None
         from ..cuda_evidence import work_split
-        why = work_split(a.name, a.execution, share)
+        why = self._on_both(a, lambda ex: work_split(a.name, ex, share))
         if why:
             return why
         if per_thread and items is not None and a.execution.launches:
@@ -208,7 +244,7 @@ class CudaKind(Kind):
         if a.execution is None:
             return None
         from ..cuda_evidence import shared_atomics as privatized
-        why = privatized(a.name, a.execution)
+        why = self._on_both(a, lambda ex: privatized(a.name, ex, a.output.numel()))
         return None if why is False else why
 
     def same_code(self, a, refs) -> str | None:

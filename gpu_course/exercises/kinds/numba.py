@@ -39,6 +39,8 @@ class NumbaKind(PythonKind):
         ``cuda.shared.array`` in the kernel's AST."""
         if a.execution is not None:
             why = shared_executed(a, None)
+            if why is None:
+                return tiled_loads(a)
             if why is not False:
                 return why
         for fn in self.functions(a):
@@ -61,7 +63,7 @@ class NumbaKind(PythonKind):
                             f"writes and reads ({why}): the exercise asks for tiles of "
                             f"{', '.join(show_shape(s) for s in want)}")
             else:
-                return None
+                return tiled_loads(a)
         have = Counter()
         for fn in self.functions(a):
             have.update(staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
@@ -95,6 +97,26 @@ class NumbaKind(PythonKind):
                 return (f"the compiled {a.name} holds {n} barrier(s); the exercise needs "
                         f"{compiled_at_least}{why}")
         return None
+
+
+def tiled_loads(a, tile: int = 8) -> str | None:
+    """For a product (a 2-D output of h x w whose arrays hold h*k + k*w + h*w elements), the simulator's
+    global loads per output element are at most 2k/``tile`` + 2: what tiles of ``tile`` or more imply (a
+    naive kernel makes 2k). None where nothing was counted or the arrays are not a product's."""
+    ex, out = a.execution, a.output
+    if ex is None or not ex.counted or not ex.elements or out.dim() != 2:
+        return None
+    h, w = out.shape
+    k, rest = divmod(ex.elements - h * w, h + w)
+    if rest or k < 2 * tile:
+        return None
+    most = max(h * w, len(ex.blocks) * ex.threads) * (2 * k / tile + 2)   # the threads past the edge load too
+    if ex.gloads > most:
+        return (f"when the check launched {a.name} for a {h}x{k} by {k}x{w} product, it made {ex.gloads / (h * w):.1f} "
+                f"global loads per output element: a naive kernel makes 2k = {2 * k}; tiles loaded once into shared "
+                f"memory and read from there bring it to about 2k/T (at most {most / (h * w):.1f} here, with the threads "
+                f"past the edge, for tiles of {tile} or more)")
+    return None
 
 
 def shared_executed(a, shape):

@@ -141,6 +141,8 @@ def transform(source: str | ParsedSource, *, checked: bool = True, origin: str =
         dependent = _template_names(toks, match, f) if f.qualifier == "__device__" else set()
         for (a, b), pname in zip(params, names):
             if any(toks[k].text in dependent for k in range(a, b)):
+                if f.body and pname:   # accessed through gat, which checks and counts a raw pointer too
+                    pointer_params.setdefault(f.body, set()).add(pname)
                 continue
             new = checked_param(src, toks[a:b])
             if new is not None:
@@ -148,8 +150,11 @@ def transform(source: str | ParsedSource, *, checked: bool = True, origin: str =
                 if f.body and pname:
                     pointer_params.setdefault(f.body, set()).add(pname)
     if checked:
+        _template_call_arguments(toks, match, funcs, device_bodies, rw)
+        globals_ = _device_pointer_variables(src, toks, match, in_device_code, rw)
         for body in device_bodies:  # local pointers: float* row = out + 5;  -> a checked pointer too
             pointer_params.setdefault(body, set()).update(local_pointers(src, toks, match, body, rw))
+            pointer_params[body].update(globals_)
 
     shared: list = []  # (name, rank, declaration token range) of checked __shared__ arrays
     static_shared: dict = {}  # function body -> sizes of its static __shared__ arrays so far
@@ -192,3 +197,54 @@ def _template_names(toks: list[Tok], match: dict[int, int], f) -> set[str]:
         return set()
     gt = cxx.angle_close(toks, k + 1, match, f.lparen)
     return {t.text for t in toks[k + 2:gt or k + 2] if t.kind == "id" and t.text not in KEYWORDS}
+
+
+def _device_pointer_variables(src: str, toks: list[Tok], match: dict[int, int], in_device_code,
+                              rw: Rewriter) -> set[str]:
+    """File-scope ``__device__ const float* p;`` (or ``= nullptr``) -> ``__device__ ::cuda_emu::gptr<const float>
+    p ...;``: a pointer kept in a ``__device__`` variable keeps the bounds of what was assigned to it, so its
+    accesses are checked and counted like a parameter's. Returns the names rewritten."""
+    names = set()
+    for i, t in enumerate(toks):
+        if t.text != "__device__" or in_device_code(i) or (i and toks[i - 1].text not in (";", "}", "{")
+                                                            and toks[i - 1].kind != "pp"):
+            continue
+        a, b = i + 1, i + 1
+        while a < len(toks) and toks[a].text in ("static", "extern", "inline"):
+            a += 1
+        b = a
+        while b < len(toks) and toks[b].text not in (";", "(", "{", "="):
+            b = match.get(b, b) + 1 if toks[b].text == "[" else b + 1
+        if b >= len(toks) or toks[b].text == "(" or toks[b].text == "{" or b == a:
+            continue
+        new = checked_param(src, toks[a:b])
+        if new is not None:
+            rw.replace(toks[a].start, toks[b - 1].end, new)
+            names.add(toks[b - 1].text)
+    return names
+
+
+def _template_call_arguments(toks: list[Tok], match: dict[int, int], funcs, device_bodies, rw: Rewriter):
+    """In device code, each argument of a call of a template ``__device__`` function becomes
+    ``::cuda_emu::raw(arg)``: a checked pointer passes as a plain one, so that a parameter ``const T* p``
+    deduces ``T`` (the build stays checked, and the helper's accesses are counted through gat)."""
+    names = {f.name for f in funcs if f.qualifier == "__device__" and f.name.isidentifier()
+             and _template_names(toks, match, f)}
+    if not names:
+        return
+    for a, b in device_bodies:
+        for i in range(a + 1, b):
+            t = toks[i]
+            if t.kind != "id" or t.text not in names or toks[i - 1].text in (".", "->", "::"):
+                continue
+            k = i + 1
+            if k < b and toks[k].text == "<":
+                gt = cxx.angle_close(toks, k, match, b)
+                if not gt:
+                    continue
+                k = gt + 1
+            if k >= b or toks[k].text != "(" or k not in match:
+                continue
+            for x, y in split_params(toks, k, match[k], match):
+                if y > x:
+                    rw.wrap(toks[x].start, toks[y - 1].end, "::cuda_emu::raw(", ")")

@@ -103,6 +103,13 @@ inline decltype(auto) gat(A&& a, int line, const char* var, I i) {
     return (*q);
   } else if constexpr (is_dshared<D>::value) {
     return gat<K>(a.get(), line, var, i);
+  } else if constexpr (std::is_pointer_v<D> && !std::is_void_v<std::remove_pointer_t<D>> &&
+                       !std::is_function_v<std::remove_pointer_t<D>> &&
+                       (std::is_integral_v<I> || std::is_enum_v<I>)) {
+    // a raw pointer (a template helper's parameter): checked and counted where it points into known memory
+    auto b = bounded(a);
+    if (b.info) return gat<K>(b, line, var, i);
+    return (a[i]);
   } else {
     return std::forward<A>(a)[i];
   }
@@ -115,6 +122,9 @@ inline decltype(auto) gderef(int line, const char* expr, A&& a) {
   using D = std::remove_cv_t<std::remove_reference_t<A>>;
   if constexpr (is_gptr<D>::value || is_dshared<D>::value) {
     return gat<K>(std::forward<A>(a), line, expr, 0);
+  } else if constexpr (std::is_pointer_v<D> && !std::is_void_v<std::remove_pointer_t<D>> &&
+                       !std::is_function_v<std::remove_pointer_t<D>>) {
+    return gat<K>(a, line, expr, 0);
   } else {
     return *std::forward<A>(a);
   }

@@ -178,6 +178,21 @@ inline decltype(auto) bound(X&& x) {
   }
 }
 
+/// What an argument of a call of a template __device__ function becomes: a checked pointer hands over
+/// its plain pointer (so that `const T* p` deduces T), anything else passes as it is. Inside the
+/// helper, accesses through such a pointer are checked and counted by gat (the bounds found again).
+template <class X>
+inline decltype(auto) raw(X&& x) {
+  using D = std::remove_cv_t<std::remove_reference_t<X>>;
+  if constexpr (is_gptr<D>::value) {
+    return x.p;
+  } else if constexpr (is_dshared<D>::value) {
+    return x.get().p;
+  } else {
+    return std::forward<X>(x);
+  }
+}
+
 /// `auto* p = init;` / `const auto* p = init;` become `auto p = aptr<C>(init)`: a checked pointer
 /// stays one (to const elements when C), a raw pointer gets bounds as in bound().
 template <bool C, class X>
