@@ -71,16 +71,13 @@ def missing_ceilings() -> dict:
 
 def _measure_ceilings(rounds: int | None = None) -> tuple:
     """Measure copy bandwidth (GB/s) and matmul rates (TFLOP/s) of the current device: ``(ceilings, rounds)``.
-    The matmuls run in ``rounds`` alternating rounds (4 on a GPU: fp32 tf32 fp16 bf16, then bf16 fp16 tf32
-    fp32, ...), so that a drift of the clock over the measurement falls on every kind alike; each ceiling is the
-    median of its rounds, and ``rounds`` maps each kind to its rounds' rates (their range is the spread)."""
-    out = {}
+    The copy and the matmuls run in ``rounds`` alternating rounds (4 on a GPU: copy fp32 tf32 fp16 bf16, then
+    bf16 fp16 tf32 fp32 copy, ...), so that a drift of the clock over the measurement falls on every kind alike;
+    each ceiling is the median of its rounds, and ``rounds`` maps each kind to its rounds' rates (GB/s for the
+    copy, TFLOP/s for a matmul; their range is the spread)."""
     n_copy = by_mode(gpu=2**28, cpu=2**24)  # 1 GiB or 64 MiB of fp32 per buffer
     src = torch.rand(n_copy, device=DEVICE)
     dst = torch.empty_like(src)
-    t = bench(dst.copy_, src)
-    out["copy"] = 2 * src.nbytes / (t.median * 1e-3) / 1e9
-    del src, dst
     n = by_mode(gpu=8192, cpu=512)
     n_rounds = rounds or by_mode(gpu=4, cpu=1)
     dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
@@ -89,27 +86,33 @@ def _measure_ceilings(rounds: int | None = None) -> tuple:
         dtypes.pop(kind, None)
     inputs = {key: (torch.randn(n, n, device=DEVICE, dtype=dt), torch.randn(n, n, device=DEVICE, dtype=dt))
               for key, dt in dtypes.items()}
-    per = {key: [] for key in dtypes}
+    kinds = ["copy"] + list(dtypes)
+    per = {key: [] for key in kinds}
+    budget = by_mode(gpu=80.0, cpu=50.0)
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for r in range(n_rounds):
-            for key in (list(dtypes) if r % 2 == 0 else list(dtypes)[::-1]):
+            for key in (kinds if r % 2 == 0 else kinds[::-1]):
+                if key == "copy":
+                    t = bench(dst.copy_, src, budget_ms=budget)
+                    per[key].append(2 * src.nbytes / (t.median * 1e-3) / 1e9)
+                    continue
                 torch.backends.cuda.matmul.allow_tf32 = key == "tf32"
-                t = bench(torch.matmul, *inputs[key], budget_ms=by_mode(gpu=80.0, cpu=50.0))
+                t = bench(torch.matmul, *inputs[key], budget_ms=budget)
                 per[key].append(2 * n**3 / (t.median * 1e-3) / 1e12)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
-    for key, rates in per.items():
-        out[key] = statistics.median(rates)
-    return out, per
+    del src, dst, inputs
+    return {key: statistics.median(rates) for key, rates in per.items()}, per
 
 
 _rounds_cache: dict = {}
 
 
 def ceiling_rounds() -> dict:
-    """The matmul rates of each round of this device's last measurement in this session (TFLOP/s,
-    ``{kind: [a rate per round]}``; see :func:`ceilings`); empty when the ceilings were read from the file."""
+    """The rates of each round of this device's last measurement in this session (``{kind: [a rate per
+    round]}``: GB/s for ``"copy"``, TFLOP/s for a matmul; see :func:`ceilings`); empty when the ceilings were
+    read from the file."""
     return _rounds_cache.get(device_name(), {})
 
 
@@ -118,7 +121,7 @@ def ceilings(refresh: bool = False) -> dict:
 
     Measured once per device name. A GPU's are kept in ``results/ceilings.json`` (a few
     seconds to measure; ``refresh=True`` measures again, and :func:`ceiling_rounds` then gives the
-    rounds behind each matmul rate); the CPU's only for this session. The kinds this GPU lacks
+    rounds behind each ceiling); the CPU's only for this session. The kinds this GPU lacks
     (:func:`missing_ceilings`: tf32 and bf16 before Ampere) are left out.
     """
     name = device_name()
@@ -167,20 +170,28 @@ class Throughput:
         return None if self.spec is None else 100 * self.value / self.spec
 
     def vs_measured(self, what: str) -> str:
-        """This rate against the measured best, named ``what``: a % of it up to 100, a ratio above
-        (a rate faster than the library's best is not "103 % of a ceiling").
+        """This rate against the measured best, named ``what``: a % of it while it rounds to 100 % or
+        less, a ratio above (a rate faster than the library's best is not "103 % of a ceiling", and one
+        a hair above it is "100 %", not "1.00×").
 
         >>> Throughput(720.0, "TFLOP/s", 702.0, "fp16").vs_measured("cuBLAS")
         '1.03× cuBLAS'
+        >>> Throughput(100.3, "GB/s", 100.0, "copy").vs_measured("the copy")
+        '100 % of the copy'
         """
-        return (f"{self.pct:.0f} % of {what}" if self.pct <= 100 else f"{self.value / self.ceiling:.2f}× {what}")
+        return (f"{self.pct:.0f} % of {what}" if self.below_ratio else f"{self.value / self.ceiling:.2f}× {what}")
+
+    @property
+    def below_ratio(self) -> bool:
+        """Whether :meth:`vs_measured` gives a % (the % rounds to 100 or less) rather than a ratio."""
+        return self.pct < 100.5
 
     def __str__(self):
         if not ON_GPU:  # small CPU inputs sit in caches faster than its measured copy: no % here
             return f"{fmt_num(self.value)} {self.unit} (CPU: a % of a ceiling is reported on a GPU only)"
         label = CEILING_LABELS[self.ceiling_key]
         vs_measured = self.vs_measured(f"the best {label} measured here") + (
-            f" ({fmt_num(self.ceiling)} {self.unit})" if self.pct <= 100 else f" ({fmt_num(self.ceiling)})")
+            f" ({fmt_num(self.ceiling)} {self.unit})" if self.below_ratio else f" ({fmt_num(self.ceiling)})")
         if self.spec is None:
             return f"{fmt_num(self.value)} {self.unit} = {vs_measured}"
         return (f"{fmt_num(self.value)} {self.unit} = {self.pct_spec:.0f} % of the spec-sheet peak "

@@ -9,6 +9,8 @@ Host functions (every output is a tensor the caller passes, so checks can hand i
   1..8 (:data:`RUNGS`); ``blocks`` is the grid of the grid-stride rungs 5-8. Rungs 2-4 write one
   partial per block and run again on the partials (:func:`tree_grids` gives the passes' grids),
   rungs 5-6 run a second launch of one block over their ``blocks`` partials;
+* ``sum_tree_padded(x, out)``: a control for rung 3, not a rung: its tree on a padded shared array (no bank
+  conflicts), in the passes of rungs 2-4;
 * ``scan_kogge_stone(x, out)`` (n <= 1024), ``scan_brent_kung(x, out)`` (n <= 2048): one block;
   ``scan_three_pass(x, out)``, ``scan_lookback(x, out)``: any n, inclusive, fp32;
 * ``histogram(x, counts, lo, hi, privatized, blocks)``: int32 ``counts`` with torch.histc's bins;
@@ -42,7 +44,7 @@ IMAGES = {"rgb_to_grey": "image/rgb_to_grey.cu", "blur": "image/blur.cu"}
 DISPATCHER = "reduce/sum_rung.cu"
 
 FUNCS = ["sum_rung", "scan_kogge_stone", "scan_brent_kung", "scan_three_pass", "scan_lookback",
-         "histogram", "rgb_to_grey", "blur"]
+         "histogram", "rgb_to_grey", "blur", "sum_tree_padded"]
 
 
 RB = cuda_ints("reduce/01_atomic.cu", "RB")[0]   # threads per block of every rung

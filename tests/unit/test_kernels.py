@@ -480,6 +480,22 @@ def test_image_kernels_match_torch(reduce_mod):
         utils.check(out.float(), ref, atol=1, rtol=0, name=f"blur radius {radius}")
 
 
+def test_rung_3_padded_control_sums_like_rung_3(reduce_mod):
+    # sum_tree_padded: rung 3's tree on a padded shared array, in rung 3's passes (70,001 -> 274 -> 2 -> 1).
+    for n in (0, 1, 3, 1000, 4099, 70_001):
+        x = reductions.exact_sum_input(n)
+        out = utils.poisoned(1)
+        reset_launches(reduce_mod)
+        reduce_mod.sum_tree_padded(x, out)
+        utils.check(out, x.double().sum().reshape(1), atol=0, rtol=0, name=f"rung 3 padded, n={n}")
+        got = {k: v for k, v in launch_counts(reduce_mod).items() if v}
+        assert got == ({"sum_tree_padded_k": len(reductions.tree_grids(n))} if n else {}), (n, got)
+    with pytest.raises(RuntimeError, match="out must have exactly one element"):
+        reduce_mod.sum_tree_padded(torch.randn(10), torch.empty(2))
+    assert "sum_tree_padded_k" not in kernels.listing(reductions.rung_file(3), [("// rung", "__global__"),
+                                                                                 ("for (int s",)])
+
+
 def test_reductions_refuse_bad_input(reduce_mod):
     x = torch.randn(1001)
     with pytest.raises(RuntimeError, match="rung must be 1..8, got 9"):

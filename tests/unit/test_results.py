@@ -44,6 +44,10 @@ def test_gpu_string_of_throughput(monkeypatch):
     assert str(fast) == ("720 TFLOP/s = 73 % of the spec-sheet peak (989 TFLOP/s), 1.03× the best "
                          "fp16 matmul measured here (702)")
     assert utils.Throughput(1.0, "GB/s", 2.0, "copy").pct_spec is None
+    # a % while it rounds to 100 or less: 100.3 % is "100 %" (not "1.00×"), 100.6 % is a ratio
+    assert str(utils.Throughput(3009.0, "GB/s", 3000.0, "copy")).endswith("= 100 % of the best copy bandwidth "
+                                                                         "(bytes read + written) measured here (3,000 GB/s)")
+    assert utils.Throughput(3018.0, "GB/s", 3000.0, "copy").vs_measured("it") == "1.01× it"
 
 
 def test_spec_peaks_name_their_source():
@@ -241,21 +245,26 @@ def test_bench_recording_turns_saving_on_only_on_a_gpu(monkeypatch):
 
 
 def test_refresh_measures_now_and_keeps_the_rounds(monkeypatch):
-    """ceilings(refresh=True) measures in this run (never the file), the matmuls in alternating rounds whose
-    rates ceiling_rounds gives; each ceiling is the median of its rounds."""
+    """ceilings(refresh=True) measures in this run (never the file), the copy and the matmuls in alternating
+    rounds whose rates ceiling_rounds gives; each ceiling is the median of its rounds."""
     import statistics
+    import torch
     order = []
 
     def fake_bench(fn, *args, budget_ms=None):
-        order.append(args[0].dtype if args[0].dim() == 2 else "copy")
+        order.append("copy" if args[0].dim() == 1 else "tf32" if torch.backends.cuda.matmul.allow_tf32
+                     else {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[args[0].dtype])
         return utils.Timing([1.0 + len(order) / 100], "fake", "cpu", False)
     monkeypatch.setattr(ceilings_mod, "bench", fake_bench)
     monkeypatch.setattr(ceilings_mod, "_measure_ceilings",
                         lambda rounds=None, real=ceilings_mod._measure_ceilings: real(rounds=3))
     ceil = utils.ceilings(refresh=True)
     rounds = utils.ceiling_rounds()
-    assert order[0] == "copy" and len(order) == 1 + 3 * len(rounds)
-    assert len(rounds["fp32"]) == 3 and ceil["fp32"] == float(f"{statistics.median(rounds['fp32']):.4g}")
+    kinds = list(rounds)   # the copy first, then the matmuls; every round has each once, odd rounds reversed
+    assert kinds[0] == "copy" and order == kinds + kinds[::-1] + kinds
+    assert all(len(v) == 3 for v in rounds.values())
+    assert ceil["fp32"] == float(f"{statistics.median(rounds['fp32']):.4g}")
+    assert ceil["copy"] == float(f"{statistics.median(rounds['copy']):.4g}")
     monkeypatch.undo()
     utils.ceilings(refresh=True)   # leave this session's real CPU ceilings behind for the other tests
 

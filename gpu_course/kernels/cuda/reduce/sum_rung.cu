@@ -16,15 +16,34 @@
 // (RB times fewer each pass) until one block writes out. Rungs 5-6 run `blocks` blocks over x with a
 // grid-stride loop, then one block over their `blocks` partials. Rungs 7-8 are single launches.
 
-// One pass of rung 2, 3 or 4 over n values: cdiv(n, RB) blocks, one partial each.
+// One pass of rung 2, 3 or 4 (or, for rung 0, of rung 3's padded control) over n values: cdiv(n, RB) blocks,
+// one partial each.
 static void tree_pass(int rung, const float* in, float* partial, int n) {
     const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     switch (rung) {
+        case 0: sum_tree_padded_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
         case 2: sum_tree_divergent_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
         case 3: sum_tree_conflicts_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
         case 4: sum_sequential_k<<<cdiv(n, RB), RB, 0, stream>>>(in, partial, n); break;
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The passes of a tree rung over n >= 1 values of xp, the last one writing op: ping-pong between two arrays
+// (a pass must not overwrite partials another block still reads).
+static void tree_sum(int rung, const torch::Tensor& x, const float* xp, float* op, int n) {
+    int g = cdiv(n, RB);
+    auto a = torch::empty({g}, x.options()), b = torch::empty({cdiv(g, RB)}, x.options());
+    float* buf[2] = {a.data_ptr<float>(), b.data_ptr<float>()};
+    const float* in = xp;
+    for (int k = 0; ; k ^= 1) {
+        g = cdiv(n, RB);
+        float* dst = g == 1 ? op : buf[k];
+        tree_pass(rung, in, dst, n);
+        if (g == 1) break;
+        in = dst;
+        n = g;
+    }
 }
 
 // One pass of rung 5 or 6 over n values with `blocks` blocks, one partial each.
@@ -53,19 +72,7 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
     if (n == 0) return;
     const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
     if (rung >= 2 && rung <= 4) {
-        // ping-pong between two arrays: a pass must not overwrite partials another block still reads
-        int g = cdiv(n, RB);
-        auto a = torch::empty({g}, x.options()), b = torch::empty({cdiv(g, RB)}, x.options());
-        float* buf[2] = {a.data_ptr<float>(), b.data_ptr<float>()};
-        const float* in = xp;
-        for (int k = 0; ; k ^= 1) {
-            g = cdiv(n, RB);
-            float* dst = g == 1 ? op : buf[k];
-            tree_pass(rung, in, dst, n);
-            if (g == 1) break;
-            in = dst;
-            n = g;
-        }
+        tree_sum(rung, x, xp, op, n);
         return;
     }
     switch (rung) {
@@ -85,5 +92,17 @@ void sum_rung(torch::Tensor x, torch::Tensor out, int64_t rung, int64_t blocks) 
         }
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Rung 3's padded control (sum_tree_padded_k), not a rung: the sum of x into the one-element out, in the passes
+// of rungs 2-4.
+void sum_tree_padded(torch::Tensor x, torch::Tensor out) {
+    CHECK_INPUT(x); CHECK_INPUT(out);
+    TORCH_CHECK(x.scalar_type() == torch::kFloat && out.scalar_type() == torch::kFloat,
+                "sum_tree_padded: x and out must be float32 tensors");
+    TORCH_CHECK(out.numel() == 1, "sum_tree_padded: out must have exactly one element, e.g. torch.empty(1)");
+    TORCH_CHECK(x.numel() < (1LL << 30), "sum_tree_padded: the kernel indexes with int: x must have < 2^30 elements");
+    if (x.numel() == 0) { out.zero_(); return; }
+    tree_sum(0, x, x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
 }
 #endif  // GPU_COURSE_REDUCE_SUM_RUNG_CU
