@@ -51,3 +51,12 @@ def test_a_triton_notebook_runs_without_triton(name):
     ran = [c for c in code[2:] if not USES_TRITON.search(c.source) and c not in skipped]
     assert ran, "no cell without Triton ran"
     print(f"{name}: {len(skipped)} of {len(code)} code cells skipped without Triton")
+
+
+@pytest.mark.slow
+def test_the_torch_compile_notebook_runs_without_triton():
+    """Notebook 08 imports Triton only where it reads a Triton kernel's PTX; without it, torch.compile's C++
+    backend does the rest and every cell finishes (nbclient raises on a cell's error)."""
+    nb = run_without_triton("08_torch_compile")
+    check = next(c for c in nb.cells if c.get("id") == "ex08-1-check")   # its refuse list needed Triton once
+    assert "loads of the GeLU kernel" in text_of(check), text_of(check)
