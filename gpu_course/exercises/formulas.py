@@ -182,13 +182,12 @@ def _results_here(answer, cases, refused) -> list:
 
 
 def _in_process_only(cases) -> bool:
-    """Where the worker cannot run the answer: no fork, or a case that needs the GPU (a callable or a CUDA
-    tensor among the arguments, once CUDA is initialized: a forked process cannot use it)."""
+    """Where the worker cannot run the answer: no fork, or a case that runs code (a callable among the
+    arguments: what it runs, a profiler's threads say, may wait forever in a forked process) or needs the
+    GPU (a CUDA tensor: a forked process cannot use it). There the answer still runs before any expected
+    value is computed."""
     if not hasattr(os, "fork"):
         return True
-    import torch
-    if not torch.cuda.is_initialized():
-        return False
     return any(callable(v) or getattr(getattr(v, "device", None), "type", None) == "cuda"
                for c in cases for v in c)
 
