@@ -7,44 +7,85 @@ import torch.distributed as dist
 
 from .distributed import Ranks, rank_device
 
-# torch.distributed's communication calls, watched while a learner's function runs on the ranks
-_GATHERS = ("all_gather", "all_gather_into_tensor", "all_gather_single")
-_SCATTERS = ("reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single")
-_OTHERS = ("all_reduce", "broadcast", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single",
-           "send", "recv", "isend", "irecv", "batch_isend_irecv")
+# what each communication call of torch.distributed is called, by the ProcessGroup method that runs it
+_KINDS = (("reduce_scatter", "reduce_scatter"), ("allgather", "all_gather"), ("all_gather", "all_gather"),
+          ("allreduce", "all_reduce"), ("all_reduce", "all_reduce"), ("alltoall", "all_to_all"),
+          ("all_to_all", "all_to_all"), ("broadcast", "broadcast"), ("reduce", "reduce"), ("gather", "gather"),
+          ("scatter", "scatter"), ("send", "send"), ("recv", "recv"))
+_GATHERS, _SCATTERS = ("all_gather",), ("reduce_scatter",)
+_QUIET = ("barrier", "monitored_barrier")   # synchronize, move no data
+
+
+def _kind(method: str) -> str | None:
+    """The collective a ProcessGroup (or Backend) method runs, by its name: ``all_gather_single`` and
+    ``_allgather_base`` are ``all_gather``, ``allreduce_coalesced`` is ``all_reduce``; None for the
+    methods that move no data."""
+    m = method.lower().lstrip("_")
+    if any(m.startswith(q) for q in _QUIET):
+        return None
+    return next((kind for key, kind in _KINDS if key in m), None)
+
+
+def _tensors(args) -> list:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += _tensors(a)
+    return out
+
+
+def _watched_classes() -> list:
+    c10d = torch._C._distributed_c10d
+    return [k for k in (getattr(c10d, "ProcessGroup", None), getattr(c10d, "Backend", None)) if k is not None]
 
 
 def run_watched(fn, numel: int) -> tuple:
     """On every rank: ``fn(t)`` on a fresh float64 ``t`` of ``numel`` random numbers, with every
-    communication call of ``torch.distributed`` recorded (the calls ``fn`` makes, not those one of them makes
-    inside). Returns ``(fn's result, the sum over ranks of t computed by dist.all_reduce beforehand, [(call, [numel
-    of each tensor argument], [data_ptr of each]), ...])``."""
+    communication of ``torch.distributed`` recorded where it runs, at the C10D level: each call of a method of
+    the ProcessGroup (or of a Backend) that moves data, however the code reached it (``dist.all_reduce``,
+    ``dist.distributed_c10d.all_reduce``, the group object itself). Returns ``(fn's result, the sum over ranks
+    of t computed by dist.all_reduce beforehand, [(collective, [numel of each tensor argument], [the tensor
+    arguments' storages], [whether each holds t's values]), ...], {"given": t's storage, "out": the result's}``,
+    storages as ``(device, address)``."""
     g = torch.Generator().manual_seed(7 + dist.get_rank())
     t = torch.randn(numel, generator=g, dtype=torch.float64).to(rank_device())
     ref = t.clone()
     dist.all_reduce(ref)
     seen, depth = [], [0]
 
-    def watched(name, f):
+    def watched(kind, f):
         def call(*args, **kwargs):
-            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-            if not depth[0]:
-                seen.append((name, [a.numel() for a in tensors], [a.data_ptr() for a in tensors]))
+            tensors = _tensors((*args, *kwargs.values()))
+            if not depth[0]:   # each tensor: its storage's address, and whether it holds t's values
+                seen.append((kind, [a.numel() for a in tensors], [_where(a) for a in tensors],
+                             [a.numel() == given.numel() and torch.equal(a.reshape(-1), given.reshape(-1))
+                              for a in tensors]))
             depth[0] += 1
             try:
                 return f(*args, **kwargs)
             finally:
                 depth[0] -= 1
         return call
-    originals = {n: getattr(dist, n) for n in _GATHERS + _SCATTERS + _OTHERS if hasattr(dist, n)}
-    for n, f in originals.items():
-        setattr(dist, n, watched(n, f))
+    originals = []
+    for klass in _watched_classes():
+        for name, f in list(vars(klass).items()):
+            kind = _kind(name)
+            if kind is not None and callable(f) and not isinstance(f, type):
+                originals.append((klass, name, f))
+                setattr(klass, name, watched(kind, f))
+    given = t.clone()
     try:
-        out = fn(t.clone())
+        out = fn(given)
     finally:
-        for n, f in originals.items():
-            setattr(dist, n, f)
-    return out, ref, seen
+        for klass, name, f in originals:
+            setattr(klass, name, f)
+    return out, ref, seen, {"given": _where(given), "out": _where(out) if isinstance(out, torch.Tensor) else None}
+
+
+def _where(a: torch.Tensor) -> tuple:
+    return str(a.device), a.untyped_storage().data_ptr()
 
 
 def check_composed_all_reduce(ranks: Ranks, fn, timeout_s: float = 60.0) -> None:
@@ -55,8 +96,8 @@ def check_composed_all_reduce(ranks: Ranks, fn, timeout_s: float = 60.0) -> None
     :class:`RanksTimeout` after ``timeout_s``."""
     n, name = ranks.world, getattr(fn, "__name__", "your function")
     for numel in (3 * n, 4099 * n):
-        for rank, (out, ref, seen) in enumerate(ranks.run(run_watched, fn, numel, timeout_s=timeout_s)):
-            calls = [c for c, _, _ in seen]
+        for rank, (out, ref, seen, mem) in enumerate(ranks.run(run_watched, fn, numel, timeout_s=timeout_s)):
+            calls = [c for c, *_ in seen]
             assert "all_reduce" not in calls, f"{name} calls dist.all_reduce: build the sum from a reduce-scatter " \
                                               f"and an all-gather"
             assert isinstance(out, torch.Tensor) and out.shape == ref.shape, \
@@ -69,15 +110,21 @@ def check_composed_all_reduce(ranks: Ranks, fn, timeout_s: float = 60.0) -> None
             gathers = [s for s in seen if s[0] in _GATHERS]
             assert scatters, f"{name} runs no reduce-scatter (coll.reduce_scatter_into)"
             assert gathers, f"{name} runs no all-gather (coll.all_gather_into)"
-            whole = [c for c, sizes, _ in gathers if min(sizes, default=0) >= numel]
+            whole = [c for c, sizes, *_ in gathers if min(sizes, default=0) >= numel]
             assert not whole, f"{name} all-gathers the whole tensor: each rank then receives n times the data; " \
                               f"gather only the summed parts (numel / n each)"
             assert len(scatters) == 1 and len(gathers) == 1, \
                 f"{name} runs {len(scatters)} reduce-scatter(s) and {len(gathers)} all-gather(s): the all-reduce is " \
                 f"exactly one of each"
-            assert scatters[0][2][0] == gathers[0][2][-1], \
-                f"{name}'s all-gather does not gather the reduce-scatter's output: gather the summed part that the " \
-                f"reduce-scatter wrote, so that every rank receives every summed part"
-            others = sorted({c for c in calls if c in _OTHERS})
+            others = sorted({c for c in calls if c not in _SCATTERS + _GATHERS})
             assert not others, f"{name} also calls {', '.join(others)}: one reduce-scatter and one all-gather " \
                                f"are the whole all-reduce"
+            (_, _, s_mem, s_is_t), (_, _, g_mem, _) = scatters[0], gathers[0]
+            assert s_mem[-1] == mem["given"] or s_is_t[-1], \
+                f"{name}'s reduce-scatter does not reduce t: reduce-scatter the tensor you were given"
+            assert s_mem[0] == g_mem[-1], \
+                f"{name}'s all-gather does not gather the reduce-scatter's output: gather the summed part that the " \
+                f"reduce-scatter wrote, so that every rank receives every summed part"
+            assert mem["out"] in g_mem[:-1], \
+                f"{name} does not return what its all-gather wrote: the summed parts it gathered are the " \
+                f"all-reduce's result — return that tensor (or a view of it)"

@@ -150,7 +150,7 @@ SOLUTIONS = {
 def max_registers(blocks, threads):
     warps = blocks * utils.cdiv(threads, 32)      # warps that must be resident
     per_warp = 65536 // warps // 256 * 256        # registers each warp may hold, in whole units of 256
-    return per_warp // 32
+    return min(255, per_warp // 32)               # and a thread addresses at most 255
 ''',
     "ex04-3-answer": MATMUL_BT,
     "ex04-4-answer": '''

@@ -259,5 +259,26 @@ def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
                 best = tl.maximum(best, tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf")))
             tl.store(out_ptr + r, tl.max(best, axis=0))
 ''',
+        "program 0 loops over every row, the others re-store one element, beside a second launch": '''
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
+    if tl.program_id(0) == 0:
+        for r in range(tl.num_programs(0)):
+            best = tl.full((BLOCK_W,), -float("inf"), tl.float32)
+            for start in range(0, w, BLOCK_W):
+                c = start + tl.arange(0, BLOCK_W)
+                best = tl.maximum(best, tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf")))
+            tl.store(out_ptr + r, tl.max(best, axis=0))
+    else:
+        tl.store(out_ptr + tl.program_id(0), tl.load(out_ptr + tl.program_id(0)))
+
+
+def row_max(x):
+    h, w = x.shape
+    out = utils.poisoned(h, device=x.device)
+    row_max_kernel[(h,)](x, out, x.stride(0), w, BLOCK_W=triton.next_power_of_2(w))
+    row_max_kernel[(1,)](x, out, x.stride(0), w, BLOCK_W=triton.next_power_of_2(w))   # a second launch
+    return out
+''',
     },
 }

@@ -62,6 +62,13 @@ class Execution:
     elements: int = 0    # Numba (simulator): elements of those arrays (inputs and output)
     compiled: list = field(default_factory=list)
     counted: bool = False
+    # per (launch, program) of the Triton launches, whatever their number: elements loaded + stored +
+    # touched by atomics (``work``), and stored or touched by atomics (``wrote``); ``launch`` is the one under way
+    work: dict = field(default_factory=lambda: defaultdict(int))
+    lanes: dict = field(default_factory=lambda: defaultdict(int))   # as ``work``, masked-off lanes included
+    grids: list = field(default_factory=list)                        # each launch's grid
+    wrote: dict = field(default_factory=lambda: defaultdict(int))
+    launch: int = 0
 
 
 def _raw(t: torch.Tensor) -> torch.Tensor:
@@ -233,6 +240,13 @@ def counting(ex: Execution):
     def stored(ev):
         if ev.op == "store" and ev.mask is not None:
             ex.stored[ev.builder.grid_idx] += int(ev.mask.data.sum())
+        lanes = int(getattr(ev.ptrs.data, "size", 1))
+        n = int(ev.mask.data.sum()) if ev.mask is not None else lanes
+        key = (ex.launch, tuple(ev.builder.grid_idx))
+        ex.work[key] += n
+        ex.lanes[key] += lanes
+        if ev.op != "load":
+            ex.wrote[key] += n
 
     def dot(ev):
         ex.dots[ev.builder.grid_idx] += 1
@@ -294,11 +308,13 @@ def replay(launches, output: torch.Tensor, inputs=(), grid=None):
     ex = Execution()
     ex.elements = getattr(mem, "numba_elements", 0)
     with counting(ex) if not mode.ON_GPU else nullcontext():
-        for kind, L, args, kwargs in calls:
+        for i, (kind, L, args, kwargs) in enumerate(calls):
+            ex.launch = i
             g = tuple(grid) if grid is not None else L.grid
             if g is None:
                 raise ReplayError(f"the grid of {L.name}'s launch was not recorded")
             ex.programs += g[0] * g[1] * g[2]
+            ex.grids.append(g)
             kind.launch_again(L, args, kwargs, g, ex)
     mode.synchronize()
     for kind in {id(k): k for k, _, _, _ in calls}.values():

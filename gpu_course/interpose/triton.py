@@ -17,6 +17,10 @@ Events and their fields:
   :class:`Interpreted` launch under way: its kernel name and tensor arguments).
 * ``dot``: the interpreter runs a ``tl.dot``: ``builder``.
 
+Besides the events, two settings of the interpreter's ``tl.dot`` (:func:`tf32_rounding`, :func:`dots_scaled`):
+inputs rounded to TF32 where that precision is asked for (as the GPU's tensor cores compute), and the
+products scaled (to see whether they reach a kernel's output).
+
 Besides the events, the touch points other modules call: :func:`compiled_launcher_fits` /
 :func:`run_compiled` (a compiled kernel's own launcher, for ``triton_launch``), :func:`launch_hooks_set`,
 :func:`interpreted_function` and :func:`interpreting` (for ``triton_debug``).
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 
 from . import Bus, Event, Patches, UnknownVersion, loaded, patch_when_imported, raised_by_handler
 
-__all__ = ["subscribe", "unsubscribe", "subscribed", "listening", "Arg", "Interpreted", "check_interpreter",
+__all__ = ["tf32_rounding", "dots_scaled", "round_tf32", "subscribe", "unsubscribe", "subscribed", "listening", "Arg", "Interpreted", "check_interpreter",
            "uninstall", "compiled_launcher_fits", "run_compiled", "launch_hooks_set", "hook_active", "interpreted_function",
            "interpreting", "JIT", "INTERPRETER"]
 
@@ -94,7 +98,7 @@ def _refresh() -> None:
         _set_access(interp, want_access)
         builder = getattr(interp, "InterpreterBuilder", None)
         if builder is not None and "create_dot" in vars(builder):
-            if want_dot:
+            if want_dot or _DOT["tf32"] or _DOT["scale"] is not None:
                 _PATCHES.put(builder, "create_dot", _dot_hook)
             else:
                 _PATCHES.undo(builder, "create_dot")
@@ -194,11 +198,75 @@ def _access_hook(original, op, what, ptr_pos, mask_pos):
     return access
 
 
+_DOT = {"tf32": 0, "scale": None}   # tf32: how many tf32_rounding blocks are open; scale: dots_scaled's factor
+
+
+def round_tf32(x):
+    """fp32 array ``x`` (NumPy) rounded to TF32, as the tensor cores read it: 10 mantissa bits, to
+    nearest (ties away from zero, as ``cvt.rna.tf32.f32``); infinities and NaN kept.
+
+    >>> import numpy as np
+    >>> float(round_tf32(np.float32([1 + 2**-11]))[0]), float(round_tf32(np.float32([1 + 2**-12]))[0])
+    (1.0009765625, 1.0)
+    """
+    import numpy as np
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).astype(np.uint32)
+    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32).reshape(np.shape(x))
+
+
+def _tf32_asked(precision) -> bool:
+    return getattr(precision, "name", str(precision).rsplit(".", 1)[-1]) == "TF32"
+
+
 def _dot_hook(original):
-    def create_dot(self, *args, **kwargs):
-        _BUS.emit("dot", Event(builder=self))
-        return original(self, *args, **kwargs)
+    def create_dot(self, a, b, d, input_precision, *args, **kwargs):
+        if _BUS.listening("dot"):
+            _BUS.emit("dot", Event(builder=self))
+        if _DOT["tf32"] and _tf32_asked(input_precision):
+            a, b = (_as_tf32(h) for h in (a, b))
+        out = original(self, a, b, d, input_precision, *args, **kwargs)
+        factor = _DOT["scale"]
+        if factor is not None:
+            out.data = (out.data + (factor - 1) * (out.data - d.data)).astype(out.data.dtype)
+        return out
     return create_dot
+
+
+def _as_tf32(h):
+    import numpy as np
+    if getattr(h.data, "dtype", None) != np.float32:
+        return h
+    return type(h)(round_tf32(h.data), h.dtype)
+
+
+@contextmanager
+def tf32_rounding():
+    """Within the block, the interpreter's ``tl.dot`` on fp32 inputs with ``input_precision="tf32"``
+    (Triton's default) rounds its inputs to TF32 first, as a GPU's tensor cores do, instead of
+    multiplying in full fp32: a tolerance judged in cpu mode is then the GPU's."""
+    _DOT["tf32"] += 1
+    _refresh()
+    try:
+        yield
+    finally:
+        _DOT["tf32"] -= 1
+        _refresh()
+
+
+@contextmanager
+def dots_scaled(factor: float):
+    """Within the block, every ``tl.dot(a, b, acc)`` of the interpreter returns ``acc + factor * a @ b``:
+    a kernel whose output does not change is one whose products do not reach it."""
+    old = _DOT["scale"]
+    _DOT["scale"] = factor
+    _refresh()
+    try:
+        yield
+    finally:
+        _DOT["scale"] = old
+        _refresh()
 
 
 def _carrier_hook(original):

@@ -240,3 +240,60 @@ def test_ddp_buckets_are_torchs_assignment_and_the_check_names_what_differs(rank
         buckets.check_bucket_assignment(ranks, answer(cheats["the parameters in forward order"], "ddp_buckets"))
     with pytest.raises(AssertionError, match="hand in a function"):
         buckets.check_bucket_assignment(ranks, [[0]])
+
+
+def _c10d_all_reduce_beside_the_two(t):   # the sum from distributed_c10d's all_reduce, the collectives for show
+    n = dist.get_world_size()
+    part = torch.empty(t.numel() // n, dtype=t.dtype)
+    coll.reduce_scatter_into(part, t)
+    coll.all_gather_into(torch.empty_like(t), part)
+    dist.distributed_c10d.all_reduce(t)
+    return t
+
+
+def _group_all_reduce(t):                   # the default group's own method, no torch.distributed function
+    n = dist.get_world_size()
+    part = torch.empty(t.numel() // n, dtype=t.dtype)
+    coll.reduce_scatter_into(part, t)
+    coll.all_gather_into(torch.empty_like(t), part)
+    dist.distributed_c10d._get_default_group().allreduce([t]).wait()
+    return t
+
+
+def _through_the_store(t):                  # the collectives for show, the sum exchanged through the store
+    n, r = dist.get_world_size(), dist.get_rank()
+    part = torch.empty(t.numel() // n, dtype=t.dtype)
+    coll.reduce_scatter_into(part, t)
+    coll.all_gather_into(torch.empty_like(t), part)
+    store = dist.distributed_c10d._get_default_store()
+    key = f"cheat-{t.numel()}"
+    store.set(f"{key}-{r}", t.numpy().tobytes())
+    return sum(torch.frombuffer(bytearray(store.get(f"{key}-{i}")), dtype=t.dtype) for i in range(n))
+
+
+def _gathered_into_t(t):                    # unusual but right: the all-gather writes into t itself
+    n = dist.get_world_size()
+    part = torch.empty(t.numel() // n, dtype=t.dtype)
+    coll.reduce_scatter_into(part, t)
+    coll.all_gather_into(t, part)
+    return t
+
+
+def _as_a_view(t):                          # unusual but right: gathered into a slice of a larger buffer
+    n = dist.get_world_size()
+    part = torch.empty(t.numel() // n, dtype=t.dtype)
+    dist.distributed_c10d.reduce_scatter_tensor(part, t)
+    out = torch.empty(2 * t.numel(), dtype=t.dtype)[t.numel():]
+    dist.all_gather_into_tensor(out, part)
+    return out
+
+
+def test_collectives_are_watched_at_the_c10d_level_and_must_feed_the_answer(ranks):
+    check = collective_check.check_composed_all_reduce
+    for right in (_gathered_into_t, _as_a_view):
+        check(ranks, right)
+    for cheat in (_c10d_all_reduce_beside_the_two, _group_all_reduce):
+        with pytest.raises(AssertionError, match="calls dist.all_reduce"):
+            check(ranks, cheat)
+    with pytest.raises(AssertionError, match="does not return what its all-gather wrote"):
+        check(ranks, _through_the_store)

@@ -75,8 +75,9 @@ class PythonKind(Kind):
             return False  # no source to read: the value check judges it
 
     def own_launch(self, trial):
-        """:func:`..replay.replay` of the learner's launches; then, for a grid of more than two, a
-        single program or block alone must not write the whole output."""
+        """:func:`..replay.replay` of the learner's launches; what it executed must split the work
+        (:meth:`executed_problem`, whatever the number of launches); then, for one launch on a grid of
+        more than two, a single program or block alone must not write the whole output."""
         from ..replay import replay, written
         from ..runner import first_line
         label, mine, out, inputs = trial.label, trial.mine, trial.out, trial.inputs
@@ -86,10 +87,10 @@ class PythonKind(Kind):
             return (f"the check launched {label} itself (your grid and arguments, on fresh memory) and it raised "
                     f"{first_line(e)}"), None, None
         why = self.replayed_problem(trial, mem, got, "your grid and arguments", "function")
-        if why or len(mine) != 1 or execution.programs <= 2:
-            return why, got, execution
-        why = self.executed_problem(trial, execution)
         if why:
+            return why, got, execution
+        why = self.executed_problem(trial, execution)   # whatever the number of launches
+        if why or len(mine) != 1 or execution.programs <= 2:
             return why, got, execution
         unit = self.unit_one
         try:

@@ -1,11 +1,18 @@
 """The Triton kind: a ``@triton.jit`` kernel launched as ``kernel[grid](...)``, recorded through
-:mod:`gpu_course.interpose.triton`'s launch events; the course's own launch counts, per program,
-the stores and ``tl.dot`` calls the interpreter executed (cpu mode) or reads the compiled kernel
-(GPU)."""
+:mod:`gpu_course.interpose.triton`'s launch events; the course's own launch counts, per program of
+every launch, the loads, stores and ``tl.dot`` calls the interpreter executed (cpu mode) or reads the
+compiled kernel (GPU). In cpu mode the interpreter's ``tl.dot`` rounds fp32 inputs to TF32 where that
+precision is asked for (Triton's default), as the GPU does, while the learner's code and the course's
+own launch run."""
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from . import register
 from .python_code import PythonKind
+
+BALANCE = 2.0      # within a launch: the busiest program's elements / the mean program's lanes
+SPREAD = 4.0       # within a launch of more than 4 programs: the busiest / the mean, both in elements
 
 
 class TritonKind(PythonKind):
@@ -22,14 +29,65 @@ class TritonKind(PythonKind):
         if got is not None and hasattr(got, "asm"):
             execution.compiled.append(got)  # gpu mode: what the evidence reads
 
+    @contextmanager
+    def recording(self, trial):
+        with _tf32(), super().recording(trial) as seen:
+            yield seen
+
+    def own_launch(self, trial):
+        """:meth:`.PythonKind.own_launch`, TF32 as the GPU computes it; the execution keeps how to
+        launch again (``again``), for the check that ``tl.dot``'s products reach the output."""
+        from ..replay import replay
+        with _tf32():
+            why, got, execution = super().own_launch(trial)
+        if execution is not None:
+            mine, out, inputs = trial.mine, trial.out, trial.inputs
+
+            def again():
+                with _tf32():
+                    return replay(mine, out, inputs)[0]
+            execution.again = again
+        return why, got, execution
+
     def executed_problem(self, trial, execution) -> str | None:
-        """Programs of the course's own launch that stored nothing (cpu mode)."""
+        """What each program of every launch of the course's own launch did (cpu mode): none stored
+        nothing, and none did the others' share: within a launch, the busiest program's loads and
+        stores (elements) are at most ``BALANCE`` times the mean program's (lanes, masked-off ones
+        included, so that a program at the edge is not counted short) and, with more than 4 programs,
+        at most ``SPREAD`` times the mean in elements; and no program did more than half of all the
+        launches' loads and stores."""
         if not execution.counted:
             return None
-        idle = execution.programs - sum(1 for n in execution.stored.values() if n > 0)
-        if idle:
-            return (f"{idle} of the {execution.programs} programs of {trial.label} stored nothing: split the "
-                    f"work so that each program computes and stores its own part")
+        label, grids = trial.label, execution.grids or []
+        several = len(grids) > 1
+        for i, g in enumerate(grids):
+            programs = [(i, (x, y, z)) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])]
+            n = len(programs)
+            which = f" (its launch {i + 1} of {len(grids)})" if several else ""
+            if n > 2 or several:
+                idle = sum(1 for p in programs if execution.wrote.get(p, 0) == 0)
+                if idle and (n > 2 or idle == n):
+                    return (f"{idle} of the {n} programs of {label}{which} stored nothing: split the "
+                            f"work so that each program computes and stores its own part")
+            if n <= 2:
+                continue
+            work = [execution.work.get(p, 0) for p in programs]
+            lanes = sum(execution.lanes.get(p, 0) for p in programs) / n
+            busiest = max(work)
+            mean = sum(work) / n
+            if busiest > BALANCE * lanes or (n > 4 and busiest > SPREAD * mean):
+                p = programs[work.index(busiest)][1]
+                return (f"program {_show(p)} of {label}{which} loaded and stored {busiest:,} elements, "
+                        f"{busiest / max(mean, 1):.0f}× the mean program's {mean:,.0f}: each program must "
+                        f"do its own share of the work, not loop over the others'")
+        total = sum(execution.work.values())
+        if execution.programs > 2 and total:
+            key, most = max(execution.work.items(), key=lambda kv: kv[1])
+            if most > total / 2:
+                which = f" (its launch {key[0] + 1} of {len(grids)})" if several else ""
+                return (f"program {_show(key[1])} of {label}{which} loaded and stored {most / total:.0%} of "
+                        f"all the elements the launches touched: each program must do its own share of the "
+                        f"work, not loop over the others'")
         return None
 
     def calls(self, attempt, names) -> str | None:
@@ -44,6 +102,46 @@ class TritonKind(PythonKind):
         return super().calls(attempt, [n for n in names if n not in dots])
 
 
+def _show(p) -> str:
+    p = tuple(p)
+    while len(p) > 1 and p[-1] == 0:
+        p = p[:-1]
+    return str(p[0]) if len(p) == 1 else str(p)
+
+
+@contextmanager
+def _tf32():
+    from ... import mode
+    if mode.ON_GPU:
+        yield
+        return
+    from ...interpose import triton as events
+    with events.tf32_rounding():
+        yield
+
+
+def _dot_reaches_output(a) -> str | None:
+    """Launched again with every ``tl.dot`` product doubled, the output must change (cpu mode):
+    a product of zero tiles, or one thrown away, leaves it as it was."""
+    import torch
+
+    from ...interpose import triton as events
+    again, base = getattr(a.execution, "again", None), a.replayed
+    if again is None or not isinstance(base, torch.Tensor):
+        return None
+    with events.dots_scaled(2.0):
+        got = again()
+    b, g = base.detach().double(), got.detach().double()
+    ok = torch.isfinite(b) & torch.isfinite(g)
+    scale = float(b[ok].abs().max()) if bool(ok.any()) else 0.0
+    moved = float((g - b)[ok].abs().max()) if bool(ok.any()) else 0.0
+    if bool((torch.isfinite(b) != torch.isfinite(g)).any()) or moved > 1e-3 * scale:
+        return None
+    return (f"{a.name}'s tl.dot products do not reach its output: when the check launched it with every "
+            f"tl.dot result doubled, the output did not change (a product of zero tiles, or one not used) — "
+            f"the exercise asks for the product itself as tl.dot on tiles")
+
+
 def _dot_executed(a) -> str | None:
     from ..compiled import triton_ops
     ex = a.execution
@@ -56,7 +154,7 @@ def _dot_executed(a) -> str | None:
             return (f"{a.name} did not execute tl.dot when the check launched it (in {len(idle)} of the "
                     f"{len(storing)} programs that stored a result): the exercise asks for the product "
                     f"as tl.dot on tiles")
-        return None
+        return _dot_reaches_output(a)
     if ex.compiled:
         if not any(triton_ops(k)["dot"] for k in ex.compiled):
             return (f"the compiled {a.name} holds no dot: the exercise asks for the product as tl.dot on "
