@@ -183,8 +183,9 @@ def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert cmds == ["python3 course.py lab", "python3 course.py test"]
     ci = [l for l in (ROOT / ".ci" / "run").read_text().splitlines()
           if l.strip() and not l.lstrip().startswith("#") and not l.startswith(("set ", "cd "))]
-    # before it, only the browser test's installs, which cannot fail the run
-    assert ci[-1] == f"exec {cmds[1]}" and len(ci) == 2 and ci[0].startswith("bash .ci/browser-deps || echo ")
+    # before it, only the installs of what optional tests need (the browser, clang++), which cannot fail the run
+    assert ci[-1] == f"exec {cmds[1]}" and ci[0].startswith("bash .ci/browser-deps || echo ")
+    assert all(l.startswith(("bash .ci/browser-deps || echo ", "bash .ci/clang-deps || echo ")) for l in ci[:-1]), ci
 
 
 def test_ci_installs_the_browser_tests_needs_from_debian_and_the_browser_extra():
