@@ -1,4 +1,4 @@
-"""Legibility as a check: a figure whose tick labels or notes overlap, whose numeric axes have no label
+"""Legibility as a check: a figure whose tick labels, notes, titles or legend overlap, whose numeric axes have no label
 (with a unit where the axis is a quantity), or whose measurements name no device is refused.
 
 ``check_legible(fig)`` draws the figure and raises :class:`FigureIllegible` with every problem found;
@@ -75,7 +75,11 @@ def problems(fig, renderer=None, device: bool | None = None) -> list:
             continue
         texts = [t for axis in (ax.xaxis, ax.yaxis) for t in _visible_labels(axis)]
         texts += [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        texts += [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_visible() and t.get_text().strip()]
         boxes = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts]
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            boxes.append(("the legend", legend.get_window_extent(renderer)))
         for i, (s1, b1) in enumerate(boxes):
             for s2, b2 in boxes[i + 1:]:
                 if _overlaps(b1, b2):

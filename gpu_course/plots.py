@@ -53,7 +53,7 @@ def plot_ceilings(ceil: dict, rounds: dict, spec: dict, title: str):
     lo = [100 * min(rounds.get(k, [ceil[k]])) / spec[k] for k in kinds]
     hi = [100 * max(rounds.get(k, [ceil[k]])) / spec[k] for k in kinds]
     ax.bar(range(len(kinds)), share, color=["tab:orange" if k == "copy" else "tab:blue" for k in kinds],
-           yerr=[[s - a for s, a in zip(share, lo)], [b - s for s, b in zip(share, hi)]], capsize=4)
+           yerr=[[max(0, s - a) for s, a in zip(share, lo)], [max(0, b - s) for s, b in zip(share, hi)]], capsize=4)
     unit = lambda k: "GB/s" if k == "copy" else "TFLOP/s"   # noqa: E731
     ax.set_xticks(range(len(kinds)), [f"{k}\n{fmt_num(ceil[k])} of {fmt_num(spec[k])}\n{unit(k)}" for k in kinds],
                   fontsize=8)
