@@ -94,13 +94,15 @@ def plot_roofline(pts: list[dict], ceil: dict, title: str = "", ax=None, annotat
         if text:
             notes.append(ax.annotate(text, (p["intensity"], p["tflops"]), textcoords="offset points", xytext=(4, 2),
                                      fontsize=7, arrowprops=dict(arrowstyle="-", lw=0.5, color="gray")))
-    for nb, mk in markers.items():   # the marker of each notebook, in the legend
-        ax.plot([], [], mk, color="gray", ms=5, label=f"notebook {nb[:2]}" if nb else "recorded")
     ax.set_xlabel("FLOP per byte of DRAM traffic (each matrix moved once)")
     ax.set_ylabel("TFLOP/s achieved")
     if title:
         ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
+    from matplotlib.lines import Line2D
+    handles, _ = ax.get_legend_handles_labels()   # the roofs, then the marker of each notebook
+    handles += [Line2D([], [], ls="", marker=mk, color="gray", ms=5, label=f"notebook {nb[:2]}" if nb else "recorded")
+                for nb, mk in markers.items()]
+    ax.legend(handles=handles, fontsize=7, loc="lower left")
     if notes:   # in the order of pts: a note that would cover an earlier one moves, or is left out
         from .plots import declutter
         declutter(ax, notes)
