@@ -128,3 +128,25 @@ def declutter(ax, notes: list, offsets=((6, 4), (6, -12), (-8, 10), (-8, -14), (
         else:
             note.remove()
     return kept
+
+
+def plot_fusion_bytes(rows: dict, title: str):
+    """Bytes each kernel moves per element, one bar per way of running (``rows``: {label: [(kernel, bytes)]}),
+    each kernel a segment named inside it. A drawing from the graph (nothing timed): returns the figure."""
+    import matplotlib.pyplot as plt
+    from .figures import drawing
+    fig, ax = plt.subplots(figsize=(9, 0.7 * len(rows) + 1.3))
+    for row, (label, kernels) in enumerate(rows.items()):
+        left = 0
+        for k, (name, nbytes) in enumerate(kernels):
+            ax.barh(row, nbytes, left=left, height=0.6, color=f"C{k % 10}", edgecolor="white")
+            ax.text(left + nbytes / 2, row, f"{name}\n{nbytes} B", ha="center", va="center", fontsize=7)
+            left += nbytes
+        ax.text(left + 0.5, row, f"{left} B", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(sum(b for _, b in ks) for ks in rows.values()) * 1.1)
+    ax.set_xlabel("bytes moved per element (read + written)")
+    ax.set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    return drawing(fig)

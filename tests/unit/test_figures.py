@@ -143,3 +143,17 @@ def test_the_ladders_and_rooflines_pass_the_check():
                 notebook="07") for i in range(6)]
     ax = plot_roofline(pts, {"copy": 3000.0, "fp16": 700.0}, "on NVIDIA H100", annotate=lambda p: p["label"])
     assert figures.problems(ax.figure) == []
+
+
+def test_the_fusion_drawing_counts_gelus_bytes_and_passes_the_check():
+    import math
+    import torch
+    from gpu_course.inductor import eager_op_bytes
+
+    def gelu(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+    eager = eager_op_bytes(gelu)
+    assert len(eager) == 8 and sum(b for _, b in eager) == 72
+    fig = plots.plot_fusion_bytes({"eager: 8 kernels": eager, "compiled: 1 kernel (x in, result out)": [("fused", 8)]},
+                                  "GeLU, fp32")
+    assert figures.problems(fig) == []
