@@ -88,7 +88,8 @@ def plot_attention_memory(sizes: list, batch: int, heads: int, d: int, rows: lis
     ax.loglog(sizes, [b / gib for b in naive], "-", color="tab:red", label="naive, formula: 2·B·H·N²·2 bytes")
     ax.loglog(sizes, [b / gib for b in flash], "-", color="tab:blue", label="flash, formula: B·H·N·(2d + 4) bytes")
     for r in rows or []:
-        for key, color, name in (("naive", "tab:red", "naive, measured"), ("ours", "tab:blue", "flash (ours), measured")):
+        for key, color, name in (("naive", "tab:red", "naive, measured"),
+                                 ("ours", "tab:blue", "flash (ours), measured")):
             if math.isinf(r[key]):
                 ax.plot(r["n"], max(naive) / gib, "x", color=color, ms=9, label="naive: out of memory")
             else:
@@ -106,12 +107,15 @@ def plot_attention_memory(sizes: list, batch: int, heads: int, d: int, rows: lis
 
 def declutter(ax, notes: list, offsets=((6, 4), (6, -12), (-8, 10), (-8, -14), (12, 16), (-14, 18))):
     """Move each annotation of ``notes`` (in order of importance) through ``offsets`` (points) until it
-    covers no earlier one and stays inside the axes; one that fits nowhere is removed. Returns the notes kept."""
+    covers no earlier one nor the legend and stays inside the axes; one that fits nowhere is removed. Returns the
+    notes kept."""
     from matplotlib.text import Text
     fig = ax.figure
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     kept, boxes = [], []
+    if ax.get_legend() is not None:   # a note never goes under the legend
+        boxes.append(ax.get_legend().get_window_extent(renderer))
     for note in notes:
         for off in offsets:
             note.set_position(off)

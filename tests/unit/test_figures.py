@@ -157,3 +157,13 @@ def test_the_fusion_drawing_counts_gelus_bytes_and_passes_the_check():
     fig = plots.plot_fusion_bytes({"eager: 8 kernels": eager, "compiled: 1 kernel (x in, result out)": [("fused", 8)]},
                                   "GeLU, fp32")
     assert figures.problems(fig) == []
+
+
+def test_declutter_keeps_notes_off_the_legend():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([1, 2], [1, 2], label="a line with a long legend entry")
+    ax.set(xlabel="x (ms)", ylabel="y (ms)", title="on NVIDIA H200")
+    ax.legend(loc="lower left")
+    note = ax.annotate("a note near the legend", (1.05, 1.05), textcoords="offset points", xytext=(4, 2))
+    plots.declutter(ax, [note])
+    assert figures.problems(fig) == []
