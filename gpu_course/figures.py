@@ -18,6 +18,7 @@ layout, a walk through an algorithm) rather than measures: it needs no device na
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import warnings
@@ -42,7 +43,18 @@ def drawing(fig):
 
 
 def _visible_labels(axis):
-    return [t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text().strip()]
+    """The tick labels drawn: visible, not empty, and at a tick inside the axis' view (the locator also
+    places ticks beyond it, whose labels matplotlib keeps but does not draw)."""
+    lo, hi = sorted(axis.get_view_interval())
+    eps = 1e-9 * max(abs(lo), abs(hi), 1.0)
+    out = []
+    for ticks in (axis.get_major_ticks(), axis.get_minor_ticks()):
+        for tick in ticks:
+            loc = tick.get_loc()
+            if loc is None or not lo - eps <= loc <= hi + eps:
+                continue
+            out += [t for t in (tick.label1, tick.label2) if t.get_visible() and t.get_text().strip()]
+    return out
 
 
 def _numeric(texts) -> bool:
@@ -112,8 +124,21 @@ def check_legible(fig, device: bool | None = None):
     return fig
 
 
+@contextlib.contextmanager
+def unchecked(fig):
+    """Draws of ``fig`` inside this block are not checked: a helper that draws to measure its texts before it
+    moves them (``plots.declutter``)."""
+    fig._course_unchecked = True
+    try:
+        yield fig
+    finally:
+        fig._course_unchecked = False
+
+
 def _on_draw(event):
     fig = event.canvas.figure
+    if getattr(fig, "_course_unchecked", False):
+        return
     found = problems(fig, renderer=event.renderer)
     if not found:
         return

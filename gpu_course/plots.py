@@ -110,8 +110,10 @@ def declutter(ax, notes: list, offsets=((6, 4), (6, -12), (-8, 10), (-8, -14), (
     covers no earlier one nor the legend and stays inside the axes; one that fits nowhere is removed. Returns the
     notes kept."""
     from matplotlib.text import Text
+    from .figures import unchecked
     fig = ax.figure
-    fig.canvas.draw()
+    with unchecked(fig):   # this draw measures the notes where they start, before they move
+        fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     kept, boxes = [], []
     if ax.get_legend() is not None:   # a note never goes under the legend
@@ -153,4 +155,29 @@ def plot_fusion_bytes(rows: dict, title: str):
     ax.set_xlabel("bytes moved per element (read + written)")
     ax.set_title(title, fontsize=9, loc="left")
     fig.tight_layout()
+    return drawing(fig)
+
+
+def plot_who_computed(ids, threads, title: str):
+    """:func:`gpu_course.lessons.numba_cuda.who_computed`'s answer drawn: each output element coloured by
+    its block and labelled with blockIdx (x,y) above threadIdx (x,y); lines at the blocks' edges. A drawing
+    (the same on every machine): returns the figure."""
+    import matplotlib.pyplot as plt
+    _, h, w = ids.shape
+    bx, by, tx, ty = (ids[k].numpy() for k in range(4))
+    fig, ax = plt.subplots(figsize=(0.55 * w + 1.5, 0.55 * h + 1.3))
+    ax.imshow((by * (bx.max() + 1) + bx) % 20, cmap="tab20", vmin=0, vmax=19)
+    for r in range(h):
+        for c in range(w):
+            ax.text(c, r, f"{bx[r, c]},{by[r, c]}\n{tx[r, c]},{ty[r, c]}", ha="center", va="center", fontsize=6.5)
+    for x in range(threads[0], w, threads[0]):
+        ax.axvline(x - 0.5, color="k", lw=1.5)
+    for y in range(threads[1], h, threads[1]):
+        ax.axhline(y - 0.5, color="k", lw=1.5)
+    ax.set_xticks(range(w)), ax.set_yticks(range(h))
+    ax.tick_params(labelsize=7)
+    ax.set(xlabel="column (x)", ylabel="row (y)")
+    ax.set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    from .figures import drawing
     return drawing(fig)

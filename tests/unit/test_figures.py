@@ -167,3 +167,24 @@ def test_declutter_keeps_notes_off_the_legend():
     note = ax.annotate("a note near the legend", (1.05, 1.05), textcoords="offset points", xytext=(4, 2))
     plots.declutter(ax, [note])
     assert figures.problems(fig) == []
+
+
+def test_who_computed_names_each_elements_block_and_thread_and_its_drawing_passes():
+    from gpu_course.lessons.numba_cuda import who_computed
+    ids = who_computed(5, 7, threads=(4, 2))
+    assert ids.shape == (4, 5, 7) and bool((ids >= 0).all())
+    assert ids[:, 4, 6].tolist() == [1, 2, 2, 0]          # column 6 = block 1, thread 2; row 4 = block 2, thread 0
+    fig = plots.plot_who_computed(ids, (4, 2), "blocks of 4 × 2 threads")
+    assert figures.problems(fig) == []
+
+
+def test_declutter_under_the_strict_hook_checks_only_the_finished_figure(monkeypatch):
+    monkeypatch.setenv(figures.ENV, "1")
+    monkeypatch.setitem(matplotlib.rcParams, "figure.hooks", ["gpu_course.figures:watch"])
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([1, 2], [1, 2], label="a line")
+    ax.set(xlabel="x (ms)", ylabel="y (ms)", title="on NVIDIA H200")
+    ax.legend(loc="lower left")
+    notes = [ax.annotate(f"note {i}", (1.5, 1.5), textcoords="offset points", xytext=(4, 2)) for i in range(3)]
+    plots.declutter(ax, notes)     # its first draw has the notes on one another: not checked
+    fig.canvas.draw()              # the finished figure is
