@@ -188,3 +188,15 @@ def test_declutter_under_the_strict_hook_checks_only_the_finished_figure(monkeyp
     notes = [ax.annotate(f"note {i}", (1.5, 1.5), textcoords="offset points", xytext=(4, 2)) for i in range(3)]
     plots.declutter(ax, notes)     # its first draw has the notes on one another: not checked
     fig.canvas.draw()              # the finished figure is
+
+
+def test_no_stored_output_holds_a_refused_figure():
+    """A GPU run (not strict) warns in the cell's output where a figure fails the check: none may be stored."""
+    import json
+    bad = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            for out in cell.get("outputs", []):
+                if "the figure is hard to read" in "".join(out.get("text", "")):
+                    bad.append(f"{path.name} {cell.get('id')}")
+    assert not bad, bad
