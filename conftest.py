@@ -2,9 +2,14 @@
 tests/conftest.py does not see when only notebooks/ is collected): the exercises judged in nbval's
 run of each notebook (tests/notebooks/exercise_runs.py), the ``slow`` mark of ``course.py test
 --quick``, and the worker groups of ``course.py test``."""
+import os
 import re
 
 import pytest
+
+# Every figure a notebook draws under nbval is checked for legibility (gpu_course/figures.py, hooked in through
+# notebooks/matplotlibrc); in the tests a figure that fails the check fails its cell. The kernels inherit this.
+os.environ.setdefault("COURSE_CHECK_FIGURES", "1")
 
 pytest_plugins = ["tests.notebooks.exercise_runs"]   # the exercises, judged in nbval's kernels
 

@@ -21,6 +21,8 @@
 * ``claims``: ``claim``: a sentence of the prose about a measurement, checked on a GPU;
   ``claim_everywhere``: one that holds in every mode, checked wherever it runs
 * ``display``: ``show_img``, ``capture_printf``, ``show_source``, ``say``
+* ``figures``, ``plots`` (imported by name): the legibility check every figure of a notebook passes where it is
+  drawn (``notebooks/matplotlibrc`` hooks it into pyplot), and the notebooks' key results drawn
 * ``profiling``, ``inductor`` (imported by name: ``from gpu_course import profiling``): reading ncu's
   report and torch.profiler's tables; reading what torch.compile generated
 * ``occupancy`` (imported by name): resident blocks per SM from registers, shared memory and the SM's

@@ -205,3 +205,20 @@ def compiled_variants(kernel_name: str) -> list:
         out.append({"config": cfg, "kept": cfg in kept,
                     "ptx": _ptx_of(result, by_config.get(cfg), kernel_name)})
     return out
+
+
+def eager_op_bytes(fn, itemsize: int = 4) -> list:
+    """``(operation, bytes per element)`` of each operation eager PyTorch runs for the elementwise ``fn`` of one
+    tensor (traced with ``torch.fx``): each reads its tensor inputs and writes one output, ``itemsize`` bytes each.
+
+    >>> import math, torch
+    >>> eager_op_bytes(lambda x: torch.tanh(x * 2.0) + x)
+    [('mul', 8), ('tanh', 8), ('add', 12)]
+    """
+    import torch.fx
+    out = []
+    for node in torch.fx.symbolic_trace(fn).graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            tensors = sum(isinstance(a, torch.fx.Node) for a in node.args)
+            out.append((getattr(node.target, "__name__", str(node.target)), itemsize * (tensors + 1)))
+    return out

@@ -74,7 +74,8 @@ def points(rows: list) -> list[dict]:
 
 def plot_roofline(pts: list[dict], ceil: dict, title: str = "", ax=None, annotate=None):
     """Draw the roofs of every precision in ``pts`` and the points; ``annotate(point)`` gives a
-    short label (or None for no label). Returns the axes."""
+    short label (or None for no label); labels are moved (or left out) so that none covers another: label only
+    the points the text discusses. Returns the axes."""
     import matplotlib.pyplot as plt
     import numpy as np
     if ax is None:
@@ -85,16 +86,24 @@ def plot_roofline(pts: list[dict], ceil: dict, title: str = "", ax=None, annotat
             continue
         ax.loglog(x, np.minimum(ceil["copy"] * x / 1e3, ceil[prec]), "-", lw=1, color=PRECISION_STYLE[prec],
                   label=f"{prec} roof (best measured here): {ceil[prec]:,.0f} TFLOP/s, DRAM {ceil['copy']:,.0f} GB/s")
-    markers = {}
+    markers = {nb: "os^Dv"[k % 5] for k, nb in enumerate(sorted({p["notebook"] for p in pts}))}
+    notes = []
     for p in pts:
-        mk = markers.setdefault(p["notebook"], "os^Dv"[len(markers) % 5])
-        ax.plot(p["intensity"], p["tflops"], mk, color=PRECISION_STYLE[p["precision"]], ms=5)
+        ax.plot(p["intensity"], p["tflops"], markers[p["notebook"]], color=PRECISION_STYLE[p["precision"]], ms=5)
         text = annotate(p) if annotate else None
         if text:
-            ax.annotate(text, (p["intensity"], p["tflops"]), textcoords="offset points", xytext=(4, 2), fontsize=7)
+            notes.append(ax.annotate(text, (p["intensity"], p["tflops"]), textcoords="offset points", xytext=(4, 2),
+                                     fontsize=7, arrowprops=dict(arrowstyle="-", lw=0.5, color="gray")))
     ax.set_xlabel("FLOP per byte of DRAM traffic (each matrix moved once)")
     ax.set_ylabel("TFLOP/s achieved")
     if title:
         ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
+    from matplotlib.lines import Line2D
+    handles, _ = ax.get_legend_handles_labels()   # the roofs, then the marker of each notebook
+    handles += [Line2D([], [], ls="", marker=mk, color="gray", ms=5, label=f"notebook {nb[:2]}" if nb else "recorded")
+                for nb, mk in markers.items()]
+    ax.legend(handles=handles, fontsize=7, loc="lower left")
+    if notes:   # in the order of pts: a note that would cover an earlier one moves, or is left out
+        from .plots import declutter
+        declutter(ax, notes)
     return ax

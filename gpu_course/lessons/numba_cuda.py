@@ -5,6 +5,7 @@ tiled kernels hold (:func:`ptx_counts`, :func:`cuda_c_ptx`).
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -106,3 +107,32 @@ def cuda_c_ptx(kernel_text: str, instantiation: str = "", arch: str = "sm_90") -
         subprocess.run(["nvcc", f"-arch={arch}", "-ptx", "-o", str(ptx), str(src)], check=True,
                        capture_output=True, text=True)
         return ptx.read_text()
+
+
+@functools.cache
+def _who_kernel():
+    global cuda   # a module global: the simulator swaps the kernel's global `cuda` for its own (not a closure's)
+    from numba import cuda
+
+    @cuda.jit
+    def who(ids):
+        c, r = cuda.grid(2)                       # x -> column, y -> row, as in section 1
+        if r < ids.shape[1] and c < ids.shape[2]:
+            ids[0, r, c] = cuda.blockIdx.x
+            ids[1, r, c] = cuda.blockIdx.y
+            ids[2, r, c] = cuda.threadIdx.x
+            ids[3, r, c] = cuda.threadIdx.y
+    return who
+
+
+def who_computed(h: int, w: int, threads=(4, 4)):
+    """Launch, over an ``h`` × ``w`` output in blocks of ``threads`` (x along columns, y along rows), a Numba
+    kernel in which each thread writes which block and thread it is into its element: returns an int tensor
+    (4, h, w) on the CPU, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y of each element (-1: none wrote it)."""
+    import torch
+    from ..launch import cdiv, to_numba
+    from ..mode import DEVICE, synchronize
+    ids = torch.full((4, h, w), -1, dtype=torch.int32, device=DEVICE)
+    _who_kernel()[(cdiv(w, threads[0]), cdiv(h, threads[1])), threads](to_numba(ids))
+    synchronize()
+    return ids.cpu()

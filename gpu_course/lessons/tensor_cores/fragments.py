@@ -38,11 +38,12 @@ def draw_layouts(grids: dict, title: str = ""):
         ax.set_yticks(range(lanes.shape[0]))
         ax.tick_params(labelsize=6)
         ax.set_xlabel("column")
-    axes[0].set_ylabel("row")
+        ax.set_ylabel("row")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    from ...figures import drawing
+    return drawing(fig)   # a layout: the same on every GPU, it names none
 
 
 def ldmatrix_rows(r0: int, c0: int) -> list:
