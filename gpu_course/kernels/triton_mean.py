@@ -130,4 +130,3 @@ def mean_atomic(x, cfg=None):
     grid = (cdiv(x.numel(), BLOCK * TILES),)
     direct(mean_atomic_kernel)[grid](x, out, x.numel(), BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
     return out[0]
-

@@ -49,10 +49,7 @@ def softmax(x, cfg=None, alloc=torch.empty):
     if w > MAX_W:  # 16384 floats
         raise ValueError(f"softmax: rows of {w} floats do not fit in one program's registers; "
                          "that needs a loop over the row (an online softmax)")
-    cfg = cfg or _CONFIGS.get(w) or _CONFIGS.setdefault(w, softmax_config(w))
+    cfg = cfg or softmax_config(w)
     out = alloc(h, w, device=x.device)
     direct(softmax_rows_kernel)[(cdiv(h, cfg["ROWS"]),)](x, out, x.stride(0), out.stride(0), h, w, **cfg)
     return out
-
-
-_CONFIGS = {}  # w -> softmax_config(w), worked out once a row length
