@@ -11,7 +11,11 @@ itself takes a few tens of µs: a training step then waits for the CPU.
 :class:`Launcher` does that work once per *key* and then calls the compiled kernel's own launcher
 (``CompiledKernel.run``, the C function ``kernel[grid]`` ends in) directly. The key is the caller's
 promise: two calls with equal keys must specialise alike, so it must name every dtype, every pointer's
-alignment and every int's kind that can vary between calls (:func:`int_kind`, :func:`aligned`).
+alignment and every int's kind that can vary between calls (:func:`int_kind`, :func:`aligned`), or be
+left to :func:`spec_key`, which works it out from the arguments. Every Triton kernel the course ships
+launches through one (the matmul, the softmax, the means, the attention forward with pointer loads, the
+LayerNorm); for an autotuned kernel the key also holds the exact values the autotuner keys on, so a new
+autotuning key is tuned as before, and the direct path then launches the configuration it chose.
 
 The direct path is taken only where it is the same launch: on a GPU (the interpreter has no compiled
 kernel), with no launch hooks set (profilers such as Proton set them), outside a ``utils.launches``
@@ -24,12 +28,14 @@ was written for (3.x: ``run(gridX, gridY, gridZ, stream, function, *args)``). An
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .interpose import triton as _triton
 from .mode import ON_GPU
 
-__all__ = ["Launcher", "int_kind", "aligned", "through_jit", "direct_allowed"]
+__all__ = ["Launcher", "int_kind", "aligned", "spec_key", "direct", "through_jit", "direct_allowed"]
 
 _DIRECT = [True]   # False inside through_jit(): every Launcher takes kernel[grid]
 
@@ -65,6 +71,15 @@ class Launcher:
     after the first call with a given ``key`` (on the current device, with the same constexprs), it
     calls the compiled kernel's launcher directly (see the module docstring).
 
+    ``kernel`` is a ``@triton.jit`` function or a ``triton.autotune`` of one. ``key=None`` lets the launcher
+    work the key out itself (:func:`spec_key`: each tensor's dtype and alignment, each int's kind, and the
+    exact value of every argument the autotuner keys on); a caller that knows its arguments better passes its
+    own (the LayerNorm's launchers do: cheaper, and the C++ node finds the kernels by it). With an autotuner,
+    the first call of a key is the autotuner's: it tunes (once per autotuning key, as always) and launches;
+    the launcher then keeps the compiled kernel of the configuration it chose, and ``grid``, where it is a
+    function of the configuration (``meta``), is evaluated on each call with the arguments and that
+    configuration. An autotuner with hooks (``pre_hook``, ``reset_to_zero``, ...) always runs as itself.
+
     ``args`` are the kernel's runtime arguments in order, ``constexprs`` its trailing ``tl.constexpr``
     parameters by name, plus launch options (``num_warps``, ``num_stages``); a trailing parameter left to
     its default keeps every launch on ``kernel[grid]``. ``direct`` counts the launches that took the direct
@@ -72,8 +87,16 @@ class Launcher:
 
     def __init__(self, kernel):
         self.kernel = kernel
-        self._compiled = {}   # (device, key, constexpr values) -> (CompiledKernel, constexpr values in order)
+        self._compiled = {}   # (device, key, constexpr values) -> (CompiledKernel, constexpr values in order, meta)
         self.direct = 0
+        self._tuner = hasattr(kernel, "configs") and hasattr(kernel, "fn")   # a triton.autotune
+        keys = getattr(kernel, "keys", ()) if self._tuner else ()
+        self._exact = frozenset(i for i, n in enumerate(kernel.arg_names) if n in keys)
+
+    def __getitem__(self, grid):
+        """``launcher[grid](*args, **constexprs)``: a launch with the key left to :func:`spec_key`, written
+        like ``kernel[grid](...)``."""
+        return functools.partial(self, grid, None)
 
     def compiled(self, key, **constexprs):
         """The ``CompiledKernel`` an earlier call with ``key`` and these constexprs (same names, same order,
@@ -93,21 +116,91 @@ class Launcher:
         # hold triton dtypes it cannot name (an InternalTorchDynamoError on a GPU).
         if not direct_allowed():
             return self.kernel[grid](*args, **constexprs)
+        if key is None:
+            key = spec_key(args, self._exact)
+            if key is None:                          # an argument it cannot key on: always kernel[grid]
+                return self.kernel[grid](*args, **constexprs)
         full = self._full_key(key, constexprs)
         dev = full[0]
         hit = self._compiled.get(full)
         if hit is None:
-            ck = self.kernel[grid](*args, **constexprs)   # compiles if need be, and launches
-            names = self.kernel.arg_names[len(args):]
-            if ck is not None and _triton.compiled_launcher_fits(ck) and all(n in constexprs for n in names):
-                self._compiled[full] = (ck, tuple(constexprs[n] for n in names))
+            ck = self.kernel[grid](*args, **constexprs)   # tunes, compiles if need be, and launches
+            self._register(full, ck, args, constexprs)
             return ck
-        ck, tail = hit
+        ck, tail, meta = hit
+        if self._tuner:                              # what the autotuner would say it chose, for readers
+            self.kernel.best_config = meta["_config"]
+        if callable(grid):                           # grid = f(meta): the arguments and the chosen configuration
+            grid = grid(dict(zip(self.kernel.arg_names, args), **meta))
         g = tuple(grid) + (1, 1)
         stream = torch._C._cuda_getCurrentRawStream(dev)
         _triton.run_compiled(ck, g, stream, args + tail)
         self.direct += 1
         return ck
+
+    def _register(self, full, ck, args, constexprs):
+        """Keep ``ck`` for the direct path of ``full`` where the same launch can be made without
+        ``kernel[grid]``: a launcher of the expected signature, every trailing constexpr known, no hooks."""
+        if ck is None or not _triton.compiled_launcher_fits(ck):
+            return
+        consts = dict(constexprs)
+        if self._tuner:
+            cfg = getattr(self.kernel, "best_config", None)
+            if cfg is None or tuner_has_hooks(self.kernel) or getattr(cfg, "pre_hook", None):
+                return
+            consts.update(cfg.all_kwargs())
+            consts["_config"] = cfg
+        names = self.kernel.arg_names[len(args):]
+        if all(n in consts for n in names):
+            self._compiled[full] = (ck, tuple(consts[n] for n in names), consts)
+
+
+_LAUNCHERS: dict = {}   # id(kernel) -> (kernel, its Launcher), for direct()
+
+
+def direct(kernel) -> Launcher:
+    """The one :class:`Launcher` of ``kernel`` (a ``@triton.jit`` function or an autotuner of one), made on
+    first use: ``direct(kernel)[grid](*args, **constexprs)`` launches like ``kernel[grid](...)``, and after
+    the first call of a key, without Triton's per-call Python."""
+    hit = _LAUNCHERS.get(id(kernel))      # by identity: a kernel's own hash and == are not ours to rely on
+    if hit is None or hit[0] is not kernel:
+        hit = _LAUNCHERS[id(kernel)] = (kernel, Launcher(kernel))
+    return hit[1]
+
+
+def tuner_has_hooks(tuner) -> bool:
+    """Whether a ``triton.autotune`` runs code of its own around each launch (a user's ``pre_hook`` or
+    ``post_hook``, ``reset_to_zero``, ``restore_value``): such a launch is never made directly."""
+    return bool(getattr(tuner, "user_defined_pre_hook", True) or getattr(tuner, "user_defined_post_hook", True)
+                or getattr(tuner, "reset_to_zero", None) or getattr(tuner, "restore_value", None))
+
+
+def spec_key(args, exact=frozenset()):
+    """What Triton specialises and the autotuner keys on, for runtime ``args``: a tensor's dtype and
+    16-byte alignment, an int's :func:`int_kind` (its value where its index is in ``exact``: the arguments
+    an autotuner keys on), a float's type (its value where in ``exact``), None, a bool or a string as
+    itself; None (no key: launch through ``kernel[grid]``) for anything else (a tensor descriptor, say).
+
+    >>> t = torch.zeros(64)
+    >>> spec_key((t, 64, 3, 0.5), exact={2})
+    ((torch.float32, True), 'x16', 3, <class 'float'>)
+    >>> spec_key((t[1:], 1, 3, 0.5))
+    ((torch.float32, False), 'one', 'int', <class 'float'>)
+    """
+    key = []
+    for i, a in enumerate(args):
+        kind = type(a)
+        if kind is torch.Tensor or isinstance(a, torch.Tensor):
+            key.append((a.dtype, a.data_ptr() % 16 == 0))
+        elif kind is int:
+            key.append(a if i in exact else int_kind(a))
+        elif kind is float:
+            key.append(a if i in exact else float)
+        elif a is None or kind in (bool, str):
+            key.append(a)
+        else:
+            return None
+    return tuple(key)
 
 
 def direct_allowed() -> bool:

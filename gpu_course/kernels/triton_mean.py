@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ..launch import cdiv
 from ..mode import by_mode
+from ..triton_launch import direct
 from . import num_warps_for
 
 MEAN_GPU = dict(BLOCK=4096, TILES=4, num_warps=8)  # 16,384 floats (64 KB) per program
@@ -43,7 +44,8 @@ def mean_serial_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def mean_serial(x, alloc=torch.empty):
     out = alloc(1, device=x.device)
-    mean_serial_kernel[(1,)](x, out, x.numel(), BLOCK=1024)  # a grid of one program
+    # direct(kernel)[grid](...): kernel[grid](...) without Triton's per-call Python (notebook 07)
+    direct(mean_serial_kernel)[(1,)](x, out, x.numel(), BLOCK=1024)  # a grid of one program
     return out[0]
 
 
@@ -77,8 +79,8 @@ def mean_scalar_loop(x, chunk=SCALAR_CHUNK, alloc=torch.empty):
                          f"make the chunks (chunk = {chunk:,}) bigger")
     partial = alloc(m, device=x.device)
     out = alloc(1, device=x.device)
-    mean_scalar_loop_kernel[(m,)](x, partial, n, CHUNK=chunk)  # Triton's default num_warps
-    sum_to_mean_kernel[(1,)](partial, out, m, n, BLOCK=m_block, num_warps=num_warps_for(m_block))
+    direct(mean_scalar_loop_kernel)[(m,)](x, partial, n, CHUNK=chunk)  # Triton's default num_warps
+    direct(sum_to_mean_kernel)[(1,)](partial, out, m, n, BLOCK=m_block, num_warps=num_warps_for(m_block))
     return out[0]
 
 
@@ -110,8 +112,8 @@ def mean_two_pass(x, cfg=None, alloc=torch.empty):
                          f"make the tiles (BLOCK * TILES = {BLOCK * TILES:,}) bigger")
     partial = alloc(m, device=x.device)
     out = alloc(1, device=x.device)
-    partial_sums_kernel[(m,)](x, partial, n, BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
-    sum_to_mean_kernel[(1,)](partial, out, m, n, BLOCK=m_block, num_warps=num_warps_for(m_block))
+    direct(partial_sums_kernel)[(m,)](x, partial, n, BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
+    direct(sum_to_mean_kernel)[(1,)](partial, out, m, n, BLOCK=m_block, num_warps=num_warps_for(m_block))
     return out[0]
 
 
@@ -126,5 +128,5 @@ def mean_atomic(x, cfg=None):
     BLOCK, TILES, num_warps = cfg["BLOCK"], cfg["TILES"], cfg["num_warps"]
     out = torch.zeros(1, device=x.device)  # must start at 0: every program adds into it
     grid = (cdiv(x.numel(), BLOCK * TILES),)
-    mean_atomic_kernel[grid](x, out, x.numel(), BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
+    direct(mean_atomic_kernel)[grid](x, out, x.numel(), BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
     return out[0]

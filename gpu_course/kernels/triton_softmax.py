@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ..launch import cdiv
+from ..triton_launch import direct
 
 MAX_W = 16384  # longer rows do not fit one program's registers well (they need an online softmax)
 
@@ -50,5 +51,5 @@ def softmax(x, cfg=None, alloc=torch.empty):
                          "that needs a loop over the row (an online softmax)")
     cfg = cfg or softmax_config(w)
     out = alloc(h, w, device=x.device)
-    softmax_rows_kernel[(cdiv(h, cfg["ROWS"]),)](x, out, x.stride(0), out.stride(0), h, w, **cfg)
+    direct(softmax_rows_kernel)[(cdiv(h, cfg["ROWS"]),)](x, out, x.stride(0), out.stride(0), h, w, **cfg)
     return out

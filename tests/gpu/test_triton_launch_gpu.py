@@ -80,3 +80,45 @@ def test_recorded_or_hooked_launches_go_through_kernel_grid(how):
     assert ln._fwd_launch.direct == before
     ln.layer_norm_forward(x, wt, b)
     assert ln._fwd_launch.direct == before + 1              # and back to the direct path after
+
+
+# ------------------------------------------------------------- the shipped kernels' direct path (direct(kernel))
+def _shipped_calls():
+    from gpu_course.kernels import triton_attention as ta, triton_matmul as tm, triton_mean as mn
+    from gpu_course.kernels.triton_softmax import softmax
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a, b = (torch.randn(320, 320, device="cuda", dtype=torch.float16, generator=g) for _ in range(2))
+    x = torch.randn(64, 700, device="cuda", generator=g)
+    v = torch.randn(1 << 20, device="cuda", generator=g)
+    q = torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.float16, generator=g)
+    return {"matmul": (lambda: tm.matmul(a, b), tm.matmul_tuned), "softmax": (lambda: softmax(x), None),
+            "mean_two_pass": (lambda: mn.mean_two_pass(v), None),
+            "attention forward (pointers)": (lambda: ta.attention_forward(q, q, q, descriptors=False)[0],
+                                             ta.attention_fwd_tuned)}
+
+
+@pytest.mark.parametrize("name", ["matmul", "softmax", "mean_two_pass", "attention forward (pointers)"])
+def test_each_shipped_kernel_goes_direct_with_kernel_grids_result(name):
+    call, tuner = _shipped_calls()[name]
+    with triton_launch.through_jit():
+        want = call()
+    first = call()
+    direct_before = sum(l.direct for _, l in triton_launch._LAUNCHERS.values())
+    again = call()
+    assert sum(l.direct for _, l in triton_launch._LAUNCHERS.values()) > direct_before
+    assert torch.equal(first, want) and torch.equal(again, want)
+    if tuner is not None:   # the direct path names the configuration it launched, as the autotuner would
+        assert tuner.best_config is not None
+
+
+def test_a_new_shape_is_tuned_then_launched_directly():
+    from gpu_course.kernels import triton_matmul as tm
+    a = torch.randn(192, 160, device="cuda", dtype=torch.float16)
+    b = torch.randn(160, 224, device="cuda", dtype=torch.float16)
+    launcher = triton_launch.direct(tm.matmul_tuned)
+    n_keys, direct_before = len(tm.matmul_tuned.cache), launcher.direct
+    out = [tm.matmul(a, b) for _ in range(3)]
+    assert len(tm.matmul_tuned.cache) == n_keys + 1          # the autotuner saw the new shape once
+    assert launcher.direct == direct_before + 2              # and the two calls after it went direct
+    utils.check(out[-1], a.double() @ b.double(), atol=1e-2, rtol=1e-2)
+    assert torch.equal(out[0], out[2])

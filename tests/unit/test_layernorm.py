@@ -438,3 +438,25 @@ def test_a_forward_without_gradients_saves_no_statistics():
     y2, mean, rstd = ln._forward(x.detach(), wt.detach(), b.detach(), 1e-5, None, utils.poisoned, save=False)
     assert mean is None and rstd is None
     utils.check(y2, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_layer_norm_op_takes_the_node_route_once_built(monkeypatch):
+    """layer_norm_op goes through the C++ node's entry point once build_node() set it, and says so; the node's
+    own fallback is the Python path (no recursion back into layer_norm_op)."""
+    from gpu_course.kernels.triton_layernorm import op
+    x, wt, b, dy = lesson.inputs(4, 48, torch.float32)
+    assert "not built" in ln.layer_norm_route()
+    calls = []
+    monkeypatch.setitem(op._ROUTE, "node", lambda *a: calls.append(a) or ln.layer_norm_python(*a))
+    y = ln.layer_norm_op(x, wt, b)
+    y.backward(dy)
+    assert len(calls) == 1 and "C++ autograd node" in ln.layer_norm_route()
+    lesson.check_variants({"layer_norm_op": ln.layer_norm_op}, x, wt, b, dy)
+    monkeypatch.setitem(op._ROUTE, "node", ln.layer_norm_node)   # not built here: the node falls back
+    lesson.check_variants({"layer_norm_op via the node's entry": ln.layer_norm_op}, x, wt, b, dy)
+
+
+def test_what_a_model_calls_gives_rounds_and_the_route():
+    route, taken = lesson.what_a_model_calls(5, 40, torch.float32, rounds=2)
+    assert "autograd.Function" in route and set(taken) == {lesson.EAGER, lesson.MODEL}
+    assert len(taken[lesson.MODEL]) == 2 and len(lesson.loop_speedups(taken)) == 2

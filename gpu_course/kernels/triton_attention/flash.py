@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ...launch import cdiv
+from ...triton_launch import direct
 from ..triton_matmul import dot_precision
 from .backward import attention_backward
 from .forward import (_FORWARD_TUNER, _LAST_FORWARD, _forward_buffers, attention_fwd_kernel, attention_fwd_tuned,
@@ -32,11 +33,11 @@ def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.e
     args = (q, k, v, out, lse, default_scale(D, scale), N)
     switches = dict(HEAD_DIM=D, CAUSAL=bool(causal), DOT_PRECISION=dot_precision(q.dtype))
     if cfg is None:
-        ck = attention_fwd_tuned[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](*args, **switches)
+        ck = direct(attention_fwd_tuned)[lambda meta: (cdiv(N, meta["BLOCK_M"]), B * H)](*args, **switches)
     else:
         if cfg["BLOCK_M"] % cfg["BLOCK_N"]:
             raise ValueError(f"flash_attention: BLOCK_M must be a multiple of BLOCK_N, got {cfg}")
-        ck = attention_fwd_kernel[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
+        ck = direct(attention_fwd_kernel)[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
     _LAST_FORWARD[0] = ck
     return out, lse
 

@@ -65,4 +65,4 @@ from .launch import (_ACC, _BLOCK_N, _CONFIGS, DTYPES, GELU_BLOCK, MAX_W, _acc, 
                      layer_norm_backward_partials, layer_norm_config, layer_norm_forward)
 from .node import (_NODE, _NODE_IDS, _NODE_SIGS, NODE_SOURCE, _node_ids, _node_kernel, build_node, layer_norm_node,
                    node_status)
-from .op import OPS, _defined, gelu_op, layer_norm_op, register_ops
+from .op import _ROUTE, OPS, _defined, gelu_op, layer_norm_op, layer_norm_python, layer_norm_route, register_ops

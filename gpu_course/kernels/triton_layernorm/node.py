@@ -1,6 +1,7 @@
 """Wrapper 3: LayerNorm as a C++ autograd node (``cuda/layer_norm/node.cpp``) that launches the kernels the
 Python path compiled, with ``cuLaunchKernel``, so that no Python runs on autograd's worker thread:
-:func:`build_node` builds it, :func:`layer_norm_node` calls it (or :func:`~.op.layer_norm_op` where it cannot),
+:func:`build_node` builds it, :func:`layer_norm_node` calls it (or :func:`~.op.layer_norm_python` where it cannot), and so does
+:func:`~.op.layer_norm_op` once it is built;
 :func:`node_status` says why not.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ...triton_launch import direct_allowed
 from .function import LayerNorm
 from .launch import (_BLOCK_N, _check_inputs, _config, _dwdb_consts, _dwdb_key, _dwdb_launch, _dx_consts, _dx_key,
                      _dx_launch, _fwd_consts, _fwd_key, _fwd_launch, _rows, _shaped)
-from .op import layer_norm_op
+from .op import _ROUTE, layer_norm_python
 
 
 # ------------------------------------------- wrapper 3: a C++ autograd node launching the same kernels
@@ -32,14 +33,15 @@ _NODE_SIGS = {}  # a matrix call's argument kinds (layer_norm_node) -> the node'
 def build_node(verbose=False):
     """Build the C++ node's extension from :data:`NODE_SOURCE` with torch's ``cpp_extension`` (about a
     minute the first time; later sessions load it from the course's build cache) and turn
-    :func:`layer_norm_node` on. Returns True when it is ready; otherwise False, and
+    :func:`layer_norm_node` on, and with it :func:`~.op.layer_norm_op`'s route through the node. Returns True
+    when it is ready; otherwise False, and
     :func:`node_status` says why (cpu mode: the node launches compiled GPU kernels through the CUDA
     driver; a failed build: its first error lines). Never raises for a failed build."""
     if _NODE["mod"] is not None:
         return True
     if not ON_GPU:
         _NODE["why"] = ("cpu mode: the node launches compiled GPU kernels through the CUDA driver; "
-                        "layer_norm_node runs layer_norm_op here")
+                        "layer_norm_node and layer_norm_op run the Python launchers here")
         return False
     from torch.utils.cpp_extension import load
     from ...cuda.cache_files import cache_dir
@@ -52,6 +54,7 @@ def build_node(verbose=False):
         _NODE["why"] = "the build failed: " + " ".join(str(e).split())[:300]
         return False
     _NODE["why"] = None
+    _ROUTE["node"] = layer_norm_node   # from now on layer_norm_op, what a model calls, goes through the node
     return True
 
 
@@ -97,15 +100,15 @@ def _node_ids(x2, weight, bias, cfg):
 
 def layer_norm_node(x, weight, bias, eps=1e-5):
     """LayerNorm for a model's training step, through the C++ autograd node once :func:`build_node` has
-    built it: the same kernels as :func:`layer_norm_op`, launched from C++ forward and backward. Where
-    the node cannot take a call it is :func:`layer_norm_op`: before the build (and in cpu mode), while
+    built it: the same kernels as :func:`layer_norm_python`, launched from C++ forward and backward. Where
+    the node cannot take a call it is :func:`layer_norm_python`: before the build (and in cpu mode), while
     ``torch.compile`` traces, without gradients, while launches are recorded or hooked
     (``utils.launches``, profilers' hooks), and on a shape's first step (its kernels compile through
     the Python path)."""
     mod = _NODE["mod"]
     if (mod is None or not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad or bias.requires_grad)
             or not direct_allowed()):
-        return layer_norm_op(x, weight, bias, eps)
+        return layer_norm_python(x, weight, bias, eps)
     # A training step calls with the same kinds of arguments every time: one look-up of everything the
     # checks and the three launch keys depend on gives the kernel ids (~5 µs; checks and keys: ~25).
     sig = None

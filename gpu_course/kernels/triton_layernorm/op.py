@@ -96,20 +96,42 @@ def register_ops():
 register_ops()
 
 
+_ROUTE = {"node": None}   # the C++ node's entry point (node.layer_norm_node), set once build_node() has built it
+
+
 def layer_norm_op(x, weight, bias, eps=1e-5):
-    """LayerNorm for a model: the custom op ``torch.ops.gpu_course.layer_norm`` (``y`` only) while
-    ``torch.compile`` traces, so that ``fullgraph=True`` keeps the Triton kernels in its graph as one
-    opaque call; in eager mode the same launchers through :class:`LayerNorm` (or the forward launcher
-    alone when nothing needs a gradient), because a Python custom op's dispatch costs tens of µs of CPU a
-    call (notebook 10's H100 run: ~43 µs forward, ~150 µs forward + backward; see pytorch/pytorch#176592
-    and #177109), about as much as the forward kernel takes on the GPU. Neither wrapper's backward is
-    itself differentiable (it launches kernels autograd cannot see): no second derivative through it."""
+    """LayerNorm for a model. While ``torch.compile`` traces: the custom op ``torch.ops.gpu_course.layer_norm``
+    (``y`` only), so that ``fullgraph=True`` keeps the Triton kernels in its graph as one opaque call. In
+    eager mode, once ``build_node()`` has built the C++ autograd node: the node (:func:`.node.layer_norm_node`,
+    which takes the Python path itself where it cannot launch, e.g. a shape's first step). Otherwise
+    :func:`layer_norm_python`. :func:`layer_norm_route` says which."""
+    node = _ROUTE["node"]
+    if node is not None and not torch.compiler.is_compiling():
+        return node(x, weight, bias, eps)
+    return layer_norm_python(x, weight, bias, eps)
+
+
+def layer_norm_python(x, weight, bias, eps=1e-5):
+    """LayerNorm through the Python launchers: the custom op while ``torch.compile`` traces; in eager mode
+    :class:`LayerNorm` (or the forward launcher alone when nothing needs a gradient), because a Python custom
+    op's dispatch costs tens of µs of CPU a call (notebook 10's H100 run: ~43 µs forward, ~150 µs forward +
+    backward; see pytorch/pytorch#176592 and #177109), about as much as the forward kernel takes on the GPU.
+    Neither wrapper's backward is itself differentiable (it launches kernels autograd cannot see): no second
+    derivative through it."""
     if torch.compiler.is_compiling():
         return torch.ops.gpu_course.layer_norm(x, weight, bias, eps)[0]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
         return LayerNorm.apply(x, weight, bias, eps)
     _check_inputs("layer_norm", x, weight, bias)     # nothing to differentiate: no graph node, no statistics
     return _shaped(_forward(_rows(x), weight, bias, eps, None, torch.empty, save=False)[0], x)
+
+
+def layer_norm_route() -> str:
+    """Which path :func:`layer_norm_op` takes in eager mode for a call that needs gradients."""
+    if _ROUTE["node"] is not None:
+        return ("the C++ autograd node (its launches from C++; a shape's first step, and a call it cannot "
+                "take, through the autograd.Function)")
+    return "the autograd.Function (the Python launchers; the C++ node is not built)"
 
 
 def gelu_op(x):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...checking import check
-from ...kernels.triton_layernorm import layer_norm_node, layer_norm_op, node_status
+from ...kernels.triton_layernorm import layer_norm_node, layer_norm_python, node_status
 from ...mode import DEVICE, by_mode
 from ...timing import bench
 from ...user_timing import bench_user, bench_users
@@ -14,7 +14,7 @@ from ...user_timing import bench_user, bench_users
 EPS = 1e-5
 
 EAGER = "torch F.layer_norm (eager)"
-OURS = "ours, layer_norm_op (eager)"
+OURS = "ours, autograd.Function (eager)"
 OP_DIRECT = "ours, torch.ops.gpu_course.layer_norm"
 OURS_COMPILED = "torch.compile(layer_norm_op)"
 NODE = "ours, C++ autograd node"
@@ -24,13 +24,13 @@ def variants(w, eps=EPS, backend="inductor"):
     """name -> LayerNorm function of ``(x, weight, bias)`` over ``w`` features, torch's first: eager
     ``F.layer_norm``; ``torch.compile`` of it (``fullgraph=True``, ``backend``: Inductor's generated
     Triton on a GPU; ``"aot_eager"`` traces without generating code, for the CPU); ours as a model
-    calls it in eager mode (:func:`layer_norm_op`: the ``autograd.Function`` where a gradient is needed, the
-    forward launcher alone, without the statistics, under ``no_grad``); the custom op called
+    calls it in eager mode before the C++ node is built (:func:`layer_norm_python`: the ``autograd.Function``
+    where a gradient is needed, the forward launcher alone, without the statistics, under ``no_grad``); the custom op called
     directly (``torch.ops.gpu_course.layer_norm``: what the Python custom op's dispatch costs a call);
     and ``torch.compile`` of a function calling :func:`layer_norm_op` (the custom op in a graph). Once
     :func:`build_node` has built it, :func:`layer_norm_node` too, after ours."""
     torch_ln = lambda x, wt, b: torch.nn.functional.layer_norm(x, (w,), wt, b, eps)  # noqa: E731
-    ours = lambda x, wt, b: layer_norm_op(x, wt, b, eps)  # noqa: E731
+    ours = lambda x, wt, b: layer_norm_python(x, wt, b, eps)  # noqa: E731
     out = {EAGER: torch_ln,
            "torch.compile(F.layer_norm)": torch.compile(torch_ln, fullgraph=True, backend=backend),
            OURS: ours}

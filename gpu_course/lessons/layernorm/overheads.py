@@ -59,8 +59,8 @@ def on_each_thread(fns, x, wt, b, dy):
 
 def node_comparison(h, w, dtype, seed=0):
     """Forward + backward of eager ``F.layer_norm``, of ours through the ``autograd.Function``
-    (:func:`layer_norm_op`) and through the C++ node (:func:`layer_norm_node`; :func:`build_node`
-    first, else it is layer_norm_op), each checked against torch in float64 (after a first step that
+    (:func:`layer_norm_python`) and through the C++ node (:func:`layer_norm_node`; :func:`build_node`
+    first, else it is layer_norm_python), each checked against torch in float64 (after a first step that
     compiles the kernels), then timed, the backward on autograd's worker thread as a training loop runs
     it, plain and each captured in a CUDA graph: ``{name: UserTiming}``, graph rows named
     ``"<variant>, CUDA graph"``. Where the node is not built (:func:`node_status` says why), its rows are
