@@ -10,6 +10,7 @@ import sys
 import sysconfig
 
 from ..language import STD_FLAG
+from . import cxx_runtime
 
 
 def arch_name(major: int, minor: int) -> str:
@@ -50,10 +51,10 @@ def toolchain() -> dict:
     arch = f"-gencode=arch=compute_{sm},code=sm_{sm}"
     libs = [f"-L{ce.TORCH_LIB_PATH}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda",
             "-ltorch", "-ltorch_python", f"-L{os.path.join(cuda_home, 'lib64')}", "-lcudart",
-            f"-Wl,-rpath,{ce.TORCH_LIB_PATH}"]
+            f"-Wl,-rpath,{ce.TORCH_LIB_PATH}"] + cxx_runtime.link_flags()
     cxx = os.environ.get("CXX", "c++")
     return {"nvcc": nvcc, "cxx": cxx, "inc": inc, "abi": abi, "arch": arch, "libs": libs,
-            "id": digest(torch.__version__, nvcc, cxx, arch, sys.version)}
+            "id": digest(torch.__version__, nvcc, cxx, arch, sys.version, *cxx_runtime.link_flags())}
 
 
 def nvcc_command(opt: bool = True, extra_cuda_cflags=(), arch: str | None = None) -> list:

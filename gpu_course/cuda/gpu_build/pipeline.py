@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import cache_files
 from ..errors import CudaBuildError, format_compile_errors
 from ..language import STD_FLAG
+from . import cxx_runtime
 from .attribution import failure
 from .compilers import arch_name, cxx_flags, digest, nvcc_flags, toolchain
 from .loading import load_module
@@ -97,6 +99,9 @@ def build_split(cuda_src: str, cpp_src: str, funcs: list, opt: bool = True,
                             str(tmp), *tc["libs"]], capture_output=True, text=True,
                            timeout=COMPILE_TIMEOUT_S)
         log += f"\n== link\n{r.stdout}{r.stderr}"
+        if r.returncode == 0 and cxx_runtime.carries_own_runtime(tmp):
+            log += "\n" + cxx_runtime.WARNING.format(name=module)
+            warnings.warn(cxx_runtime.WARNING.format(name=f"load_cuda's module {module}"), RuntimeWarning, stacklevel=2)
         if r.returncode != 0:  # a learner cannot define a symbol twice without a compile error
             tmp.unlink(missing_ok=True)
             bad = cache_files.blamed(r.stdout + r.stderr, obj_dir)
@@ -146,7 +151,7 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
     import torch
     from torch.utils.cpp_extension import load_inline
     flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(HALF_AS_CUDA) + list(extra_cuda_cflags)
-    key = digest(cuda_src, cpp_src, *funcs, *flags, STD_FLAG)
+    key = digest(cuda_src, cpp_src, *funcs, *flags, STD_FLAG, *cxx_runtime.link_flags())
     build_dir = cache_dir() / "inline" / key
     build_dir.mkdir(parents=True, exist_ok=True)
     major, minor = torch.cuda.get_device_capability()
@@ -157,6 +162,7 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
         mod = load_inline(f"course_inline_{key}", cpp_sources=[cpp_src],
                           cuda_sources=[f'#line 1 "{SOURCE_NAME}"\n' + cuda_src],
                           functions=funcs, extra_cuda_cflags=[STD_FLAG, *flags], extra_cflags=[STD_FLAG, "-O2"],
+                          extra_ldflags=cxx_runtime.link_flags(),   # torch's libstdc++, not a copy
                           build_directory=str(build_dir), verbose=verbose)
     except RuntimeError as e:
         raise CudaBuildError(
