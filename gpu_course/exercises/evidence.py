@@ -147,19 +147,24 @@ def shared_atomics():
 
 def aggregated(items: int, at_most: float = 0.5):
     """Evidence (CUDA C, for notebook 09's aggregation exercise): the kernel made at most
-    ``at_most * items`` atomic updates in shared memory in the course's own launch (counted by the
-    emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
+    ``at_most * items`` atomic updates in shared memory in the course's own launch and in the learner's
+    (counted by the emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
     one atomic for the run. On a GPU there is no count to read, and it holds."""
-    def holds(a: Attempt):
-        ex = a.execution
+    def judge(name, ex):
         if ex is None or not getattr(ex, "launches", None):
             return None
         s = sum(int(L.field("satomic").sum()) for L in ex.launches)
         if s > at_most * items:
-            return (f"when the check launched {a.name}, it made {s:,} atomic updates in shared memory for "
+            return (f"when the check launched {name}, it made {s:,} atomic updates in shared memory for "
                     f"{items:,} bytes: with aggregation, a run of neighbouring bytes in the same bin costs one "
                     f"atomic, and on this image that is at most {at_most:.0%} of the bytes")
         return None
+
+    def holds(a: Attempt):
+        if a.execution is None or not getattr(a.execution, "launches", None):
+            return None
+        from .kinds.cuda import CudaKind   # the course's launch and the learner's own (cpu mode)
+        return CudaKind._on_both(a, lambda ex: judge(a.name, ex))
     return _evidence(holds)
 
 

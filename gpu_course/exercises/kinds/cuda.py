@@ -231,12 +231,17 @@ class CudaKind(Kind):
         if why:
             return why
         if per_thread and items is not None and a.execution.launches:
-            loads = sum(int(L.field("gload").sum()) for L in a.execution.launches)
-            most = int(1.5 * -(-items // per_thread)) + per_thread
-            if loads > most:
-                return (f"in the check's launch, {a.name} made {loads:,} global loads for {items:,} elements: "
-                        f"with one {per_thread}-wide load per thread it would make about "
-                        f"{-(-items // per_thread):,} (plus the tail)")
+            def wide(ex):
+                if not ex.launches:
+                    return None
+                loads = sum(int(L.field("gload").sum()) for L in ex.launches)
+                most = int(1.5 * -(-items // per_thread)) + per_thread
+                if loads > most:
+                    return (f"in the check's launch, {a.name} made {loads:,} global loads for {items:,} elements: "
+                            f"with one {per_thread}-wide load per thread it would make about "
+                            f"{-(-items // per_thread):,} (plus the tail)")
+                return None
+            return self._on_both(a, wide)
         return None
 
     def shared_atomics(self, a) -> str | None:
