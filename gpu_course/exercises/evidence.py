@@ -169,11 +169,17 @@ def aggregated(items: int, at_most: float = 0.5):
 
 
 def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
-    """Evidence: the learner's kernels were launched at most ``n`` times in all."""
+    """Evidence: the learner's kernels were launched at most ``n`` times in all: for CUDA C, every kernel
+    of the learner's module counts (a helper kernel is a launch too)."""
     def holds(a: Attempt):
-        total = sum(L.count or 0 for L in a.launches)
+        kernels = {id(L.kernel) for L in a.launches}
+        mine = [L for L in a.seen.of(a.kind) if L.finished and id(L.kernel) in kernels] if a.kind == "cuda" \
+            else a.launches
+        total = sum(L.count or 0 for L in mine)
         if total > n:
-            return f"{why}: {total} launches of {a.name} were recorded, at most {n} expected"
+            names = sorted({str(L.name) for L in mine})
+            return (f"{why}: {total} launches of {' and '.join(names)} were recorded, at most {n} expected"
+                    if len(names) > 1 else f"{why}: {total} launches of {a.name} were recorded, at most {n} expected")
         return None
     return _evidence(holds)
 
