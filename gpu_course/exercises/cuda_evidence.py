@@ -170,7 +170,7 @@ def matmul_k(ex, out_shape) -> int | None:
     return k if not rest and k >= 1 else None
 
 
-def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
+def tiled_loads(name: str, ex, out_shape, tile: int = 8, how: str | None = None) -> str | None:
     """Tiles carry the reuse (cpu mode): for a product (see :func:`matmul_k`), the launch made at most
     (2k/``tile`` + 2) global loads per output element (per thread, where more threads than outputs ran),
     what tiles of ``tile`` or more imply (a naive kernel makes 2k)."""
@@ -183,9 +183,10 @@ def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
     most = max(outs, threads) * (2 * k / tile + 2)
     if loads > most:
         return (f"when the check launched {name} for a {out_shape[0]}x{k} by {k}x{out_shape[1]} product, it made "
-                f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; tiles of "
-                f"T x T, each loaded once into shared memory and read T times from there, bring it to about 2k/T "
-                f"(at most {most / outs:.1f} here, with the threads past the edge, for tiles of {tile} or more)")
+                f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; "
+                + (how or "tiles of T x T, each loaded once into shared memory and read T times from there, bring it "
+                   "to about 2k/T")
+                + f" (at most {most / outs:.1f} here, with the threads past the edge, for tiles of {tile} or more)")
     return None
 
 

@@ -204,7 +204,12 @@ class CudaKind(Kind):
                         return ce.shuffled(a.name, ex, n)
                     if n in ce.MMA:
                         why = ce.mma_ran(a.name, ex, n)
-                        return ce.mma_count(a.name, ex, tuple(a.output.shape), n) if why is None else why
+                        why = ce.mma_count(a.name, ex, tuple(a.output.shape), n) if why is None else why
+                        # the tensor cores' tiles carry the reuse: not a scalar product beside them
+                        return ce.tiled_loads(a.name, ex, tuple(a.output.shape), how=(
+                            f"16x16 tiles loaded into fragments, whose products {n} computes, bring it to about "
+                            f"2k/16: the product is the tensor cores' work, not a scalar loop's beside them")) \
+                            if why is None else why
                     return ce.atomics_ran(a.name, ex, n)
                 why = self._on_both(a, judge)
             if why is False:
