@@ -140,6 +140,11 @@ def combined_by_shuffles(name: str, ex, call: str) -> str | None:
                     f"shared memory and executed {_n(int(sh[b, t]), 'shuffle')}: the values combine through "
                     f"{call} (a shuffle per step of the tree, at least the last {warp_levels} steps, within a "
                     f"warp), not by threads reading the others' values from shared memory")
+        warps = nb * -(-nt // 32)
+        ga = int(L.field("gatomic").sum())
+        if ga > warps:
+            return (f"in the check's launch, {name} made {ga:,} atomic updates in global memory for {warps:,} "
+                    f"warps: a warp combines its values with {call} first, then at most one atomic per warp")
         work = L.field(*_GLOBAL).sum(1) > 0
         few = work & (sh.max(1).values < warp_levels)
         if bool(few.any()):
@@ -147,11 +152,6 @@ def combined_by_shuffles(name: str, ex, call: str) -> str | None:
             return (f"in the check's launch, no thread of block {b} of {name} executed more than "
                     f"{_n(int(sh[b].max()), 'shuffle')}: combining 32 lanes' values with {call} takes "
                     f"{warp_levels} steps (offsets 16, 8, 4, 2, 1 or 1, 2, 4, 8, 16)")
-        warps = nb * -(-nt // 32)
-        ga = int(L.field("gatomic").sum())
-        if ga > warps:
-            return (f"in the check's launch, {name} made {ga:,} atomic updates in global memory for {warps:,} "
-                    f"warps: a warp combines its values with {call} first, then at most one atomic per warp")
     loads = sum(int(L.field("gload").sum()) for L in ex.launches)
     if ex.elements and loads > 2 * ex.elements + 64:
         return (f"in the check's launch, {name} made {loads:,} global loads for {ex.elements:,} elements of its "

@@ -203,6 +203,13 @@ def _output_written(t: Trial):
     return None
 
 
+def _inputs_kept(t: Trial):
+    """The tensors the answer was given, other than the output, keep their values (where the kind can tell:
+    a CUDA C host function's arguments), whichever kernel wrote into them."""
+    kept = getattr(t.kind, "inputs_kept", None)
+    return kept(t) if kept is not None else None
+
+
 def _not_a_stub(t: Trial):
     if t.kind.is_stub(t):
         return Verdict(None, [f"⬜ {t.problem.title}: not answered yet: {t.label}'s body is still the "
@@ -245,7 +252,7 @@ def _method(t: Trial):
 
 
 STEPS = [_set_up, _answered, _evidence_is_genuine, _learners_own, _prepared, _reference, _ran,
-         _learners_launches, _output_written, _not_a_stub, _values_match, _own_launch, _method]
+         _learners_launches, _output_written, _inputs_kept, _not_a_stub, _values_match, _own_launch, _method]
 
 
 def judge(problem: KernelProblem, answer, scopes) -> Verdict:

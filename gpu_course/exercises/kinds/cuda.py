@@ -121,6 +121,11 @@ class CudaKind(Kind):
     def after_run(self, trial) -> str | None:
         return trial.host_torch.problem(trial.out) if isinstance(trial.out, torch.Tensor) else None
 
+    def inputs_kept(self, trial) -> str | None:
+        """Why a tensor given to a host function, other than the output the kernel wrote, changed while the
+        answer ran (any kernel, whatever its name), or None."""
+        return trial.host_torch.changed_input(trial.out)
+
     def learner_launches(self, trial):
         name = _module_name_of(trial.module)
         if name in trial.seen.uncounted:
