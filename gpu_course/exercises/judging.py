@@ -3,7 +3,8 @@
 "not yet: <reason>"; or a :class:`.problem.Verdict` where the line differs) or None; the judge runs them
 in order and reports the first reason. In order: the check is set up rightly, the answer is there and
 is the learner's own, the learner's kernel of the asked kind ran (recorded by
-:mod:`gpu_course.launches`), its inputs are unchanged, the result is memory it wrote, the result
+:mod:`gpu_course.launches`), its inputs are unchanged, the result is memory it wrote, the other tensors it
+was given kept their values (whatever kernel the answer launched), the result
 matches the reference, the course's own launch of the kernel on fresh memory computes it too, and each
 evidence (:mod:`.evidence`) holds for the :class:`Attempt`. What differs between kinds of kernel is
 asked of the kind (:mod:`.kinds`), never tested here."""
