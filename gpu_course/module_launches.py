@@ -73,7 +73,8 @@ def host_call_recorder(log, mod, modname: str, attr: str, f, counted: bool):
                 torch.cuda.synchronize()  # the module may launch on a stream torch does not order
             log.take_snapshot(buffers)
         calls = module_launch_log(mod, logged[0])[1] if logged is not None else []
-        for k, n in fired.items():
+        last = {cxx_base_name(c.name): i for i, c in enumerate(calls)}   # recorded in the order they were launched
+        for k, n in sorted(fired.items(), key=lambda kn: last.get(kn[0], -1)):
             mine = [c for c in calls if k is not None and cxx_base_name(c.name) == k]
             L = Launch("cuda", mod, None, k, modname, args=args, kwargs=kwargs, buffers=buffers, count=n,
                        host_function=attr, finished=True, result=result, calls=mine)

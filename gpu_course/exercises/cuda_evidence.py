@@ -129,18 +129,29 @@ def combined_by_shuffles(name: str, ex, call: str) -> str | None:
     for L in ex.launches:
         nb, nt = L.counts.shape[0], L.counts.shape[1]
         levels = max(1, (nt - 1).bit_length())
+        warp_levels = min(5, levels)              # the steps a warp's shuffles take (32 lanes: 5)
         sl, sh = L.field("sload"), L.field(*shfl)
-        bad = sl > sh + 2 * levels + 2
+        # a tree over the block may go through shared memory down to one warp's values (2 reads a level,
+        # own value kept in a register); the last levels, within a warp, are the shuffles'
+        bad = sl > sh + 2 * (levels - warp_levels) + 2
         if bool(bad.any()):
             b, t = _first(bad)
             return (f"in the check's launch, {L.where(b, t)} of {name} read {_n(int(sl[b, t]), 'value')} from "
                     f"shared memory and executed {_n(int(sh[b, t]), 'shuffle')}: the values combine through "
-                    f"{call} (a shuffle per step of the tree), not by one thread reading the others' values")
+                    f"{call} (a shuffle per step of the tree, at least the last {warp_levels} steps, within a "
+                    f"warp), not by threads reading the others' values from shared memory")
         warps = nb * -(-nt // 32)
         ga = int(L.field("gatomic").sum())
         if ga > warps:
             return (f"in the check's launch, {name} made {ga:,} atomic updates in global memory for {warps:,} "
                     f"warps: a warp combines its values with {call} first, then at most one atomic per warp")
+        work = L.field(*_GLOBAL).sum(1) > 0
+        few = work & (sh.max(1).values < warp_levels)
+        if bool(few.any()):
+            b = int(few.nonzero()[0, 0])
+            return (f"in the check's launch, no thread of block {b} of {name} executed more than "
+                    f"{_n(int(sh[b].max()), 'shuffle')}: combining 32 lanes' values with {call} takes "
+                    f"{warp_levels} steps (offsets 16, 8, 4, 2, 1 or 1, 2, 4, 8, 16)")
     loads = sum(int(L.field("gload").sum()) for L in ex.launches)
     if ex.elements and loads > 2 * ex.elements + 64:
         return (f"in the check's launch, {name} made {loads:,} global loads for {ex.elements:,} elements of its "
@@ -159,7 +170,7 @@ def matmul_k(ex, out_shape) -> int | None:
     return k if not rest and k >= 1 else None
 
 
-def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
+def tiled_loads(name: str, ex, out_shape, tile: int = 8, how: str | None = None) -> str | None:
     """Tiles carry the reuse (cpu mode): for a product (see :func:`matmul_k`), the launch made at most
     (2k/``tile`` + 2) global loads per output element (per thread, where more threads than outputs ran),
     what tiles of ``tile`` or more imply (a naive kernel makes 2k)."""
@@ -172,9 +183,10 @@ def tiled_loads(name: str, ex, out_shape, tile: int = 8) -> str | None:
     most = max(outs, threads) * (2 * k / tile + 2)
     if loads > most:
         return (f"when the check launched {name} for a {out_shape[0]}x{k} by {k}x{out_shape[1]} product, it made "
-                f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; tiles of "
-                f"T x T, each loaded once into shared memory and read T times from there, bring it to about 2k/T "
-                f"(at most {most / outs:.1f} here, with the threads past the edge, for tiles of {tile} or more)")
+                f"{loads / outs:.1f} global loads per output element: a naive kernel makes 2k = {2 * k}; "
+                + (how or "tiles of T x T, each loaded once into shared memory and read T times from there, bring it "
+                   "to about 2k/T")
+                + f" (at most {most / outs:.1f} here, with the threads past the edge, for tiles of {tile} or more)")
     return None
 
 
@@ -271,4 +283,16 @@ def work_split(name: str, ex, share: float = 1 / 16) -> str | None | bool:
             return (f"in the check's launch of {name} ({nb} block{'s' if nb != 1 else ''} of "
                     f"{L.counts.shape[1]} threads), {L.where(b, t)} made {top} of the {total} global memory "
                     f"accesses: split the work so that each thread handles its own part")
+        # within each block too: one thread doing its block's part while the others idle is no split
+        nt = L.counts.shape[1]
+        per_block = w.sum(1)
+        tops = w.max(1).values
+        bad = (per_block >= 256) & (tops * 4 > per_block) & (nt >= 32)
+        if bool(bad.any()):
+            b = int(bad.nonzero()[0, 0])
+            t = int((w[b] == tops[b]).nonzero()[0, 0])
+            idle = int((w[b] == 0).sum())
+            return (f"in the check's launch of {name}, {L.where(b, t)} made {int(tops[b])} of the "
+                    f"{int(per_block[b])} global memory accesses of its block ({idle} of its {nt} threads made "
+                    f"none): the threads of a block share its part of the work")
     return None

@@ -147,28 +147,39 @@ def shared_atomics():
 
 def aggregated(items: int, at_most: float = 0.5):
     """Evidence (CUDA C, for notebook 09's aggregation exercise): the kernel made at most
-    ``at_most * items`` atomic updates in shared memory in the course's own launch (counted by the
-    emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
+    ``at_most * items`` atomic updates in shared memory in the course's own launch and in the learner's
+    (counted by the emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
     one atomic for the run. On a GPU there is no count to read, and it holds."""
-    def holds(a: Attempt):
-        ex = a.execution
+    def judge(name, ex):
         if ex is None or not getattr(ex, "launches", None):
             return None
         s = sum(int(L.field("satomic").sum()) for L in ex.launches)
         if s > at_most * items:
-            return (f"when the check launched {a.name}, it made {s:,} atomic updates in shared memory for "
+            return (f"when the check launched {name}, it made {s:,} atomic updates in shared memory for "
                     f"{items:,} bytes: with aggregation, a run of neighbouring bytes in the same bin costs one "
                     f"atomic, and on this image that is at most {at_most:.0%} of the bytes")
         return None
+
+    def holds(a: Attempt):
+        if a.execution is None or not getattr(a.execution, "launches", None):
+            return None
+        from .kinds.cuda import CudaKind   # the course's launch and the learner's own (cpu mode)
+        return CudaKind._on_both(a, lambda ex: judge(a.name, ex))
     return _evidence(holds)
 
 
 def launches_at_most(n: int, why: str = "a fused kernel is one launch"):
-    """Evidence: the learner's kernels were launched at most ``n`` times in all."""
+    """Evidence: the learner's kernels were launched at most ``n`` times in all: for CUDA C, every kernel
+    of the learner's module counts (a helper kernel is a launch too)."""
     def holds(a: Attempt):
-        total = sum(L.count or 0 for L in a.launches)
+        kernels = {id(L.kernel) for L in a.launches}
+        mine = [L for L in a.seen.of(a.kind) if L.finished and id(L.kernel) in kernels] if a.kind == "cuda" \
+            else a.launches
+        total = sum(L.count or 0 for L in mine)
         if total > n:
-            return f"{why}: {total} launches of {a.name} were recorded, at most {n} expected"
+            names = sorted({str(L.name) for L in mine})
+            return (f"{why}: {total} launches of {' and '.join(names)} were recorded, at most {n} expected"
+                    if len(names) > 1 else f"{why}: {total} launches of {a.name} were recorded, at most {n} expected")
         return None
     return _evidence(holds)
 

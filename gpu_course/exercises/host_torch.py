@@ -29,6 +29,7 @@ class HostTorch:
 
     def __init__(self):
         self.ops: list[tuple[str, str, list, object]] = []  # (host function, op, storages written, fill value)
+        self.given: list[tuple[str, int, torch.Tensor, torch.Tensor]] = []  # (host function, argument, tensor, its value then)
 
     @contextmanager
     def watching(self, mod):
@@ -61,6 +62,9 @@ class HostTorch:
                 continue
 
             def host_call(*args, _f=f, _attr=attr, **kwargs):
+                for i, v in enumerate(list(args) + list(kwargs.values())):
+                    if isinstance(v, torch.Tensor) and not any(v is t for _, _, t, _ in log.given):
+                        log.given.append((_attr, i, v, v.detach().clone()))
                 mode = Mode()
                 mode.host = _attr
                 with mode:
@@ -83,6 +87,21 @@ class HostTorch:
         return any(ptr in written and (name == "zero_" or (name == "fill_" and type(value) in (int, float)
                                                              and value == 0))
                    for _, name, written, value in self.ops)
+
+    def changed_input(self, out: torch.Tensor) -> str | None:
+        """Why a tensor given to a host function, other than the output, now holds other values than when it
+        was given (a kernel or torch wrote into an input, whichever kernel it was), or None."""
+        from .judging import same_bytes
+        ptr = out.untyped_storage().data_ptr()
+        for host, i, t, was in self.given:
+            if t.untyped_storage().data_ptr() == ptr:
+                continue
+            if not same_bytes(t, was):
+                n = int((t.detach().reshape(-1) != was.reshape(-1)).sum()) if t.shape == was.shape else t.numel()
+                return (f"argument {i + 1} of your host function {host} (a {'×'.join(map(str, t.shape)) or 'scalar'} "
+                        f"{str(t.dtype).replace('torch.', '')} tensor, an input) changed while it ran ({n:,} elements): "
+                        f"a kernel, whatever its name, reads the inputs and writes only the output")
+        return None
 
     def problem(self, out: torch.Tensor) -> str | None:
         """Why the host functions' use of torch is not allowed, or None."""

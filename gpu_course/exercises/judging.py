@@ -3,7 +3,8 @@
 "not yet: <reason>"; or a :class:`.problem.Verdict` where the line differs) or None; the judge runs them
 in order and reports the first reason. In order: the check is set up rightly, the answer is there and
 is the learner's own, the learner's kernel of the asked kind ran (recorded by
-:mod:`gpu_course.launches`), its inputs are unchanged, the result is memory it wrote, the result
+:mod:`gpu_course.launches`), its inputs are unchanged, the result is memory it wrote, the other tensors it
+was given kept their values (whatever kernel the answer launched), the result
 matches the reference, the course's own launch of the kernel on fresh memory computes it too, and each
 evidence (:mod:`.evidence`) holds for the :class:`Attempt`. What differs between kinds of kernel is
 asked of the kind (:mod:`.kinds`), never tested here."""
@@ -203,6 +204,13 @@ def _output_written(t: Trial):
     return None
 
 
+def _inputs_kept(t: Trial):
+    """The tensors the answer was given, other than the output, keep their values (where the kind can tell:
+    a CUDA C host function's arguments), whichever kernel wrote into them."""
+    kept = getattr(t.kind, "inputs_kept", None)
+    return kept(t) if kept is not None else None
+
+
 def _not_a_stub(t: Trial):
     if t.kind.is_stub(t):
         return Verdict(None, [f"⬜ {t.problem.title}: not answered yet: {t.label}'s body is still the "
@@ -245,7 +253,7 @@ def _method(t: Trial):
 
 
 STEPS = [_set_up, _answered, _evidence_is_genuine, _learners_own, _prepared, _reference, _ran,
-         _learners_launches, _output_written, _not_a_stub, _values_match, _own_launch, _method]
+         _learners_launches, _output_written, _inputs_kept, _not_a_stub, _values_match, _own_launch, _method]
 
 
 def judge(problem: KernelProblem, answer, scopes) -> Verdict:

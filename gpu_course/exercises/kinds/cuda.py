@@ -121,6 +121,11 @@ class CudaKind(Kind):
     def after_run(self, trial) -> str | None:
         return trial.host_torch.problem(trial.out) if isinstance(trial.out, torch.Tensor) else None
 
+    def inputs_kept(self, trial) -> str | None:
+        """Why a tensor given to a host function, other than the output the kernel wrote, changed while the
+        answer ran (any kernel, whatever its name), or None."""
+        return trial.host_torch.changed_input(trial.out)
+
     def learner_launches(self, trial):
         name = _module_name_of(trial.module)
         if name in trial.seen.uncounted:
@@ -204,7 +209,12 @@ class CudaKind(Kind):
                         return ce.shuffled(a.name, ex, n)
                     if n in ce.MMA:
                         why = ce.mma_ran(a.name, ex, n)
-                        return ce.mma_count(a.name, ex, tuple(a.output.shape), n) if why is None else why
+                        why = ce.mma_count(a.name, ex, tuple(a.output.shape), n) if why is None else why
+                        # the tensor cores' tiles carry the reuse: not a scalar product beside them
+                        return ce.tiled_loads(a.name, ex, tuple(a.output.shape), how=(
+                            f"16x16 tiles loaded into fragments, whose products {n} computes, bring it to about "
+                            f"2k/16: the product is the tensor cores' work, not a scalar loop's beside them")) \
+                            if why is None else why
                     return ce.atomics_ran(a.name, ex, n)
                 why = self._on_both(a, judge)
             if why is False:
@@ -231,12 +241,17 @@ class CudaKind(Kind):
         if why:
             return why
         if per_thread and items is not None and a.execution.launches:
-            loads = sum(int(L.field("gload").sum()) for L in a.execution.launches)
-            most = int(1.5 * -(-items // per_thread)) + per_thread
-            if loads > most:
-                return (f"in the check's launch, {a.name} made {loads:,} global loads for {items:,} elements: "
-                        f"with one {per_thread}-wide load per thread it would make about "
-                        f"{-(-items // per_thread):,} (plus the tail)")
+            def wide(ex):
+                if not ex.launches:
+                    return None
+                loads = sum(int(L.field("gload").sum()) for L in ex.launches)
+                most = int(1.5 * -(-items // per_thread)) + per_thread
+                if loads > most:
+                    return (f"in the check's launch, {a.name} made {loads:,} global loads for {items:,} elements: "
+                            f"with one {per_thread}-wide load per thread it would make about "
+                            f"{-(-items // per_thread):,} (plus the tail)")
+                return None
+            return self._on_both(a, wide)
         return None
 
     def shared_atomics(self, a) -> str | None:

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 
 from ... import mode
 from . import register
 from .python_code import PythonKind, called_names, dotted
+
+_YOURS = (("in the check's launch", "in your function's launch"), ("when the check launched", "when your function launched"))
 
 
 class NumbaKind(PythonKind):
@@ -28,6 +32,40 @@ class NumbaKind(PythonKind):
         launch.kernel[grid, b](*args)
         execution.blocks.update((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
 
+    @contextmanager
+    def recording(self, trial):
+        """Record the launches; in cpu mode also count, as the course's own launch is counted
+        (:func:`..replay.counting`), what the learner's own launches of the kernel executed
+        (``trial.learner_execution``): the evidence must hold on both."""
+        with super().recording(trial) as seen:
+            if mode.ON_GPU:
+                trial.learner_execution = None
+                yield seen
+                return
+            with learner_counting(trial.kname) as ex:
+                trial.learner_execution = ex
+                yield seen
+
+    def own_launch(self, trial):
+        why, got, execution = super().own_launch(trial)
+        mine = getattr(trial, "learner_execution", None)
+        if execution is not None and mine is not None and mine.counted and mine.blocks:
+            execution.learner = mine
+        return why, got, execution
+
+    @staticmethod
+    def _on_both(a, judge):
+        """``judge(attempt)`` on the course's own launch, then (cpu mode) on the learner's own launches of
+        the kernel: the two must show the same method."""
+        why = judge(a)
+        mine = getattr(a.execution, "learner", None) if a.execution is not None else None
+        if why is None and mine is not None:
+            why = judge(replace(a, execution=mine))
+            if isinstance(why, str):
+                for old, new in _YOURS:
+                    why = why.replace(old, new)
+        return why
+
     def finish_launches(self) -> None:
         if mode.ON_GPU:
             from numba import cuda
@@ -38,9 +76,10 @@ class NumbaKind(PythonKind):
         kernel loads and stores shared memory (GPU); where nothing was executed or compiled, a call of
         ``cuda.shared.array`` in the kernel's AST."""
         if a.execution is not None:
-            why = shared_executed(a, None)
-            if why is None:
-                return tiled_loads(a)
+            def judge(a):
+                why = shared_executed(a, None)
+                return tiled_loads(a) if why is None else why
+            why = self._on_both(a, judge)
             if why is not False:
                 return why
         for fn in self.functions(a):
@@ -53,17 +92,21 @@ class NumbaKind(PythonKind):
         """A tile of each of ``shapes`` staged in shared memory, written and read by every thread of a
         block (executed), else a ``cuda.shared.array`` of that shape the kernel's AST writes and reads."""
         want = Counter(as_shape(s) for s in shapes)
-        if a.execution is not None:
+
+        def judge(a):
             for shape in want:
                 why = shared_executed(a, shape)
                 if why is False:
-                    break
+                    return False
                 if why:
                     return (f"{a.name} stages no {show_shape(shape)} tile in shared memory that every thread "
                             f"writes and reads ({why}): the exercise asks for tiles of "
                             f"{', '.join(show_shape(s) for s in want)}")
-            else:
-                return tiled_loads(a)
+            return tiled_loads(a)
+        if a.execution is not None:
+            why = self._on_both(a, judge)
+            if why is not False:
+                return why
         have = Counter()
         for fn in self.functions(a):
             have.update(staged_shared_shapes(a.tree(fn), getattr(fn, "__globals__", {})))
@@ -80,12 +123,15 @@ class NumbaKind(PythonKind):
         at least ``compiled_at_least`` (GPU)."""
         ex = a.execution
         if ex is not None and ex.counted:
-            seen = dict(ex.barriers)
-            if not seen or len(seen) < len(ex.blocks) * ex.threads or any(n != per_thread for n in seen.values()):
-                got = sorted(set(seen.values())) or [0]
-                return (f"in the check's launch, threads of {a.name} passed {', '.join(map(str, got))} "
-                        f"barrier(s); each should pass {per_thread}{why}")
-            return None
+            def judge(a):
+                ex = a.execution
+                seen = dict(ex.barriers)
+                if not seen or len(seen) < len(ex.blocks) * ex.threads or any(n != per_thread for n in seen.values()):
+                    got = sorted(set(seen.values())) or [0]
+                    return (f"in the check's launch, threads of {a.name} passed {', '.join(map(str, got))} "
+                            f"barrier(s); each should pass {per_thread}{why}")
+                return None
+            return self._on_both(a, judge)
         if (ex is not None and ex.compiled) or mode.ON_GPU:
             from ..compiled import numba_ptx, ptx_ops
             try:
@@ -97,6 +143,77 @@ class NumbaKind(PythonKind):
                 return (f"the compiled {a.name} holds {n} barrier(s); the exercise needs "
                         f"{compiled_at_least}{why}")
         return None
+
+
+class _GlobalArrays:
+    """A simulator kernel's argument extension (``prepare_args``): each NumPy array argument becomes a device
+    array over the same memory whose element reads are ``access`` events of a ("global", ...) site, as in
+    the course's own launch (:meth:`..replay.Memory.array`); ``elements`` counts the distinct arrays'
+    elements."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def prepare_args(self, ty, val, stream=0, retr=None):
+        import numpy as np
+        if type(val) is not np.ndarray or val.ndim == 0:
+            return ty, val
+        try:
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+            from ...interpose.numba import _Reported
+        except ImportError:
+            return ty, val
+        key = (val.__array_interface__["data"][0], val.shape, val.strides)
+        self.seen.setdefault(key, val.size)
+        arr = val.view(_Reported)
+        arr._site = ("global", f"argument {len(self.seen)}")
+        return ty, FakeCUDAArray(arr)
+
+
+@contextmanager
+def learner_counting(kname):
+    """While open (cpu mode), the learner's launches of Numba kernel ``kname`` (any, if None) are counted
+    into an :class:`..replay.Execution`, as the course's own launch is: shared arrays, barriers, global
+    loads, the blocks and threads that ran."""
+    from ...interpose import numba as numba_events
+    from ..replay import Execution, counting
+    ex = Execution()
+    stack = ExitStack()
+    under_way = []
+
+    def launch(ev):
+        fn = getattr(ev, "fn", None)
+        if ev.kind != "numba" or (kname is not None and getattr(fn, "__name__", None) != kname) \
+                or not isinstance(getattr(ev.kernel, "extensions", None), list):
+            return
+        g, b = tuple(ev.grid) + (1,) * (3 - len(tuple(ev.grid))), tuple(ev.block) + (1,) * (3 - len(tuple(ev.block)))
+        ext = _GlobalArrays()
+        ev.kernel.extensions.append(ext)
+        under_way.append((ev, ext))
+        ex.threads = b[0] * b[1] * b[2]
+        ex.programs += g[0] * g[1] * g[2]
+        ex.blocks.update((x, y, z) for x in range(g[0]) for y in range(g[1]) for z in range(g[2]))
+        stack.enter_context(counting(ex))
+
+    def launched(ev):
+        for i, (e, ext) in enumerate(under_way):
+            if e is ev:
+                del under_way[i]
+                if ext in ev.kernel.extensions:
+                    ev.kernel.extensions.remove(ext)
+                ex.elements = max(ex.elements, sum(ext.seen.values()))
+                stack.close()
+                break
+    with numba_events.subscribed("launch", launch), numba_events.subscribed("launched", launched):
+        try:
+            yield ex
+        finally:
+            for e, ext in under_way:
+                if ext in e.kernel.extensions:
+                    e.kernel.extensions.remove(ext)
+            stack.close()
+    ex.counted = ex.counted and bool(ex.blocks)
 
 
 def tiled_loads(a, tile: int = 8) -> str | None:
