@@ -115,17 +115,18 @@ def stored_results(device: str | None = None, notebook: str | None = None) -> li
     """The latest result per (notebook, kernel, size) from a results file, oldest first.
 
     ``device`` may be a device name or a results file's stem (``"nvidia-h100-80gb-hbm3"``);
-    by default every results file is read, except on the CPU for a ``notebook`` whose stored outputs
-    name their GPU (:func:`~gpu_course.session.stored_device`, from its metadata): there the default is
-    that GPU's file, so that the numbers a notebook shows on the CPU are those of its stored run, not a
-    mix of GPUs (every file is read where that GPU's file holds no row of the notebook).
+    by default every results file is read, except for a ``notebook``: there the default is one GPU's
+    file, so that a notebook's table never mixes GPUs under one heading: on a GPU, this GPU's file if
+    it holds rows of the notebook (a run stored here), else, as on the CPU, the file of the GPU the
+    notebook's stored outputs name (:func:`~gpu_course.session.stored_device`, from its metadata);
+    every file only where neither holds a row of the notebook.
     """
-    if device is None and notebook is not None and not mode.ON_GPU:
+    if device is None and notebook is not None:
         from .session import stored_device
-        gpu = stored_device(notebook)
-        rows = stored_results(gpu, notebook) if gpu else []
-        if rows:
-            return rows
+        for gpu in ([mode.device_name()] if mode.ON_GPU else []) + [stored_device(notebook)]:
+            rows = stored_results(gpu, notebook) if gpu else []
+            if rows:
+                return rows
     paths = [results_file(device)] if device else sorted(RESULTS_DIR.glob("*.csv"))
     latest = {}
     for path in paths:

@@ -288,7 +288,7 @@ def test_the_table_shows_what_the_line_printed(tmp_path, monkeypatch, capsys):
     assert line.endswith("8.83× torch") and row[9] == "8.83× torch"
 
 
-def test_cpu_reads_the_stored_gpus_rows_only(tmp_path, monkeypatch):
+def test_a_notebooks_rows_come_from_one_gpu(tmp_path, monkeypatch):
     """On the CPU a notebook's rows come from the GPU its stored outputs name, not from every GPU's file."""
     import gpu_course.session as session_mod
     monkeypatch.setattr(results_mod, "RESULTS_DIR", tmp_path)
@@ -302,6 +302,9 @@ def test_cpu_reads_the_stored_gpus_rows_only(tmp_path, monkeypatch):
     assert len(utils.stored_results()) == 2                          # no notebook: every file
     stored["08_x"] = "GPU C"                                         # its GPU's file has none of its rows
     assert len(utils.stored_results(notebook="08_x")) == 2
-    monkeypatch.setattr(results_mod.mode, "ON_GPU", True)            # on a GPU the caller filters
+    monkeypatch.setattr(results_mod.mode, "ON_GPU", True)            # on a GPU: this GPU's rows first
+    monkeypatch.setattr(results_mod.mode, "device_name", lambda: "GPU A")
     stored["08_x"] = "GPU B"
-    assert len(utils.stored_results(notebook="08_x")) == 2
+    assert [r["device"] for r in utils.stored_results(notebook="08_x")] == ["GPU A"]
+    monkeypatch.setattr(results_mod.mode, "device_name", lambda: "GPU T")   # none here: the stored GPU's
+    assert [r["device"] for r in utils.stored_results(notebook="08_x")] == ["GPU B"]
