@@ -114,9 +114,11 @@ def test_checks_raise_in_python(mod):
 
 def test_a_check_whose_message_has_numbers_raises(tmp_path):
     """A learner's check whose message holds a number (TORCH_CHECK(..., "got ", k)) raises a RuntimeError.
-    On the H100 image of torch 2.11 + nvcc 13 this crashed the process (segmentation fault), for the split
-    build and for torch's own load_inline alike, while the same check with std::to_string(k) raised. Run in
-    a child process, so that a crash fails this test instead of the run."""
+    On the GPU image of torch 2.11 + nvcc 13 this crashed the process (segmentation fault), for the split
+    build and for torch's own load_inline alike, while the same check with std::to_string(k) raised: the
+    module carried a static copy of libstdc++ (LD_DEBUG=bindings: std::locale's internals bound to the
+    module itself) whose locale tables are never set up. The builds now link torch's shared libstdc++
+    first (gpu_build.cxx_runtime). Run in a child process, so that a crash fails this test, not the run."""
     script = tmp_path / "check.py"
     script.write_text(textwrap.dedent('''
         import torch, utils
@@ -372,3 +374,25 @@ def test_the_course_kernels_launch_on_torchs_current_stream():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, x * x)
+
+
+def test_an_extension_linked_with_the_shared_runtime_formats_numbers(tmp_path):
+    """The cause itself, without CUDA: a torch extension that formats a number, built by torch's own
+    ``load`` with ``cxx_runtime.link_flags()`` on its link line, carries no copy of libstdc++ and prints
+    the number (a child process: a crash fails the test)."""
+    (tmp_path / "m.cpp").write_text(textwrap.dedent(r'''
+        #include <torch/extension.h>
+        #include <sstream>
+        std::string fmt(int64_t k) { std::ostringstream s; s << "k=" << k; return s.str(); }
+        PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("fmt", &fmt); }'''))
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f'''
+        import torch
+        from torch.utils.cpp_extension import load
+        from gpu_course.cuda.gpu_build import cxx_runtime
+        m = load("fmt_shared", [{str(tmp_path / "m.cpp")!r}], extra_ldflags=cxx_runtime.link_flags(),
+                 build_directory={str(tmp_path)!r})
+        print("own runtime:", cxx_runtime.carries_own_runtime({str(tmp_path / "fmt_shared.so")!r}))
+        print(m.fmt(7))'''))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "k=7" in r.stdout and "own runtime: False" in r.stdout, r.stdout + r.stderr[-2000:]
