@@ -7,7 +7,7 @@ import contextlib
 
 from ..device_ceilings import throughput
 from ..mode import ON_GPU, device_name
-from ..results import stored_results
+from ..results import fmt_ratio, stored_results
 from ..timing import fmt_ms, fmt_num
 
 
@@ -78,9 +78,11 @@ def table_lines(rows) -> list:
     """One printed line per row of :func:`closing_rows`.
 
     >>> table_lines([("k", 0.5, 1000.0, 50.0, 1.25, "torch")])[0].split()
-    ['k', '500.0', 'µs', '1,000', 'GB/s', '50', '%', 'copy', '1.25x', 'torch']
+    ['k', '500.0', 'µs', '1,000', 'GB/s', '50', '%', 'copy', '1.25×', 'torch']
+    >>> table_lines([("k", 0.5, 1000.0, 50.0, 0.00063, "torch")])[0].split()[-2]   # as the report lines print it
+    '0.00063×'
     """
-    return [f"{name:>38} {fmt_ms(ms):>10} {fmt_num(gbs):>7} GB/s {pct:4.0f} % copy" + (f"  {vs:5.2f}x {base}" if vs else "")
+    return [f"{name:>38} {fmt_ms(ms):>10} {fmt_num(gbs):>7} GB/s {pct:4.0f} % copy" + (f"  {fmt_ratio(vs):>7} {base}" if vs else "")
             for name, ms, gbs, pct, vs, base in rows]
 
 

@@ -15,4 +15,4 @@ def test_goals_take_the_best_of_their_kernels_and_rows_print_one_line_each():
     rows = [("torch.sum", 0.1, 4000.0, 95.0, None, ""), ("rung 7", 0.09, 4200.0, 99.0, 1.11, "torch.sum")]
     assert red.goal_lines(rows, [("best >= 0.95", ("rung 7", "rung 8"), 0.95)]) == [("best >= 0.95", 1.11, 0.95)]
     lines = red.table_lines(rows)
-    assert len(lines) == 2 and lines[1].endswith("1.11x torch.sum") and "x" not in lines[0].split("copy")[1]
+    assert len(lines) == 2 and lines[1].endswith("1.11× torch.sum") and "×" not in lines[0].split("copy")[1]
