@@ -193,6 +193,10 @@ class _Reported(np.ndarray):
                                           view=isinstance(out, np.ndarray)))
         return out
 
+    def __iter__(self):   # for v in m[r]: each element read is an event, as m[r][i] is
+        for i in range(len(self)):
+            yield self[i]
+
     def __setitem__(self, key, value):
         site = getattr(self, "_site", None)
         if site is not None:
