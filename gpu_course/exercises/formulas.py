@@ -67,7 +67,7 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
                if c is not None}
     refused.update({k: name_of(f) for f in (expected, *refuse)
                     for c in [getattr(py_function(f), "__code__", None)] if c is not None
-                    for k in guard.code_keys(c, undocumented=f is not expected)})
+                    for k in guard.code_keys(c, undocumented=any(f is r for r in refuse))})
     own = getattr(py_function(answer), "__code__", None) if callable(answer) else None
     copy_of = guard.copied_from(own, refused) if own is not None and answer is not expected else None
     rebound_now = rebound()
