@@ -394,6 +394,25 @@ def rewrite_other_accesses(src: str, toks: list[Tok], match: dict[int, int], bod
             rw.replace(toks[rb].start, toks[rb].end, "))")
 
 
+def rewrite_arrows(toks: list[Tok], match: dict[int, int], body: tuple[int, int], rw: Rewriter) -> None:
+    """``p->m`` in device code -> ``::cuda_emu::arrow(p)->m``: a member of a struct in global or shared memory
+    read through a pointer is a counted access. Left alone: ``p->row[i]`` (gat counts the element),
+    ``p->f(...)``, ``&p->m`` and ``this->m``."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        if toks[i].text != "->" or toks[i + 1].kind != "id" or toks[i + 2].text in ("[", "("):
+            continue
+        start = _member_start(toks, i + 1, match)
+        if start is None or start >= i or toks[start].text == "this":
+            continue
+        if toks[start - 1].text == "&":
+            before = toks[start - 2]
+            if not (before.kind in ("num", "str", "chr") or before.text in (")", "]") or
+                    (before.kind == "id" and before.text not in KEYWORDS)):
+                continue
+        rw.wrap(toks[start].start, toks[i - 1].end, "::cuda_emu::arrow(", ")")
+
+
 def _member_start(toks: list[Tok], i: int, match: dict[int, int]) -> int | None:
     """Start of the postfix expression ``E.name`` / ``E->name`` that ends at toks[i] (None: not followed)."""
     from .rewriter import expr_start_before

@@ -178,6 +178,21 @@ inline decltype(auto) gderef(int line, const char* expr, A&& a) {
   }
 }
 
+/// arrow(p)->m: what `p->m` becomes in device code (not `p->row[i]`, which gat counts): p as it was, and in a
+/// counted launch one read where p points into shared memory or a launch's tensor (a struct's member there).
+template <class P>
+inline decltype(auto) arrow(P&& p) {
+  using D = std::remove_cv_t<std::remove_reference_t<P>>;
+  if (__builtin_expect(g.cnt != nullptr, 0)) {
+    if constexpr (is_gptr<D>::value) {
+      if (p.info) count_access<kRead>(p.info->shared);
+    } else if constexpr (std::is_pointer_v<D> && !std::is_function_v<std::remove_pointer_t<D>>) {
+      span_access<kRead>(static_cast<const void*>(p), 0);
+    }
+  }
+  return std::forward<P>(p);
+}
+
 /// What reinterpret_cast becomes: keeps the bounds of checked pointers.
 template <class To, class From>
 inline decltype(auto) rcast(From&& f) {
