@@ -61,11 +61,15 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         print(f"❌ {title}: the check is set up wrongly ({first_line(e)})")
         return
     names = list(labels) if labels is not None else [_args(c) for c in cases]
-    # the check's function is refused as itself; the notebook's helpers also as copies of their code
+    # the check's function and the notebook's helpers are refused as themselves and as copies of their code
+    # (made by exec of their source, under another name; see guard.code_keys)
     refused = {c: name_of(f) for f in (expected,) for c in [getattr(py_function(f), "__code__", None)]
                if c is not None}
-    refused.update({guard.code_key(c): name_of(f) for f in refuse
-                    for c in [getattr(py_function(f), "__code__", None)] if c is not None})
+    refused.update({k: name_of(f) for f in (expected, *refuse)
+                    for c in [getattr(py_function(f), "__code__", None)] if c is not None
+                    for k in guard.code_keys(c, undocumented=any(f is r for r in refuse))})
+    own = getattr(py_function(answer), "__code__", None) if callable(answer) else None
+    copy_of = guard.copied_from(own, refused) if own is not None and answer is not expected else None
     rebound_now = rebound()
     if rebound_now:
         why = rebound_now
@@ -77,6 +81,8 @@ def formula_exercise(title: str, answer, expected, cases, *, rtol: float = 0.0,
         why = "that is the function the check compares with: write your own"
     elif any(answer is f for f in refuse):
         why = f"that is {name_of(answer)}, which computes the answer: work it out yourself"
+    elif copy_of is not None:
+        why = f"that is a copy of the code of {copy_of}, which computes the answer: work it out yourself"
     elif any(s.holds(answer) for s in scopes):
         why = "that function is defined inside the check cell: define it in your own cell above"
     else:
@@ -260,7 +266,7 @@ def _replace_with_report(f, refused: dict) -> None:
     code = getattr(fn, "__code__", None)
     if code is None or code.co_freevars:
         return
-    name = refused.get(code) or refused.get(guard.code_key(code)) or name_of(f)
+    name = refused.get(code) or guard.copied_from(code, refused) or name_of(f)
     stub = _report_stub.__code__.replace(co_name=f"{code.co_name}_refused_{len(refused)}")
     try:
         fn.__code__ = stub
@@ -300,11 +306,10 @@ def _call_watching(fn, args, refused: dict):
                 return
             if code is own:
                 return
-            key = keys.get(code)
-            if key is None:
-                key = keys[code] = guard.code_key(code)
-            if key in refused:
-                seen.append(refused[key])
+            if code not in keys:
+                keys[code] = guard.copied_from(code, refused)
+            if keys[code] is not None:
+                seen.append(keys[code])
     old = sys.getprofile()
     sys.setprofile(profiler)
     try:

@@ -154,10 +154,70 @@ def _same_plain(g, e) -> bool:
     return g == e  # str, None, frozenset of plain values
 
 
+_NOT_CODE = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "PRECALL"}
+# A function this long is not written again instruction for instruction by chance: a copy of its code is
+# refused under any names, with or without its docstring. A shorter one (a formula on one line) may be
+# exactly what a learner who worked it out writes: only a verbatim copy of it (its docstring too) is refused.
+COPY_MIN_INSTRUCTIONS = 24
+
+
+def _shape(code: types.CodeType) -> tuple:
+    """The instructions of ``code`` with what they use: constants by value (a docstring, which no
+    instruction loads, is left out), global and attribute names as written, locals by their slot (renamed
+    locals read the same), nested code by its own shape."""
+    import dis
+    out, every = [], list(dis.get_instructions(code))
+    at, n = {}, 0   # an instruction's offset -> the index of the next one kept (jump targets: no offsets)
+    for ins in every:
+        at[ins.offset] = n
+        n += ins.opname not in _NOT_CODE
+    for ins in every:
+        if ins.opname in _NOT_CODE:
+            continue
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            arg = at.get(ins.argval, ins.argval)
+        elif ins.opcode in dis.hasconst:
+            v = ins.argval
+            arg = _shape(v) if isinstance(v, types.CodeType) else (type(v).__name__, repr(v))
+        elif ins.opcode in dis.haslocal or ins.opcode in dis.hasfree:
+            arg = ins.arg
+        elif ins.opcode in dis.hasname:
+            arg = ins.argval
+        else:
+            arg = ins.argval if isinstance(ins.argval, (int, str, tuple, type(None))) else repr(ins.argval)
+        out.append(({"LOAD_METHOD": "LOAD_ATTR"}.get(ins.opname, ins.opname), arg))
+    return (code.co_argcount, code.co_kwonlyargcount, tuple(out))
+
+
+def _size(shape: tuple) -> int:
+    return sum(1 + (_size(a[1]) if isinstance(a[1], tuple) and len(a[1]) == 3 and isinstance(a[1][2], tuple)
+                    and a[0] == "LOAD_CONST" else 0) for a in shape[2])
+
+
 def code_key(code: types.CodeType):
-    """What makes two code objects the same code, wherever and however they were made (a copy
-    made by ``exec`` of the same source has an equal key): the bytecode, names and constants,
-    nested code included."""
-    consts = tuple(code_key(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
-                   for c in code.co_consts)
-    return (code.co_code, code.co_names, code.co_varnames[:code.co_argcount], consts)
+    """What makes two code objects the same code, wherever and however they were made (a copy made by
+    ``exec`` of the same source, under another name, has an equal key): the instructions with their
+    constants and names (see :func:`_shape`), the local names and the docstring, nested code included."""
+    doc = code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None
+    return ("verbatim", _shape(code), code.co_varnames, doc)
+
+
+def code_keys(code: types.CodeType, undocumented: bool = True) -> list:
+    """The keys under which a copy of ``code`` is known: :func:`code_key` (a verbatim copy; with
+    ``undocumented`` False only where the code has a docstring: a short lambda without one may be what a
+    learner writes on their own, names and all), and, for code of at least COPY_MIN_INSTRUCTIONS
+    instructions, its shape alone (a copy renamed, its docstring removed)."""
+    shape = _shape(code)
+    key = code_key(code)
+    keys = [key] if undocumented or key[3] is not None else []
+    if _size(shape) >= COPY_MIN_INSTRUCTIONS:
+        keys.append(("shape", shape))
+    return keys
+
+
+def copied_from(code: types.CodeType, known: dict):
+    """``known[key]`` for the first key of ``code`` (see :func:`code_keys`) in ``known``, else None."""
+    for k in code_keys(code):
+        if k in known:
+            return known[k]
+    return None

@@ -256,7 +256,7 @@ def counting(ex: Execution):
 
     def access(ev):
         if isinstance(ev.site, tuple) and ev.site[:1] == ("global",):
-            if ev.op == "load":
+            if ev.op == "load" and not getattr(ev, "view", False):   # a view's elements count when read
                 with lock:
                     ex.gloads += 1
             return

@@ -25,7 +25,8 @@ The events of :mod:`.triton`: ``launch`` and ``launched`` (before and after ``ke
 The events of :mod:`.numba`: ``launch`` and ``launched`` (``kernel[blocks, threads](...)`` on a GPU
 and in the simulator), ``configure`` (the simulator's ``kernel[blocks, threads]``), ``shared`` (the
 simulator allocated a ``cuda.shared.array``), ``access`` (a thread of the simulator read or wrote
-one), ``barrier`` (a thread of the simulator passed ``cuda.syncthreads()``).
+one, or an array of the check's: ``view`` is True where the read took a view, ``m[r]``, whose elements
+are events when read), ``barrier`` (a thread of the simulator passed ``cuda.syncthreads()``).
 """
 from __future__ import annotations
 

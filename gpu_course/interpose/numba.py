@@ -176,15 +176,26 @@ def _barrier_hook(original):
 
 
 class _Reported(np.ndarray):
-    """A shared array whose element reads and writes are ``access`` events (its ``_site`` set)."""
+    """A shared array whose element reads and writes are ``access`` events (its ``_site`` set). A view
+    taken of it (``m[r]``, ``n[:, c]``) keeps the site, so that the elements read through the view are
+    events too; taking the view reads nothing (its event says ``view=True``)."""
+
+    def __array_finalize__(self, obj):
+        self._site = getattr(obj, "_site", None)
 
     def __getitem__(self, key):
+        out = np.ndarray.__getitem__(self, key)
         site = getattr(self, "_site", None)
         if site is not None:
             block, thread = _who()
             if block is not None:
-                _BUS.emit("access", Event(op="load", site=site, block=block, thread=thread))
-        return np.ndarray.__getitem__(self, key)
+                _BUS.emit("access", Event(op="load", site=site, block=block, thread=thread,
+                                          view=isinstance(out, np.ndarray)))
+        return out
+
+    def __iter__(self):   # for v in m[r]: each element read is an event, as m[r][i] is
+        for i in range(len(self)):
+            yield self[i]
 
     def __setitem__(self, key, value):
         site = getattr(self, "_site", None)

@@ -84,7 +84,10 @@ float's double bits, ``b`` a bool).  An
 exercise check makes the learner's launch again from it (gpu_course/exercises/cuda_launch.py).
 ``mod._cuda_emu_count(True)`` makes the launches that follow count, per thread, its global and
 shared loads and stores, atomics in global and shared memory, barriers passed, shuffles by kind and
-other warp-level calls (one pointer test per access when off); ``mod._cuda_emu_counts()`` returns
+other warp-level calls (one pointer test per access when off). An access counts whatever it goes
+through: a checked pointer, a raw one (a struct's member ``io.out[j]``, ``p->v``, ``*b++`` in a helper),
+``memcpy``/``memmove``/``memset`` in device code (the bytes moved, as accesses of at most 16 bytes); where
+it lies decides global or shared, a thread's local variables are not counted. ``mod._cuda_emu_counts()`` returns
 ``(field names, [(kernel, grid, block, bytes of uint32 counts per thread), ...])``.
 
 The rewriting is plain text (:func:`transform`; each build keeps it in ``main.cpp``): a kernel's pointer

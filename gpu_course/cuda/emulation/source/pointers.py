@@ -244,16 +244,20 @@ def _pointer_access(toks: list[Tok], i: int, group: tuple[int, int], rw: Rewrite
 
 def rewrite_derefs(src: str, toks: list[Tok], match: dict[int, int], body: tuple[int, int], names: set[str],
                     rw: Rewriter) -> None:
-    """``*p`` (p a checked pointer), ``*(expr)`` and ``*reinterpret_cast<T*>(expr)`` in device code ->
-    ``::cuda_emu::gderef<K>(LINE, "*p", p)``: the same element, and an error that quotes the
-    expression and names the line.  ``*p++`` and declarators (``float *a, *b``) are left alone."""
+    """``*p`` (p any pointer named: a checked one, a raw one, a member ``*io.x``; also ``*p++`` and
+    ``*++p``), ``*(expr)`` and ``*reinterpret_cast<T*>(expr)`` in device code ->
+    ``::cuda_emu::gderef<K>(LINE, "*p", p)``: the same element, counted, and an error that quotes the
+    expression and names the line.  Declarators (``float *a, *b``, ``float **pp``) are left alone."""
     a, b = body
     for i in range(a + 1, b - 1):
         t = toks[i]
         if t.text != "*" or t.kind != "punct":
             continue
         prev = toks[i - 1]
-        if not ((prev.kind == "punct" and prev.text not in (")", "]")) or prev.text in ("return", "case")):
+        statement = prev.text == ")" and i - 1 in match and match[i - 1] > 0 and \
+            toks[match[i - 1] - 1].text in ("for", "if", "while", "switch")   # for (...) *b++ = ...
+        if not ((prev.kind == "punct" and prev.text not in (")", "]")) or prev.text in ("return", "case", "else", "do")
+                or statement):
             continue  # a multiplication, or a declaration (float *p)
         if prev.text == ",":  # f(a, *p) yes; float *a, *b (a declaration at depth 0) no
             k = i - 1
@@ -263,8 +267,18 @@ def rewrite_derefs(src: str, toks: list[Tok], match: dict[int, int], body: tuple
                 continue
         j = i + 1
         u = toks[j]
-        if u.kind == "id" and u.text in names:
-            end = j
+        if u.kind == "id" and u.text not in KEYWORDS:
+            if u.text not in names and prev.text in ("*", "&", "&&"):
+                continue  # float **pp, a * *p: declarators, or nothing to follow
+            end = j  # *p, *io.x, *p++ (the element p points at before it moves)
+            while end + 2 < b and toks[end + 1].text in (".", "->") and toks[end + 2].kind == "id":
+                end += 2
+            if end + 1 < b and toks[end + 1].text in ("++", "--"):
+                end += 1
+        elif u.text in ("++", "--") and j + 1 < b and toks[j + 1].kind == "id" and toks[j + 1].text not in KEYWORDS:
+            end = j + 1  # *++p
+            if end + 1 < b and toks[end + 1].text in (".", "->"):
+                continue
         elif u.text == "(" and j in match:
             end = match[j]
             if end + 1 < b and (toks[end + 1].kind in ("id", "num") or toks[end + 1].text == "("):
@@ -278,9 +292,128 @@ def rewrite_derefs(src: str, toks: list[Tok], match: dict[int, int], body: tuple
             continue
         after = toks[end + 1].text if end + 1 < b else ""
         if after in ("++", "--", "[", "(", ".", "->"):
-            continue  # *p++ is *(p++); *p.x ...
+            continue  # *p[i], *f(x), (*p).x ...
         kind = 2 if prev.text in ("++", "--") or after in _COMPOUND or after in ("++", "--") else 1 if after == "=" else 0
         expr = "*" + " ".join(src[toks[j].start:toks[end].end].split())
         expr = expr.replace("\\", "\\\\").replace('"', '\\"')
         rw.wrap(t.start, toks[end].end, f'::cuda_emu::gderef<{kind}>({t.line}, "{expr}", ', ")")
         rw.replace(t.start, t.end, "")
+
+
+_MEM_CALLS = {"memcpy": "dmemcpy", "memmove": "dmemcpy", "memset": "dmemset",
+              "__builtin_memcpy": "dmemcpy", "__builtin_memmove": "dmemcpy", "__builtin_memset": "dmemset"}
+
+
+def rewrite_mem_calls(toks: list[Tok], body: tuple[int, int], rw: Rewriter) -> None:
+    """``memcpy(&v, x + j, 4)`` (also ``std::``/``::``, memmove, memset) in device code ->
+    ``::cuda_emu::dmemcpy(...)``: the same copy, its bytes counted as accesses and bounds-checked."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        t = toks[i]
+        if t.kind != "id" or t.text not in _MEM_CALLS or toks[i + 1].text != "(" or toks[i - 1].text in (".", "->"):
+            continue
+        start = i
+        if toks[i - 1].text == "::":
+            start = i - 2 if i >= 2 and toks[i - 2].text == "std" else i - 1
+        rw.replace(toks[start].start, t.end, f"::cuda_emu::{_MEM_CALLS[t.text]}")
+
+
+# tokens after which `NAME[` cannot start a declaration (the name is in an expression)
+_EXPR_KEYWORDS = {"return", "case", "else", "do", "throw", "sizeof"}
+_BLOCK_BEFORE = {")", ";", "{", "}", "else", "do", "try", "]"}
+
+
+def _expression_context(toks: list[Tok], match: dict[int, int], i: int, a: int) -> bool:
+    """Whether ``toks[i]`` (a name followed by ``[``) is in an expression, not declared there."""
+    prev = toks[i - 1]
+    if prev.kind == "pp":
+        return True
+    if prev.kind == "id":
+        return prev.text in _EXPR_KEYWORDS
+    if prev.kind != "punct":
+        return False
+    x = prev.text
+    if x in (".", "->", "::", ">", ">>", "<", "]", ")"):
+        return False  # members (elsewhere), templates, declarators
+    if x == "*":  # float* p[4] declares; a * p[4] multiplies
+        before = toks[i - 2]
+        if before.text in (")", "]") or before.kind in ("num", "chr"):
+            return True
+        if before.kind == "id" and before.text not in KEYWORDS:
+            bb = toks[i - 3]
+            return bb.kind == "punct" and bb.text not in (";", "{", "}", ",", "(", "<", "::", ">", "*", "&")
+        return False
+    if x == ",":  # f(a, p[i]) and {a, p[i]}; not float a[4], b[4]
+        k = i - 2
+        while k > a and toks[k].text not in ("(", "[", "{", ";", "}"):
+            k = match[k] - 1 if toks[k].text in (")", "]", "}") and k in match else k - 1
+        if toks[k].text in ("(", "["):
+            return True
+        return toks[k].text == "{" and toks[k - 1].text not in _BLOCK_BEFORE and toks[k - 1].kind != "pp"
+    return True
+
+
+def rewrite_other_accesses(src: str, toks: list[Tok], match: dict[int, int], body: tuple[int, int],
+                           handled: set[str], skip: list, rw: Rewriter) -> None:
+    """The subscripts the checked pointers do not reach, in device code: ``io.out[j]`` and ``p->row[i]``
+    (a member), ``q[j]`` (a name that is no checked pointer: a raw one, a pointer array ``ptrs[1][j]``, a
+    local array) -> ``::cuda_emu::gat<K>(io.out, LINE, "io.out", (j))``: the same element, counted (and,
+    for a raw pointer into known memory, bounds-checked) where it lies in global or shared memory. The
+    names in ``handled`` (checked pointers and __shared__ arrays, rewritten elsewhere) and the token ranges
+    in ``skip`` (declarations) are left alone, as are addresses (``&io.out[j]``)."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        t = toks[i]
+        if t.kind != "id" or t.text in KEYWORDS or toks[i + 1].text != "[" or i + 1 not in match:
+            continue
+        if any(x <= i < y for x, y in skip) or toks[i + 2].text == "[":   # [[attribute]]
+            continue
+        member = toks[i - 1].text in (".", "->")
+        if member:
+            start = cxx_start = _member_start(toks, i, match)
+            if cxx_start is None:
+                continue
+        else:
+            if t.text in handled or not _expression_context(toks, match, i, a):
+                continue
+            start = i
+        groups, k = [], i + 1
+        while k < b and toks[k].text == "[" and k in match:
+            groups.append((k, match[k]))
+            k = match[k] + 1
+        if member:
+            groups = groups[:1]  # a[i][j] of a member: its first index (a row of a member array is no access)
+        kind = _access_kind(toks, start, groups[-1][1])
+        if kind is None and toks[start - 1].text == "&" and toks[groups[-1][1] + 1].text not in (".", "->"):
+            continue  # &io.out[j]: an address
+        var = " ".join(src[toks[start].start:t.end].split()).replace("\\", "\\\\").replace('"', '\\"')
+        for n, (lb, rb) in enumerate(groups):
+            k_n = (kind or 0) if n == len(groups) - 1 else 0
+            rw.wrap(toks[start].start, toks[rb].end, f"::cuda_emu::gat<{k_n}>(", "")
+            rw.replace(toks[lb].start, toks[lb].end, f', {t.line}, "{var}", (')
+            rw.replace(toks[rb].start, toks[rb].end, "))")
+
+
+def rewrite_arrows(toks: list[Tok], match: dict[int, int], body: tuple[int, int], rw: Rewriter) -> None:
+    """``p->m`` in device code -> ``::cuda_emu::arrow(p)->m``: a member of a struct in global or shared memory
+    read through a pointer is a counted access. Left alone: ``p->row[i]`` (gat counts the element),
+    ``p->f(...)``, ``&p->m`` and ``this->m``."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        if toks[i].text != "->" or toks[i + 1].kind != "id" or toks[i + 2].text in ("[", "("):
+            continue
+        start = _member_start(toks, i + 1, match)
+        if start is None or start >= i or toks[start].text == "this":
+            continue
+        if toks[start - 1].text == "&":
+            before = toks[start - 2]
+            if not (before.kind in ("num", "str", "chr") or before.text in (")", "]") or
+                    (before.kind == "id" and before.text not in KEYWORDS)):
+                continue
+        rw.wrap(toks[start].start, toks[i - 1].end, "::cuda_emu::arrow(", ")")
+
+
+def _member_start(toks: list[Tok], i: int, match: dict[int, int]) -> int | None:
+    """Start of the postfix expression ``E.name`` / ``E->name`` that ends at toks[i] (None: not followed)."""
+    from .rewriter import expr_start_before
+    return expr_start_before(toks, i - 1, match)

@@ -12,7 +12,8 @@ from ...errors import CudaEmulationError
 from ...parsed import ParsedSource, parse
 from .launches import kernel_templates, plain_kernels, rewrite_launch, simple_rewrites
 from .loops import checked_divisors, loop_ticks
-from .pointers import checked_param, local_pointers, rewrite_accesses, rewrite_derefs
+from .pointers import (checked_param, local_pointers, rewrite_accesses, rewrite_arrows, rewrite_derefs,
+                       rewrite_mem_calls, rewrite_other_accesses)
 from .rewriter import Rewriter, param_name, split_params
 
 
@@ -177,8 +178,14 @@ def transform(source: str | ParsedSource, *, checked: bool = True, origin: str =
             rw.replace(t.start, t.end, sub.apply())
     if checked:
         rewrite_accesses(toks, match, rw, device_bodies, shared, pointer_params)
+        decl_ranges = [r for _, _, r in shared]
+        shared_names = {n for n, _, _ in shared}
         for body in device_bodies:
             rewrite_derefs(src, toks, match, body, pointer_params.get(body, set()), rw)
+            rewrite_other_accesses(src, toks, match, body, shared_names | pointer_params.get(body, set()),
+                                   decl_ranges, rw)
+            rewrite_mem_calls(toks, body, rw)
+            rewrite_arrows(toks, match, body, rw)
     for body in device_bodies:
         loop_ticks(toks, match, body, rw)
         checked_divisors(toks, match, body, rw)

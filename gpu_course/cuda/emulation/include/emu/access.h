@@ -35,6 +35,49 @@ void race_shared(int kind, const void* region, const void* p, size_t size, int l
                  int nix);
 void race_global(const void* p, size_t size, const PtrInfo* info, int line);
 
+/// Counted launches only, and bounds: `n` bytes at p read (K = kRead), written or both by one operation
+/// (n = 0: one element, bounds checked by the caller). Counted, where p lies in shared memory or in a
+/// launch's tensor, as the fewest accesses of at most 16 bytes (a float4's) that move them; the bytes of a
+/// thread's local variables are not counted.
+template <int K>
+inline void span_access(const void* p, size_t n) {
+  const char* lo;
+  const char* hi;
+  const PtrInfo* info;
+  if (p == nullptr || !g.in_kernel || !region_of(p, &lo, &hi, &info)) return;
+  const char* c = static_cast<const char*>(p);
+  if (n && c + n > hi) global_oob(info, c, n, lo, hi);
+  for (size_t k = 0, m = n ? (n + 15) / 16 : 1; k < m; k++) count_access<K>(info && info->shared);
+}
+
+template <class X>
+inline const void* vaddr(const X& x) {
+  if constexpr (is_gptr<X>::value) {
+    return x.p;
+  } else if constexpr (is_dshared<X>::value) {
+    return x.get().p;
+  } else {
+    return static_cast<const void*>(x);
+  }
+}
+
+/// What memcpy, memmove and memset become in device code: the same bytes moved, each side counted as
+/// what it moves (see span_access) and checked against the bounds of what it points into.
+template <class D, class S>
+inline void* dmemcpy(D&& d, S&& s, size_t n) {
+  void* dp = const_cast<void*>(vaddr(d));
+  const void* sp = vaddr(s);
+  span_access<kRead>(sp, n);
+  span_access<kWrite>(dp, n);
+  return n ? std::memmove(dp, sp, n) : dp;
+}
+template <class D>
+inline void* dmemset(D&& d, int v, size_t n) {
+  void* dp = const_cast<void*>(vaddr(d));
+  span_access<kWrite>(dp, n);
+  return n ? std::memset(dp, v, n) : dp;
+}
+
 template <class A, class I0>
 inline decltype(auto) index_all(A&& a, I0 i0) { return std::forward<A>(a)[i0]; }
 template <class A, class I0, class I1>
@@ -111,7 +154,12 @@ inline decltype(auto) gat(A&& a, int line, const char* var, I i) {
     if (b.info) return gat<K>(b, line, var, i);
     return (a[i]);
   } else {
-    return std::forward<A>(a)[i];
+    // a local array, a struct's array member, a class with operator[]: counted where the element lies in
+    // shared or global memory (p->row[i], a __constant__ table is neither)
+    decltype(auto) e = std::forward<A>(a)[i];
+    if constexpr (std::is_lvalue_reference_v<decltype(e)>)
+      if (__builtin_expect(g.cnt != nullptr, 0)) span_access<K>(addr_of(&e), 0);
+    return static_cast<decltype(e)>(e);
   }
 }
 
@@ -128,6 +176,21 @@ inline decltype(auto) gderef(int line, const char* expr, A&& a) {
   } else {
     return *std::forward<A>(a);
   }
+}
+
+/// arrow(p)->m: what `p->m` becomes in device code (not `p->row[i]`, which gat counts): p as it was, and in a
+/// counted launch one read where p points into shared memory or a launch's tensor (a struct's member there).
+template <class P>
+inline decltype(auto) arrow(P&& p) {
+  using D = std::remove_cv_t<std::remove_reference_t<P>>;
+  if (__builtin_expect(g.cnt != nullptr, 0)) {
+    if constexpr (is_gptr<D>::value) {
+      if (p.info) count_access<kRead>(p.info->shared);
+    } else if constexpr (std::is_pointer_v<D> && !std::is_function_v<std::remove_pointer_t<D>>) {
+      span_access<kRead>(static_cast<const void*>(p), 0);
+    }
+  }
+  return std::forward<P>(p);
 }
 
 /// What reinterpret_cast becomes: keeps the bounds of checked pointers.
