@@ -158,7 +158,7 @@ _NOT_CODE = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "PRECALL"}
 # A function this long is not written again instruction for instruction by chance: a copy of its code is
 # refused under any names, with or without its docstring. A shorter one (a formula on one line) may be
 # exactly what a learner who worked it out writes: only a verbatim copy of it (its docstring too) is refused.
-COPY_MIN_INSTRUCTIONS = 24
+COPY_MIN_INSTRUCTIONS = 40
 
 
 def _shape(code: types.CodeType) -> tuple:

@@ -245,12 +245,14 @@ def global_loads_ref(h: int, w: int, k: int, bm: int, bn: int) -> int:
 def tile_ref(flops: float, bw: float) -> int:
     """The side of the smallest square tile, a multiple of 16, that reaches flops / bw FLOP per byte
     (a longer reference: its code is not written again by chance)."""
+    if flops <= 0 or bw <= 0:
+        raise ValueError(f"flops and bw must be positive, got {flops} and {bw}")
     need = 2 * flops / bw
     side = 16
     while side < need - 1e-9:
         side += 16
     if side > 4096:
-        raise ValueError("no tile that large")
+        raise ValueError(f"no tile that large: {side} > 4096")
     return max(16, side)
 
 
