@@ -49,12 +49,13 @@ def toolchain() -> dict:
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
     sm = arch_name(*torch.cuda.get_device_capability())
     arch = f"-gencode=arch=compute_{sm},code=sm_{sm}"
+    runtime = cxx_runtime.link_flags()   # torch's libstdc++, named before the compiler's own -lstdc++
     libs = [f"-L{ce.TORCH_LIB_PATH}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda",
             "-ltorch", "-ltorch_python", f"-L{os.path.join(cuda_home, 'lib64')}", "-lcudart",
-            f"-Wl,-rpath,{ce.TORCH_LIB_PATH}"] + cxx_runtime.link_flags()
+            f"-Wl,-rpath,{ce.TORCH_LIB_PATH}"] + runtime
     cxx = os.environ.get("CXX", "c++")
     return {"nvcc": nvcc, "cxx": cxx, "inc": inc, "abi": abi, "arch": arch, "libs": libs,
-            "id": digest(torch.__version__, nvcc, cxx, arch, sys.version, *cxx_runtime.link_flags())}
+            "id": digest(torch.__version__, nvcc, cxx, arch, sys.version, *runtime)}
 
 
 def nvcc_command(opt: bool = True, extra_cuda_cflags=(), arch: str | None = None) -> list:

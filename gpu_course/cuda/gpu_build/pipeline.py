@@ -151,7 +151,8 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
     import torch
     from torch.utils.cpp_extension import load_inline
     flags = (["-O3", "-lineinfo"] if opt else ["-O0", "-G", "-g"]) + list(HALF_AS_CUDA) + list(extra_cuda_cflags)
-    key = digest(cuda_src, cpp_src, *funcs, *flags, STD_FLAG, *cxx_runtime.link_flags())
+    runtime = cxx_runtime.link_flags()   # torch's libstdc++, not a copy of it
+    key = digest(cuda_src, cpp_src, *funcs, *flags, STD_FLAG, *runtime)
     build_dir = cache_dir() / "inline" / key
     build_dir.mkdir(parents=True, exist_ok=True)
     major, minor = torch.cuda.get_device_capability()
@@ -162,7 +163,7 @@ def build_one_unit(cuda_src: str, cpp_src: str, funcs: list, *, opt: bool = True
         mod = load_inline(f"course_inline_{key}", cpp_sources=[cpp_src],
                           cuda_sources=[f'#line 1 "{SOURCE_NAME}"\n' + cuda_src],
                           functions=funcs, extra_cuda_cflags=[STD_FLAG, *flags], extra_cflags=[STD_FLAG, "-O2"],
-                          extra_ldflags=cxx_runtime.link_flags(),   # torch's libstdc++, not a copy
+                          extra_ldflags=runtime,
                           build_directory=str(build_dir), verbose=verbose)
     except RuntimeError as e:
         raise CudaBuildError(
