@@ -80,20 +80,22 @@ def ratio_table(speed, baselines=("SDPA flash", "SDPA cuDNN")):
 
 def record_speed(notebook, tag, size, times, phase, flops):
     """Record :func:`time_attention`'s timings of ``phase`` in the results (on a GPU, during
-    ``course.py execute``): each SDPA backend's row quietly, and ours with :func:`~gpu_course.results.report`
+    ``course.py execute``): each SDPA backend's row, and ours (with :func:`~gpu_course.results.save_result`)
     once against each of SDPA flash and SDPA cuDNN that ran (kernel ``flash attention {phase}, {tag}``
-    and ``... vs cuDNN``), which prints those lines. Returns the printed lines."""
+    and ``... vs cuDNN``), without printing: the notebook's tables show the same figures. Returns those kernels' names."""
     rate = dict(flops=flops, kind="fp16") if ON_GPU else {}
     for name, ph in times:
         if ph == phase and name != "ours" and ON_GPU:
             save_result(notebook, f"{name} {phase}, {tag}", size, times[name, ph],
                         throughput(times[name, ph], **rate), baseline_name=name)
-    lines = []
+    kernels = []
     for base, suffix in (("SDPA flash", ""), ("SDPA cuDNN", " vs cuDNN")):
         if (base, phase) in times:
-            lines.append(report(notebook, f"flash attention {phase}, {tag}{suffix}", size, times["ours", phase],
-                                baseline=times[base, phase], baseline_name=base, **rate))
-    return lines
+            kernels.append(kernel := f"flash attention {phase}, {tag}{suffix}")
+            if ON_GPU:
+                t = times["ours", phase]
+                save_result(notebook, kernel, size, t, throughput(t, **rate), times[base, phase], base)
+    return kernels
 
 
 def summary_rows(speed, shape):

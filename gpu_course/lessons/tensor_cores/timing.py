@@ -14,31 +14,40 @@ INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 2
 
 def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
     """Time cuBLAS fp16 and every rung of ``rungs`` at each of ``sizes`` (``{label: (h, w, k)}``) with ``bench_user``,
-    printing and recording one line each (rungs 4 and 5 first autotuned, their tables printed): ``(ladder,
-    rung_ms)``, ``ladder`` a list of rows (kernel, size, TFLOP/s, ratio to cuBLAS fp16), ``rung_ms`` ``{(size, rung):
-    median GPU time in ms}``. GPU only."""
+    recording each in the results and printing one table per size (GPU time, loop, CPU per call, TFLOP/s and the
+    ratios to cuBLAS); rungs with shapes are autotuned first, their sweep printed at the first size and their chosen
+    shape named at the others. Returns ``(ladder, rung_ms)``: ``ladder`` a list of rows (kernel, size, TFLOP/s, ratio
+    to cuBLAS fp16), ``rung_ms`` ``{(size, rung): median GPU time in ms}``. GPU only."""
     import torch
+    from ...device_ceilings import throughput
     from ...mode import DEVICE
-    from ...results import report
-    from ...user_timing import bench_user
+    from ...results import save_result
+    from ...user_timing import bench_user, user_cells, user_header, user_ratios
     ladder, rung_ms = [], {}
-    for size, (h, w, k) in sizes.items():
+    for first, (size, (h, w, k)) in zip((True, *[False] * len(sizes)), sizes.items()):
         m, n = torch.randn(h, k, device=DEVICE).half(), torch.randn(k, w, device=DEVICE).half()
         o = torch.empty(h, w, device=DEVICE, dtype=torch.float16)
         fl = flops(h, w, k)
-        t_cublas = bench_user(torch.matmul, m, n, out=o)   # GPU time, loop, CPU per call
-        report(notebook, CUBLAS, size, t_cublas, flops=fl, kind="fp16")
-        ladder.append(dict(kernel=CUBLAS, size=size, tflops=fl / t_cublas.median / 1e9, vs=1.0))
+        times, chosen = {CUBLAS: bench_user(torch.matmul, m, n, out=o)}, []   # GPU time, loop, CPU per call
         for rung, name in rungs.items():
             cfg = 0
             if rung in CONFIGS:
                 tuned = autotune(mod, rung, m, n)      # checks, then times, every shape of the rung
-                print(tuned, end="\n\n")
+                if first:
+                    print(tuned)
                 cfg = tuned.best
-            t = bench_user(run, mod, rung, m, n, o, cfg)
-            rung_ms[size, rung] = t.median
-            report(notebook, name, size, t, baseline=t_cublas, flops=fl, kind="fp16", baseline_name="cuBLAS fp16")
-            ladder.append(dict(kernel=name, size=size, tflops=fl / t.median / 1e9, vs=t_cublas.median / t.median))
+                chosen.append(f"rung {rung} cfg {cfg}")
+            times[name] = bench_user(run, mod, rung, m, n, o, cfg)
+            rung_ms[size, rung] = times[name].median
+        base = times[CUBLAS]
+        print(f"{size} (h, w, k = {h}, {w}, {k})" + (f", autotuned: {', '.join(chosen)}" if chosen and not first else ""))
+        print(f"{'':38}{user_header(10)}  TFLOP/s   × cuBLAS (GPU, loop)")
+        for name, t in times.items():
+            rate = fl / t.median / 1e9
+            print(f"{name:38}{user_cells(t, 10)}  {rate:7.0f}  {user_ratios(t, base)}")
+            save_result(notebook, name, size, t, throughput(t, flops=fl, kind="fp16"),
+                        None if name == CUBLAS else base, "cuBLAS fp16")
+            ladder.append(dict(kernel=name, size=size, tflops=rate, vs=base.median / t.median))
         print()
     return ladder, rung_ms
 
