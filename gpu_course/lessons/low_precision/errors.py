@@ -111,9 +111,9 @@ def choose_ok(choice, budget: float, x, w, fmt: str) -> tuple:
     return worst <= budget, worst
 
 
-def cheapest_within(budget: float, x, w, fmt: str):
-    """The coarsest granularity of :data:`GRANULARITIES` (in its order: fewest scales first) whose worst row
-    error on ``x, w`` is within ``budget``, or None."""
+def cheapest_within(x, w, fmt: str, budget: float):
+    """The first granularity of :data:`GRANULARITIES`, in its order, whose worst row error for ``x @ w.T`` in
+    ``fmt`` is within ``budget``, or None (notebook 15's exercise 2)."""
     for gran in GRANULARITIES:
         if matmul_error(x, w, fmt, gran).max().item() <= budget:
             return gran
