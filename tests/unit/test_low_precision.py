@@ -99,3 +99,13 @@ def test_crossover_batch_balances_the_two_times():
     flops = 2 * m * 4096 * 4096 / 100e12
     nbytes = (4096 * 4096 / 2 + m * 4096 * 4) / 1000e9
     assert abs(flops - nbytes) < 1e-12
+
+
+def test_check_scale_choice_accepts_the_rule_and_refuses_a_constant():
+    right = lambda x, w, fmt, budget: E.GRANULARITIES and next(   # noqa: E731
+        (g for g in E.GRANULARITIES
+         if (Q.row_errors(Q.roundtrip(x, fmt, E.GRANULARITIES[g][0]) @ Q.roundtrip(w, fmt, E.GRANULARITIES[g][1]).T,
+                          x.double() @ w.double().T).max().item() <= budget)), None)
+    assert E.check_scale_choice(right, seed=1)
+    with pytest.raises(AssertionError, match="on fresh data it chose"):
+        E.check_scale_choice(lambda x, w, fmt, budget: "1x128 / 128x128", seed=1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .quantize import FP8, QMAX, quantize, roundtrip, row_errors, dequantize
+from .quantize import FP8, QMAX, dequantize, outlier_activations, quantize, roundtrip, row_errors, weight_like
 
 FLOATS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
           "fp8 e4m3fn": torch.float8_e4m3fn, "fp8 e5m2": torch.float8_e5m2}
@@ -121,4 +121,44 @@ def cheapest_within(x, w, fmt: str, budget: float):
 
 
 __all__ = ["FLOATS", "GRANULARITIES", "W_GRANULARITIES", "format_table", "cast_edges", "spacing", "matmul_error", "error_table",
-           "show_error_table", "choose_ok", "cheapest_within", "quantize", "dequantize", "QMAX"]
+           "show_error_table", "choose_ok", "cheapest_within", "check_scale_choice", "quantize", "dequantize", "QMAX"]
+
+
+# (format, budget, outlier factor, massive factor) of exercise 2's fresh draws
+_EXERCISE_CASES = [("int8", 0.05, 20.0, 100.0), ("int8", 0.05, 4.0, 1.0), ("e4m3", 0.045, 20.0, 100.0),
+                   ("int8", 0.2, 10.0, 300.0), ("e4m3", 0.03, 1.0, 1.0), ("int4", 0.6, 30.0, 50.0),
+                   ("e5m2", 0.09, 20.0, 100.0)]
+
+
+def check_scale_choice(choose, cases=None, seed=None) -> bool:
+    """Exercise 2's judge: ``choose(x, w, fmt, budget)`` on activations and weights drawn now (fresh seeds, 64 x 512
+    and 96 x 512, the outliers of each case), compared with :func:`cheapest_within` computed afterwards; a call of
+    the notebook's own error functions while ``choose`` runs is refused. Draws whose worst errors sit within 3 % of
+    the budget are drawn again (a tie there would judge rounding, not the choice). Raises AssertionError with what
+    went wrong; returns True."""
+    import os
+
+    from ...exercises import watch_calls
+    rng = int.from_bytes(os.urandom(4), "little") if seed is None else seed
+    refused = (matmul_error, error_table, cheapest_within, choose_ok)
+    for i, (fmt, budget, factor, massive) in enumerate(cases or _EXERCISE_CASES):
+        for attempt in range(5):
+            s = rng + 101 * i + 7 * attempt
+            x, _ = outlier_activations(64, 512, seed=s, factor=factor, massive=massive)
+            w = weight_like(96, 512, seed=s + 1)
+            worst = {g: matmul_error(x, w, fmt, g).max().item() for g in GRANULARITIES}
+            if all(abs(e - budget) > 0.03 * budget for e in worst.values()):
+                break
+        seen = []
+        import contextlib
+        with contextlib.ExitStack() as stack:
+            for f in refused:
+                seen.append(stack.enter_context(watch_calls(f)))
+            got = choose(x.clone(), w.clone(), fmt, budget)
+        called = [f.__name__ for f, s_ in zip(refused, seen) if s_]
+        assert not called, f"it calls {called[0]}, which computes the answer: work the error out yourself"
+        want = next((g for g in GRANULARITIES if worst[g] <= budget), None)
+        table = ", ".join(f"{g}: {e:.3g}" for g, e in worst.items())
+        assert got == want, (f"for {fmt} with a budget of {budget} on fresh data it chose {got!r}, but the first "
+                             f"within budget is {want!r} (worst token errors: {table})")
+    return True
