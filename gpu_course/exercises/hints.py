@@ -59,6 +59,17 @@ HINTS: dict[str, str] = {
     "the dQ kernel, computing its own δ": (
         "δ of a row needs only that row of dO and of O, both of which the program loads for its own rows before "
         "the loop; inside the loop, P = exp(s - LSE) needs no running maximum, and dQ's tile needs the scale once"),
+    # 15 · Below bf16
+    "an int4 dequantise-and-GEMV kernel": (
+        "load a (BLOCK_N, BLOCK_K // 2) tile of bytes; the low nibble of byte j belongs to column 2j and the high one "
+        "to column 2j + 1, so load x's even and odd columns as two vectors of BLOCK_K // 2; with one group per "
+        "block, each row's scale multiplies the block's partial sum once"),
+    "the first scales within an error budget": (
+        "section 2's table is the model: for each granularity, quantise x with its first block and w with its "
+        "second, multiply the dequantised operands in float64, and take the largest of the rows' relative errors"),
+    "the batch where a weight-only layer turns compute-bound": (
+        "write both times as functions of M: the bytes are the weights (once) plus M rows in and M rows out; set "
+        "them equal and solve the linear equation for M. Mind the units: TFLOP/s and GB/s"),
     # 10 · Backward passes and custom ops
     "add + ReLU with a Triton backward": (
         "section 1's GeLU is the model: what must forward keep for the backward, and could the output itself "

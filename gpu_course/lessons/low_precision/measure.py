@@ -1,0 +1,195 @@
+"""Notebook 15's measurements: the FP8 GEMM against ``torch._scaled_mm`` (cuBLASLt) and the bf16 GEMM, the
+cost of a row-major second operand, and the weight-only GEMVs against torch's int4 and int8 kernels and the
+bf16 GEMV, over the batch. Every comparison goes through :func:`gpu_course.user_timing.compare` (GPU time,
+time per step of a loop, CPU time per call); on the CPU the same calls run, and their figures say nothing about
+a GPU.
+
+>>> round(crossover_batch(8192, 8192, 4, 2, 2, 989.0, 4258.0), 1)
+61.6
+"""
+from __future__ import annotations
+
+import torch
+
+from ...device_ceilings import ceilings, spec_peak
+from ...hardware import gpu_has, gpu_supports
+from ...kernels import fp8_matmul as F
+from ...kernels import quant_gemv as G
+from ...mode import DEVICE, ON_GPU
+from ...user_timing import compare
+from . import quantize as Q
+
+
+# ------------------------------------------------------------------------------------------- FP8 GEMM
+def fp8_ready() -> tuple:
+    """``(ok, why)``: whether this device runs FP8 tensor-core GEMMs (compute capability 8.9 or newer); the CPU
+    runs them too (Triton's interpreter, torch's CPU kernels)."""
+    return gpu_supports("fp8") if ON_GPU else (True, "")
+
+
+def fp8_operands(h, k, w, scaling="tensor", seed=0):
+    """``(qa, qw, sa, sw)``: a (h x k) activation and a (w x k) weight in e4m3fn with their scales, per tensor
+    (``scaling="tensor"``: one fp32 scale each) or in DeepSeek-V3's blocks (``"block"``: 1 x 128 for the
+    activation, 128 x 128 for the weight). The GEMM's b is ``qw.t()``: K-major."""
+    g = torch.Generator().manual_seed(seed)
+    a, wt = torch.randn(h, k, generator=g).to(DEVICE), (torch.randn(w, k, generator=g) * 0.05).to(DEVICE)
+    if scaling == "tensor":
+        (qa, sa), (qw, sw) = Q.quantize(a, "e4m3"), Q.quantize(wt, "e4m3")
+        return qa, qw, sa.reshape(1).contiguous(), sw.reshape(1).contiguous()
+    (qa, sa), (qw, sw) = Q.quantize(a, "e4m3", (1, 128)), Q.quantize(wt, "e4m3", (128, 128))
+    return qa, qw, sa.contiguous(), sw.contiguous()
+
+
+def fp8_reference(qa, qw, sa, sw, scaling="tensor"):
+    """The product the scaled GEMM stands for, in float64 (the dequantised operands multiplied)."""
+    ba, bw = ((-1, -1), (-1, -1)) if scaling == "tensor" else ((1, 128), (128, 128))
+    sa, sw = (sa.reshape(1, 1), sw.reshape(1, 1)) if scaling == "tensor" else (sa, sw)
+    return Q.dequantize(qa, sa, ba) @ Q.dequantize(qw, sw, bw).T
+
+
+def scaled_mm(qa, qw, sa, sw):
+    """``torch._scaled_mm`` per tensor: a row-major, b = ``qw.t()`` column-major (the layout it requires), out in
+    the kernels' dtype."""
+    return torch._scaled_mm(qa, qw.t(), sa.reshape(()), sw.reshape(()), out_dtype=F.out_dtype())
+
+
+def fp8_gemm_compare(n: int, seed: int = 0) -> tuple:
+    """Time torch._scaled_mm, the Triton FP8 GEMM per tensor and block-scaled, and the bf16 (fp16 where there is
+    no bf16) torch.matmul at n³; print the table. Returns ``(times, tflops)``: ``{name: UserTiming}`` and
+    ``{name: TFLOP/s of the GPU time}``."""
+    qa, qw, sa, sw = fp8_operands(n, n, n, "tensor", seed)
+    qb, qwb, sab, swb = fp8_operands(n, n, n, "block", seed + 1)
+    a16, w16 = (torch.randn(n, n, device=DEVICE).to(F.out_dtype()) for _ in range(2))
+    fns = {"torch._scaled_mm": lambda: scaled_mm(qa, qw, sa, sw),
+           "Triton, per tensor": lambda: F.fp8_matmul(qa, qw.t(), sa, sw, "tensor"),
+           "Triton, 128-blocks": lambda: F.fp8_matmul(qb, qwb.t(), sab, swb, "block"),
+           f"{'bf16' if F.out_dtype() == torch.bfloat16 else 'fp16'} torch.matmul": lambda: a16 @ w16.t()}
+    times = compare(fns, baseline="torch._scaled_mm")
+    return times, {name: 2 * n ** 3 / (t.median * 1e-3) / 1e12 for name, t in times.items()}
+
+
+def show_rates(tflops: dict) -> str:
+    """Each rate with its share of the spec-sheet peak of its precision (fp8 dense; bf16 for the bf16 GEMM)."""
+    lines = []
+    for name, r in tflops.items():
+        kind = "bf16" if "bf16" in name else "fp16" if "fp16" in name else "fp8"
+        peak = spec_peak(kind)
+        share = f" = {100 * r / peak:4.1f} % of the spec-sheet {kind} peak ({peak:,.0f})" if peak else ""
+        lines.append(f"{name:<22}{r:9.1f} TFLOP/s{share}")
+    return "\n".join(lines)
+
+
+def layout_compare(n: int, seed: int = 0) -> dict:
+    """The Triton FP8 GEMM with b K-major (``qw.t()``) and row-major (``qw.t().contiguous()``), and the cost of
+    making one from the other (a transposing copy of b); prints the table."""
+    qa, qw, sa, sw = fp8_operands(n, n, n, "tensor", seed)
+    b_rows = qw.t().contiguous()                     # k x w, w contiguous: N-major
+    fns = {"b K-major (TN)": lambda: F.fp8_matmul(qa, qw.t(), sa, sw),
+           "b row-major (NN)": lambda: F.fp8_matmul(qa, b_rows, sa, sw),
+           "transpose b (copy)": lambda: b_rows.t().contiguous()}
+    return compare(fns, baseline="b K-major (TN)")
+
+
+# ------------------------------------------------------------------------------------------- the GEMV
+def act_dtype() -> torch.dtype:
+    """The activations' dtype: bf16 where the GPU has it, fp16 elsewhere (and in the interpreter)."""
+    return F.out_dtype()
+
+
+def torch_int4(W: torch.Tensor, group: int = 128):
+    """torch's own int4 weight-only matmul for ``W`` quantised as :func:`~.quantize.quantize_int4_groups` does:
+    ``(fn, why)``, ``fn(x)`` computing ``x @ W_q.T`` with ``torch._weight_int4pack_mm`` (GPU: W packed by
+    ``torch._convert_weight_to_int4pack`` from bytes holding column 2j in the *high* nibble, bf16 activations and
+    scales) or ``torch._weight_int4pack_mm_for_cpu`` (CPU: packed from int32 values 0..15); ``fn`` is None where
+    torch has no such kernel here, and ``why`` says why. Both take ``scales_and_zeros`` (k/group x n x 2):
+    W = (q + 8 - 8) · scale + zero, zero 0 here."""
+    packed, scales = Q.quantize_int4_groups(W, group, act_dtype())
+    u = (Q.unpack_int4(packed).to(torch.int16) + 8)                           # 0 .. 15
+    sz = torch.stack([scales, torch.zeros_like(scales)], -1).contiguous()
+    if not ON_GPU:
+        tp = torch._convert_weight_to_int4pack_for_cpu(u.to(torch.int32), 8)
+        return (lambda x: torch._weight_int4pack_mm_for_cpu(x, tp, group, sz)), ""
+    if not gpu_has("bf16"):
+        return None, "torch's int4 kernel (tinygemm) needs compute capability 8.0 or newer"
+    u8 = u.to(torch.uint8)
+    tp = torch._convert_weight_to_int4pack((u8[:, 0::2] << 4 | u8[:, 1::2]).contiguous(), 8)
+    return (lambda x: torch._weight_int4pack_mm(x, tp, group, sz)), ""
+
+
+def gemv_fixture(N: int, K: int, M: int = 1, seed: int = 0) -> dict:
+    """A weight-like W (N x K) in every form the GEMV section compares, and M rows of activations."""
+    W = Q.weight_like(N, K, seed=seed, device=DEVICE)
+    g = torch.Generator().manual_seed(seed + 1)
+    packed, scales = Q.quantize_int4_groups(W, G.GROUP, act_dtype())
+    q8, s8 = Q.quantize_int8_rows(W, act_dtype())
+    return dict(W=W, x=torch.randn(M, K, generator=g).to(DEVICE, act_dtype()), packed=packed, scales=scales,
+                q8=q8, s8=s8, w16=W.to(act_dtype()))
+
+
+def gemv_functions(f: dict) -> tuple:
+    """``({name: function of x}, {name: bytes of weights (and scales) it reads}, notes)``: the Triton int4 and
+    int8 GEMVs, torch's int4 and int8 kernels where they run here, and the bf16 (fp16) ``F.linear``."""
+    fns = {"Triton int4": lambda x: G.int4_gemv(x, f["packed"], f["scales"]),
+           "Triton int8": lambda x: G.int8_gemv(x, f["q8"], f["s8"])}
+    nbytes = {"Triton int4": f["packed"].nbytes + f["scales"].nbytes, "Triton int8": f["q8"].nbytes + f["s8"].nbytes}
+    notes = []
+    t4, why = torch_int4(f["W"])
+    if t4 is not None:
+        fns["torch int4"], nbytes["torch int4"] = t4, nbytes["Triton int4"]
+    else:
+        notes.append(why)
+    try:
+        torch._weight_int8pack_mm(f["x"], f["q8"], f["s8"])
+        fns["torch int8"] = lambda x: torch._weight_int8pack_mm(x, f["q8"], f["s8"])
+        nbytes["torch int8"] = nbytes["Triton int8"]
+    except (RuntimeError, NotImplementedError) as e:
+        notes.append(f"torch._weight_int8pack_mm does not run here ({str(e).splitlines()[0][:80]})")
+    name = "bf16 F.linear" if act_dtype() == torch.bfloat16 else "fp16 F.linear"
+    fns[name], nbytes[name] = (lambda x: torch.nn.functional.linear(x, f["w16"])), f["w16"].nbytes
+    return fns, nbytes, notes
+
+
+def gemv_compare(N: int, K: int, M: int = 1, seed: int = 0) -> tuple:
+    """Time every :func:`gemv_functions` at batch M with the L2 cache flushed before each timing (the weights
+    must come from HBM, as in a model too large for L2); print the table, then each one's GB/s of weights read
+    and its share of the measured copy ceiling. Returns ``(times, gbs)``."""
+    f = gemv_fixture(N, K, M, seed)
+    fns, nbytes, notes = gemv_functions(f)
+    for n in notes:
+        print(n)
+    base = "torch int4" if "torch int4" in fns else "Triton int4"
+    x = f["x"]
+    times = compare({k: (lambda fn=fn: fn(x)) for k, fn in fns.items()}, baseline=base, l2_flush=True)
+    gbs = {k: nbytes[k] / (t.median * 1e-3) / 1e9 for k, t in times.items()}
+    copy = ceilings().get("copy")
+    for k, v in gbs.items():
+        share = f" = {100 * v / copy:3.0f} % of the measured copy ceiling ({copy:,.0f} GB/s)" if copy and ON_GPU else ""
+        print(f"{k:<15} reads {nbytes[k] / 1e6:6.2f} MB of weights: {v:7.0f} GB/s{share}")
+    return times, gbs
+
+
+def batch_sweep(N: int, K: int, batches, seed: int = 0) -> dict:
+    """GPU time (ms, L2 flushed) of the int4 GEMVs and the bf16 ``F.linear`` for each batch: ``{name: [ms]}``."""
+    from ...timing import bench
+    f = gemv_fixture(N, K, 1, seed)
+    fns, _, _ = gemv_functions(f)
+    fns = {k: v for k, v in fns.items() if "int8" not in k}
+    out = {k: [] for k in fns}
+    g = torch.Generator().manual_seed(seed + 2)
+    for M in batches:
+        x = torch.randn(M, K, generator=g).to(DEVICE, act_dtype())
+        for k, fn in fns.items():
+            out[k].append(bench(fn, x, l2_flush=True, budget_ms=30 if ON_GPU else 1, reps=None if ON_GPU else 1).median)
+    return out
+
+
+def crossover_batch(n: int, k: int, weight_bits: int, act_bytes: int, out_bytes: int, tflops: float,
+                    gbs: float) -> float:
+    """The batch M at which an (M x k) @ (k x n) product with weights of ``weight_bits`` bits stops being
+    memory-bound on a machine of ``tflops`` (TFLOP/s) and ``gbs`` (GB/s): where its FLOPs' time 2·M·n·k / rate
+    equals its bytes' time (n·k·bits/8 + M·k·act_bytes + M·n·out_bytes) / bandwidth (a roofline model: scales
+    and caches left out)."""
+    flop_s, byte_s = tflops * 1e12, gbs * 1e9
+    # 2 M n k / F = (W + M (k a + n o)) / B  ->  M (2 n k / F - (k a + n o) / B) = W / B
+    w = n * k * weight_bits / 8
+    return (w / byte_s) / (2 * n * k / flop_s - (k * act_bytes + n * out_bytes) / byte_s)
