@@ -50,7 +50,7 @@ def _decode_blocks(acc, m_i, l_i, q, k_base, v_base, table_ptr, last, lo, hi, qk
         if PAGE == 0:
             k_rows = cols.to(tl.int64) * stride_kn
             v_rows = cols.to(tl.int64) * stride_vn
-        elif PAGE >= BLOCK_N:        # the block lies in one page: one entry of the table
+        elif PAGE % BLOCK_N == 0:    # the block lies in one page: one entry of the table
             page = tl.load(table_ptr + start // PAGE).to(tl.int64)
             k_rows = page * stride_kb + (cols % PAGE) * stride_kn
             v_rows = page * stride_vb + (cols % PAGE) * stride_vn
@@ -239,7 +239,8 @@ def _check_kv(q, k, v, kv_heads, name):
         raise ValueError(f"{name}: the query heads ({q.shape[1]}) must be a multiple of the KV heads ({kv_heads})")
 
 
-def _launch(q, k, v, table, lens, page, kv_heads, splits, block_n, num_warps, num_stages, group_heads, stride_t):
+def _launch(q, k, v, table, lens, page, kv_heads, splits, block_n, num_warps, num_stages, group_heads, stride_t,
+            poison=False):
     B, HQ, T, D = q.shape
     group = HQ // kv_heads
     heads = group if group_heads else 1
@@ -252,12 +253,13 @@ def _launch(q, k, v, table, lens, page, kv_heads, splits, block_n, num_warps, nu
                 SPLITS=splits, DOT_PRECISION=dot, num_warps=num_warps, num_stages=num_stages)
     grid = (splits, B * kv_heads * (group // heads))
     scale = D ** -0.5
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    new = (lambda *a, **kw: torch.full(*a, float("nan"), **kw)) if poison else torch.empty  # noqa: E731
+    out = new(q.shape, dtype=q.dtype, device=q.device)
     if splits == 1:
         decode_kernel[grid](q, k, v, table, lens, out, out, scale, *args, **meta)
         return out
-    o_part = torch.empty((B, HQ, T, splits, D), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((B, HQ, T, splits), dtype=torch.float32, device=q.device)
+    o_part = new((B, HQ, T, splits, D), dtype=torch.float32, device=q.device)
+    lse_part = new((B, HQ, T, splits), dtype=torch.float32, device=q.device)
     decode_kernel[grid](q, k, v, table, lens, o_part, lse_part, scale, *args, **meta)
     decode_combine_kernel[(B * HQ * T,)](o_part, lse_part, out, splits, HEAD_DIM=D,
                                          BLOCK_S=triton.next_power_of_2(splits), num_warps=4 if ON_GPU else 1)
@@ -270,12 +272,13 @@ def _tile(block_n, num_warps, num_stages, page=0):
 
 
 def decode_attention(q, k, v, seq_lens=None, *, splits=None, block_n=None, num_warps=None, num_stages=None,
-                     group_heads=True):
+                     group_heads=True, poison=False):
     """Attention of the T new tokens ``q`` (batch, query heads, T, d) against a contiguous cache ``k, v``
     (batch, KV heads, capacity, d), each sequence's length in ``seq_lens`` (int32 (batch,) tensor; None: the
     whole capacity). ``splits``: programs per (sequence, KV head) along the keys (None: :func:`choose_splits`;
     1: no combine). ``group_heads``: the query heads of a group share one program (their K/V loaded once);
-    False: one program per query head. Returns (batch, query heads, T, d) in q's dtype.
+    False: one program per query head. ``poison``: the output and the partials start as NaN (a check's run: an
+    element no program writes stays NaN). Returns (batch, query heads, T, d) in q's dtype.
 
     >>> q, k, v = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16)
     >>> torch.allclose(decode_attention(q, k, v, splits=3), decode_reference(q, k, v).float(), atol=1e-5)
@@ -293,11 +296,11 @@ def decode_attention(q, k, v, seq_lens=None, *, splits=None, block_n=None, num_w
     programs = k.shape[1] if group_heads else HQ          # programs per sequence before the split
     splits = splits or choose_splits(B, programs, length)
     bn, nw, ns = _tile(block_n, num_warps, num_stages)
-    return _launch(q, k, v, lens, lens, 0, k.shape[1], splits, bn, nw, ns, group_heads, 0)
+    return _launch(q, k, v, lens, lens, 0, k.shape[1], splits, bn, nw, ns, group_heads, 0, poison)
 
 
 def paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens, *, splits=None, block_n=None,
-                           num_warps=None, num_stages=None, group_heads=True, max_len=None):
+                           num_warps=None, num_stages=None, group_heads=True, max_len=None, poison=False):
     """:func:`decode_attention` over a paged cache: ``k_pages, v_pages`` (pages, page size, KV heads, d),
     ``block_table`` (batch, pages per sequence at most; int32: sequence b's key j is row ``j % page`` of page
     ``block_table[b, j // page]``), ``seq_lens`` (int32, (batch,)). ``max_len``: the longest sequence, for
@@ -322,13 +325,11 @@ def paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens, *, splits
     if seq_lens is None or seq_lens.dtype != torch.int32 or tuple(seq_lens.shape) != (B,):
         raise ValueError(f"paged_decode_attention: seq_lens must be an int32 tensor of shape ({B},)")
     page = k_pages.shape[1]
-    if page & (page - 1):
-        raise ValueError(f"paged_decode_attention: the page size must be a power of 2, got {page}")
     length = max_len or block_table.shape[1] * page
     splits = splits or choose_splits(B, k_pages.shape[2] if group_heads else q.shape[1], length)
     bn, nw, ns = _tile(block_n, num_warps, num_stages, page)
     return _launch(q, k_pages, v_pages, block_table, seq_lens, page, k_pages.shape[2], splits, bn, nw, ns,
-                   group_heads, block_table.stride(0))
+                   group_heads, block_table.stride(0), poison)
 
 
 # ------------------------------------------------------------------------------------------- torch helpers

@@ -54,6 +54,9 @@ def roofline_point(batch, q_heads, kv_heads, tokens, length, d, itemsize=2) -> d
                 balance_spec=fp16 * 1e12 / (hbm * 1e9) if fp16 and hbm else None)
 
 
+CPU_NOTE = "(cpu mode: the interpreter's wall clock, on tiny sizes: says nothing about a GPU)"
+
+
 def gbs(nbytes: int, ms: float) -> float:
     """GB/s of ``nbytes`` in ``ms`` milliseconds (GB = 10⁹ bytes)."""
     return nbytes / (ms * 1e-3) / 1e9
@@ -101,7 +104,7 @@ def sweep_table(sweep: dict, nbytes: int, label: str = "splits", ceiling: float 
     for key, v in sweep.items():
         rate = gbs(nbytes, med(v))
         lines.append(f"{key!s:>10} {spread(v):>28} {rate:7.0f}" + (f" {100 * rate / ceiling:6.0f} %" if ceiling else ""))
-    return "\n".join(lines)
+    return "\n".join(lines + ([] if ON_GPU else [CPU_NOTE]))
 
 
 # ------------------------------------------------------------------------------------------- SDPA
@@ -187,7 +190,7 @@ def user_table(times: dict, nbytes: int, ceiling: float | None = None) -> str:
         rate = gbs(nbytes, t.median)
         lines.append(f"{name!s:<{w}}{fmt_ms(t.median):>10}{fmt_ms(t.loop_ms):>11}{fmt_ms(t.cpu_ms):>10}{rate:7.0f}"
                      + (f" {100 * rate / ceiling:6.0f} %" if ceiling else ""))
-    return "\n".join(lines)
+    return "\n".join(lines + ([] if ON_GPU else [CPU_NOTE]))
 
 
 def time_users(fns: dict, l2_flush: bool = True) -> dict:
@@ -256,3 +259,26 @@ def combine_reference(o_part, lse):
     """Float64 combine of the partials: ``sum_s softmax(lse)_s o_s``."""
     w = torch.softmax(lse.double(), dim=-1)
     return (w[..., None] * o_part.double()).sum(-2)
+
+
+def fresh_paged_problem(batch: int = 3, heads: int = 2, d: int = 16, page: int = 8, seed: int | None = None):
+    """Notebook 16's paged exercise, drawn when asked: ``(q, (k_pages, v_pages, table), lens, (k, v))``: q (batch,
+    heads, d) fp32, a pool of pages of ``page`` rows (:func:`~gpu_course.kernels.triton_decode.paged_cache`: placed
+    in a random order, three spare pages, every row no sequence owns NaN, unused table entries -1), lengths that are
+    no multiple of ``page`` (int32), and the contiguous cache the pool was made from (for the reference only)."""
+    g = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(0, 2**31, ()).item()))
+    cap = 5 * page
+    choices = [n for n in range(page + 1, cap + 1) if n % page]
+    lens = torch.tensor([choices[int(i)] for i in torch.randint(0, len(choices), (batch,), generator=g)],
+                        dtype=torch.int32)
+    lens[0] = cap - 1                                   # one sequence uses all its pages but the last row
+    q, k, v = (torch.randn(*s, generator=g) for s in ((batch, heads, d), (batch, heads, cap, d), (batch, heads, cap, d)))
+    kp, vp, table = td.paged_cache(k, v, page, lens, generator=g, spare=3, poison=True)
+    to = lambda t: t.to(DEVICE)  # noqa: E731
+    return to(q), (to(kp), to(vp), to(table)), to(lens), (to(k), to(v))
+
+
+def paged_problem_reference(q, kv, lens):
+    """Float64 attention of :func:`fresh_paged_problem`'s one new token per (sequence, head): (batch, heads, d)."""
+    k, v = kv
+    return td.decode_reference(q[:, :, None], k, v, lens)[:, :, 0]
