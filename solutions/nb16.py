@@ -108,7 +108,7 @@ def paged_attention(q, k_pages, v_pages, table, lens):
             page="tl.load(table_ptr + b * max_pages + i)", vmask="rows[:, None] < PAGE") + _PAGED_LAUNCHER,
     },
     "ex16-3-answer": {
-        "the number for the first case": "tokens_per_s = lambda *a: 247.1",
+        "the number for the first case": "tokens_per_s = lambda *a: 241.9",
         "the KV cache left out": '''
 def tokens_per_s(batch, layers, kv_heads, head_dim, context, itemsize, weight_bytes, copy_gbs):
     return batch * copy_gbs * 1e9 / weight_bytes

@@ -234,7 +234,7 @@ def decode_tokens_per_s(batch, layers, kv_heads, head_dim, context, itemsize, we
     shared by the batch), at ``copy_gbs`` GB/s (10⁹ bytes a second), and yields one token per sequence.
 
     >>> round(decode_tokens_per_s(1, 32, 8, 128, 4096, 2, 16e9, 4000.0), 1)
-    247.1
+    241.9
     """
     step_bytes = 2 * layers * batch * kv_heads * context * head_dim * itemsize + weight_bytes
     return batch / (step_bytes / (copy_gbs * 1e9))

@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "tests" / "no_triton"
-NOTEBOOKS = ["06_triton_basics", "07_triton_matmul", "10_autograd_custom_ops", "11_flash_attention"]
+NOTEBOOKS = ["06_triton_basics", "07_triton_matmul", "10_autograd_custom_ops", "11_flash_attention",
+             "16_decoding_attention"]
 USES_TRITON = re.compile(r"\btriton\b|\btl\.|\[\(?grid|_kernel\[")
 
 
