@@ -100,10 +100,11 @@ def sweep_table(sweep: dict, nbytes: int, label: str = "splits", ceiling: float 
     """A sweep as lines: key, GPU time (median and range of the rounds), GB/s of KV read and, on a GPU, its % of
     the copy ceiling."""
     ceiling = ceiling or (copy_ceiling() if ON_GPU else None)
-    lines = [f"{label:>10} {'GPU time (rounds)':>28} {'GB/s':>7}" + ("  % copy" if ceiling else "")]
+    w = max([10] + [len(str(key)) for key in sweep])
+    lines = [f"{label:>{w}} {'GPU time (rounds)':>28} {'GB/s':>7}" + ("  % copy" if ceiling else "")]
     for key, v in sweep.items():
         rate = gbs(nbytes, med(v))
-        lines.append(f"{key!s:>10} {spread(v):>28} {rate:7.0f}" + (f" {100 * rate / ceiling:6.0f} %" if ceiling else ""))
+        lines.append(f"{key!s:>{w}} {spread(v):>28} {rate:7.0f}" + (f" {100 * rate / ceiling:6.0f} %" if ceiling else ""))
     return "\n".join(lines + ([] if ON_GPU else [CPU_NOTE]))
 
 
