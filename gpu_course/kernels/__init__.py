@@ -10,6 +10,8 @@ source (``utils.show_source`` for Triton, ``cuda_source`` for CUDA C) and ``benc
 * ``triton_attention`` (a package, one module a job): attention, naive and online-softmax in torch,
   FlashAttention's forward and FlashAttention-2's backward in Triton; notebook 11's
   kernels, timed by ``bench/flash_attention.py``
+* ``triton_decode``: notebook 16's decode attention: split-KV with its combine, GQA's query rows sharing a program,
+  a paged KV cache read through a block table
 * ``matmul_ladder``: notebook 04's fp32 CUDA C ladder, one file per rung in ``cuda/matmul/``
 * ``tensor_cores``: notebook 12's fp16 tensor-core ladder (WMMA, mma.sync, cp.async, wgmma + TMA), one file per
   rung in ``cuda/tensor_cores/``

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "tests" / "no_triton"
 NOTEBOOKS = ["06_triton_basics", "07_triton_matmul", "10_autograd_custom_ops", "11_flash_attention",
-             "15_low_precision"]
+             "15_low_precision", "16_decoding_attention"]
 USES_TRITON = re.compile(r"\btriton\b|\btl\.|\[\(?grid|_kernel\[")
 
 
