@@ -21,8 +21,6 @@ partials is the natural log.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 import triton.language as tl
@@ -180,29 +178,27 @@ def device_sms() -> int:
     return sm_count() if ON_GPU else H200_SMS
 
 
-# The split rule's two constants (notebook 16, section 3): aim at WAVES programs per SM, and give no split
-# fewer than MIN_KEYS keys.
-WAVES = 2
+# The split rule's two constants (notebook 16, section 3): PER_SM programs an SM holds at once with the default tile
+# (3 stages of a 64-key block of K and of V at d = 128 in fp16: 96 KB of shared memory, two in an H200 SM's 228 KB),
+# and no split of fewer than MIN_KEYS keys.
+PER_SM = 2
 MIN_KEYS = 512
 
 
-def choose_splits(batch: int, kv_heads: int, length: int, sms: int | None = None, *, waves: int = WAVES,
-                  min_keys: int = MIN_KEYS, heads_per_program: int = 0) -> int:
-    """The number of splits of the keys: the fewest that give at least ``waves`` programs per SM (``batch *
-    kv_heads * splits >= waves * sms``), but no more than leave each split ``min_keys`` keys (at least 1).
-    ``heads_per_program``: with 0 one program per KV head (the group shares it); otherwise the programs per
-    sequence are ``kv_heads`` times (group / heads per program), passed as ``kv_heads`` by the caller.
+def choose_splits(batch: int, kv_heads: int, length: int, sms: int | None = None, *, per_sm: int = PER_SM,
+                  min_keys: int = MIN_KEYS) -> int:
+    """The number of splits of the keys: the most that still run in one round, every program resident at once
+    (``batch * kv_heads * splits <= per_sm * sms``: no second, partial round of programs), but none that leaves a
+    split fewer than ``min_keys`` keys; at least 1.
 
     >>> choose_splits(8, 8, 32768, 132), choose_splits(1, 8, 4096, 132), choose_splits(1, 8, 131072, 132)
-    (5, 8, 33)
-    >>> choose_splits(64, 8, 32768, 132)       # 512 programs already fill 132 SMs
+    (4, 8, 33)
+    >>> choose_splits(64, 8, 32768, 132)       # 512 programs: the batch alone fills the GPU
     1
     """
     sms = device_sms() if sms is None else sms
     programs = max(1, batch * kv_heads)
-    want = math.ceil(waves * sms / programs)
-    most = max(1, length // min_keys)
-    return max(1, min(want, most))
+    return max(1, min(per_sm * sms // programs, length // min_keys))
 
 
 # ------------------------------------------------------------------------------------------- the launchers

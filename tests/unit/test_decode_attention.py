@@ -67,13 +67,14 @@ def test_combine_kernel_weighs_empty_splits_zero():
 
 
 def test_split_rule():
-    assert td.choose_splits(8, 8, 32768, 132) == 5                   # ceil(264 / 64)
+    assert td.choose_splits(8, 8, 32768, 132) == 4                   # 264 // 64: one round of 256 programs
     assert td.choose_splits(1, 8, 4096, 132) == 8                    # 512 keys a split at least
     assert td.choose_splits(1, 8, 100, 132) == 1
     assert td.choose_splits(64, 8, 32768, 132) == 1                  # the batch fills the GPU
     for b, n in ((1, 4096), (2, 70000), (16, 8192)):
         s = td.choose_splits(b, 8, n, 132)
-        assert s == 1 or (n // s >= td.MIN_KEYS and b * 8 * (s - 1) < td.WAVES * 132)
+        assert s == 1 or (n // s >= td.MIN_KEYS and b * 8 * s <= td.PER_SM * 132 < b * 8 * (s + 1)
+                          or n // (s + 1) < td.MIN_KEYS)
 
 
 def test_bytes_flops_and_tokens_per_s():
