@@ -289,6 +289,48 @@ def test_3_one_program_or_one_thread_doing_all_the_work_is_refused(capsys):
                         "loop over the others'")
 
 
+@triton.jit
+def add_relu_grid_stride(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):   # each program every 4th block
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0),
+                 mask=m)
+
+
+@triton.jit
+def add_relu_every_program_all(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK):   # ignores its program id: each program does the whole job
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0),
+                 mask=m)
+
+
+def grid_stride_add_relu(x, y):
+    out = utils.poisoned(x.shape)
+    add_relu_grid_stride[(4,)](x, y, out, x.numel(), BLOCK=256)
+    return out
+
+
+def every_program_add_relu(x, y):
+    out = utils.poisoned(x.shape)
+    add_relu_every_program_all[(4,)](x, y, out, x.numel(), BLOCK=256)
+    return out
+
+
+def test_3_a_grid_stride_loop_is_a_split_and_a_program_ignoring_its_id_is_not(capsys):
+    """A grid-stride kernel on 4 programs splits the work (each program its own blocks), though one program
+    launched alone would rightly do it all; a kernel whose every program does the whole job does not."""
+    check_add_relu(grid_stride_add_relu, add_relu_grid_stride)
+    check_add_relu(every_program_add_relu, add_relu_every_program_all)
+    stride, every = out_lines(capsys)
+    assert stride.startswith("✅ add + relu: correct"), stride
+    assert every == ("❌ add + relu: not yet: program 0 of add_relu_every_program_all wrote all 3000 outputs itself, "
+                     "the work of the whole grid of 4: each program must compute its own part, not loop over the "
+                     "others'"), every
+
+
 # ----------------------------------------------------------------------------------------------
 # 4. the check rebound from the learner's cell
 

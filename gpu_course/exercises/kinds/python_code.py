@@ -93,6 +93,13 @@ class PythonKind(Kind):
         if why or len(mine) != 1 or execution.programs <= 2:
             return why, got, execution
         unit = self.unit_one
+        if self.counted_per_program(execution):   # what each one wrote in the learner's own grid
+            where, n = max(execution.wrote.items(), key=lambda kv: kv[1])
+            if n >= out.numel():
+                return (f"{unit} {_show(where[1])} of {label} wrote all {out.numel()} outputs itself, the work of "
+                        f"the whole grid of {execution.programs}: each {unit} must compute its own part, not "
+                        f"loop over the others'"), got, execution
+            return None, got, execution
         try:
             one, _, _ = replay(mine, out, inputs, grid=(1, 1, 1))
         except Exception as e:  # noqa: BLE001
@@ -104,6 +111,13 @@ class PythonKind(Kind):
                     f"of {execution.programs}: each {unit} must compute its own part, not loop over the "
                     f"others'"), got, execution
         return None, got, execution
+
+    def counted_per_program(self, execution) -> bool:
+        """Whether the course's own launch counted the elements each program or block stored
+        (``execution.wrote``): then whether one of them wrote the whole output is read from the learner's
+        own grid, instead of from a launch of a single one (which a grid-stride loop rightly answers by
+        doing all the work, its grid being of one)."""
+        return False
 
     def launch_again(self, launch, args, kwargs, grid, execution) -> None:
         """Launch the kernel of recorded ``launch`` with ``args`` / ``kwargs`` (on the check's memory)
@@ -150,3 +164,11 @@ class PythonKind(Kind):
                             + ("" if fn is other else " under another name")
                             + ": the exercise asks you to change it")
         return None
+
+
+def _show(p) -> str:
+    """A program's index as the learner writes it: ``0``, or ``(1, 2)`` for a 2-D grid."""
+    p = tuple(p)
+    while len(p) > 1 and p[-1] == 0:
+        p = p[:-1]
+    return str(p[0]) if len(p) == 1 else str(p)

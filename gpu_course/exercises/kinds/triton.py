@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from . import register
-from .python_code import PythonKind
+from .python_code import PythonKind, _show
 
 BALANCE = 2.0      # within a launch: the busiest program's elements / the mean program's lanes
 SPREAD = 4.0       # within a launch of more than 4 programs: the busiest / the mean, both in elements
@@ -48,6 +48,9 @@ class TritonKind(PythonKind):
                     return replay(mine, out, inputs)[0]
             execution.again = again
         return why, got, execution
+
+    def counted_per_program(self, execution) -> bool:
+        return bool(execution.counted and execution.grids)
 
     def executed_problem(self, trial, execution) -> str | None:
         """What each program of every launch of the course's own launch did (cpu mode): none stored
@@ -100,13 +103,6 @@ class TritonKind(PythonKind):
             if why:
                 return why
         return super().calls(attempt, [n for n in names if n not in dots])
-
-
-def _show(p) -> str:
-    p = tuple(p)
-    while len(p) > 1 and p[-1] == 0:
-        p = p[:-1]
-    return str(p[0]) if len(p) == 1 else str(p)
 
 
 @contextmanager
