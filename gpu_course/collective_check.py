@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from torch.overrides import TorchFunctionMode
 
 from .distributed import Ranks, rank_device
 
@@ -47,13 +48,14 @@ def run_watched(fn, numel: int) -> tuple:
     the ProcessGroup (or of a Backend) that moves data, however the code reached it (``dist.all_reduce``,
     ``dist.distributed_c10d.all_reduce``, the group object itself). Returns ``(fn's result, the sum over ranks
     of t computed by dist.all_reduce beforehand, [(collective, [numel of each tensor argument], [the tensor
-    arguments' storages], [whether each holds t's values]), ...], {"given": t's storage, "out": the result's}``,
-    storages as ``(device, address)``."""
+    arguments' storages], [whether each holds t's values]), ...], {"given": t's storage, "out": the result's, and
+    whether an all-gather's input and the result carry data from the reduce-scatter and the all-gather, however
+    copied (:class:`_Flow`)}``, storages as ``(device, address)``."""
     g = torch.Generator().manual_seed(7 + dist.get_rank())
     t = torch.randn(numel, generator=g, dtype=torch.float64).to(rank_device())
     ref = t.clone()
     dist.all_reduce(ref)
-    seen, depth = [], [0]
+    seen, depth, flow, fed = [], [0], _Flow(), []   # fed: whether each all-gather's input came from a reduce-scatter
 
     def watched(kind, f):
         def call(*args, **kwargs):
@@ -62,11 +64,18 @@ def run_watched(fn, numel: int) -> tuple:
                 seen.append((kind, [a.numel() for a in tensors], [_where(a) for a in tensors],
                              [a.numel() == given.numel() and torch.equal(a.reshape(-1), given.reshape(-1))
                               for a in tensors]))
+                if kind in _GATHERS:
+                    fed.append(flow.holds("scattered", tensors[-1]))
             depth[0] += 1
             try:
                 return f(*args, **kwargs)
             finally:
                 depth[0] -= 1
+                if not depth[0] and tensors:   # what this collective wrote carries its mark from now on
+                    if kind in _SCATTERS:
+                        flow.mark("scattered", tensors[:1])
+                    elif kind in _GATHERS:
+                        flow.mark("gathered", tensors[:-1])
         return call
     originals = []
     for klass in _watched_classes():
@@ -77,11 +86,43 @@ def run_watched(fn, numel: int) -> tuple:
                 setattr(klass, name, watched(kind, f))
     given = t.clone()
     try:
-        out = fn(given)
+        with flow:
+            out = fn(given)
     finally:
         for klass, name, f in originals:
             setattr(klass, name, f)
-    return out, ref, seen, {"given": _where(given), "out": _where(out) if isinstance(out, torch.Tensor) else None}
+    mem = {"given": _where(given), "out": _where(out) if isinstance(out, torch.Tensor) else None}
+    mem.update(gathers_scattered=any(fed), out_gathered=flow.holds("gathered", out))
+    return out, ref, seen, mem
+
+
+class _Flow(TorchFunctionMode):
+    """Which tensors hold data that came out of a reduce-scatter or an all-gather, through any torch
+    operation the learner's code applies (``torch.cat`` of gathered parts, a ``clone``, a ``copy_`` into
+    another tensor): an operation's results are marked when one of its tensor arguments is; marks are
+    storages, so views share them."""
+
+    def __init__(self):
+        super().__init__()
+        self.marks = {"scattered": set(), "gathered": set()}
+
+    def mark(self, key: str, tensors) -> None:
+        with torch._C.DisableTorchFunction():
+            self.marks[key].update(_where(a) for a in tensors)
+
+    def holds(self, key: str, a) -> bool:
+        with torch._C.DisableTorchFunction():
+            return isinstance(a, torch.Tensor) and _where(a) in self.marks[key]
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        given = _tensors((*args, *kwargs.values()))
+        made = _tensors([out] if isinstance(out, torch.Tensor) else out if isinstance(out, (list, tuple)) else [])
+        for key in self.marks:
+            if made and any(self.holds(key, a) for a in given):
+                self.mark(key, made)
+        return out
 
 
 def _where(a: torch.Tensor) -> tuple:
@@ -122,9 +163,9 @@ def check_composed_all_reduce(ranks: Ranks, fn, timeout_s: float = 60.0) -> None
             (_, _, s_mem, s_is_t), (_, _, g_mem, _) = scatters[0], gathers[0]
             assert s_mem[-1] == mem["given"] or s_is_t[-1], \
                 f"{name}'s reduce-scatter does not reduce t: reduce-scatter the tensor you were given"
-            assert s_mem[0] == g_mem[-1], \
+            assert s_mem[0] == g_mem[-1] or mem["gathers_scattered"], \
                 f"{name}'s all-gather does not gather the reduce-scatter's output: gather the summed part that the " \
                 f"reduce-scatter wrote, so that every rank receives every summed part"
-            assert mem["out"] in g_mem[:-1], \
+            assert mem["out"] in g_mem[:-1] or mem["out_gathered"], \
                 f"{name} does not return what its all-gather wrote: the summed parts it gathered are the " \
                 f"all-reduce's result — return that tensor (or a view of it)"

@@ -202,9 +202,29 @@ def gathers_everything(t):
     return every.view(n, -1).sum(0)
 
 
+def gathered_into_a_list(t):   # the list forms, the parts joined by torch.cat: a copy of what was gathered
+    n = dist.get_world_size()
+    part = torch.empty(t.numel() // n, dtype=t.dtype, device=t.device)
+    dist.reduce_scatter(part, list(t.chunk(n)))
+    parts = [torch.empty_like(part) for _ in range(n)]
+    dist.all_gather(parts, part)
+    return torch.cat(parts)
+
+
+def gathers_a_clone(t):   # the reduce-scatter writes into this rank's slot of the result; a clone of it is gathered
+    n = dist.get_world_size()
+    out = torch.empty_like(t)
+    part = out.view(n, -1)[dist.get_rank()]
+    dist.reduce_scatter_tensor(part, t)
+    dist.all_gather_into_tensor(out, part.clone())
+    return out
+
+
 def test_the_composed_all_reduce_check_accepts_the_method_and_names_each_shortcut(ranks):
     from solutions import nb13
     collective_check.check_composed_all_reduce(ranks, answer(nb13.SOLUTIONS["ex13-2-answer"]))
+    for copies in (gathered_into_a_list, gathers_a_clone):   # copies between the collectives: values, not addresses
+        collective_check.check_composed_all_reduce(ranks, copies)
     with pytest.raises(AssertionError, match="all-gathers the whole tensor"):
         collective_check.check_composed_all_reduce(ranks, gathers_everything)
     with pytest.raises(AssertionError, match="calls dist.all_reduce"):
