@@ -53,6 +53,21 @@ def scaled_mm(qa, qw, sa, sw):
     return torch._scaled_mm(qa, qw.t(), sa.reshape(()), sw.reshape(()), out_dtype=F.out_dtype())
 
 
+def scaled_mm_blocks(qa, qw, sa, sw):
+    """``torch._scaled_mm`` with DeepSeek-V3's blocks (1 x 128 for a, 128 x 128 for b), as a function of
+    nothing; None where this torch has no such mode here (on the CPU, or an older torch). cuBLASLt wants the
+    activation's scales column-major (``sa.t().contiguous().t()``) and the weight's as ``sw.t()``."""
+    sa_cm, sw_t = sa.t().contiguous().t(), sw.t()
+    fn = lambda: torch._scaled_mm(qa, qw.t(), sa_cm, sw_t, out_dtype=F.out_dtype())   # noqa: E731
+    if not ON_GPU:
+        return None
+    try:
+        fn()
+    except (RuntimeError, NotImplementedError, TypeError, ValueError):
+        return None
+    return fn
+
+
 def fp8_gemm_compare(n: int, seed: int = 0) -> tuple:
     """Time torch._scaled_mm, the Triton FP8 GEMM per tensor and block-scaled, and the bf16 (fp16 where there is
     no bf16) torch.matmul at n³; print the table. Returns ``(times, tflops)``: ``{name: UserTiming}`` and
@@ -64,6 +79,9 @@ def fp8_gemm_compare(n: int, seed: int = 0) -> tuple:
            "Triton, per tensor": lambda: F.fp8_matmul(qa, qw.t(), sa, sw, "tensor"),
            "Triton, 128-blocks": lambda: F.fp8_matmul(qb, qwb.t(), sab, swb, "block"),
            f"{'bf16' if F.out_dtype() == torch.bfloat16 else 'fp16'} torch.matmul": lambda: a16 @ w16.t()}
+    blocked = scaled_mm_blocks(qb, qwb, sab, swb)
+    if blocked is not None:
+        fns["_scaled_mm, 128-blocks"] = blocked
     times = compare(fns, baseline="torch._scaled_mm")
     return times, {name: 2 * n ** 3 / (t.median * 1e-3) / 1e12 for name, t in times.items()}
 
