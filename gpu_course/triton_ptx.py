@@ -22,13 +22,14 @@ a = json.loads(sys.argv[1])
 fn = getattr(importlib.import_module(a["module"]), a["kernel"])
 attrs = {(i,): [["tt.divisibility", 16]] for i in a["aligned"]}
 src = triton.compiler.ASTSource(fn, a["signature"], a["constexprs"], attrs)
-k = triton.compile(src, target=GPUTarget("cuda", a["capability"], 32), options={"num_warps": a["num_warps"]})
+opts = {"num_warps": a["num_warps"], **({"num_stages": a["num_stages"]} if a["num_stages"] else {})}
+k = triton.compile(src, target=GPUTarget("cuda", a["capability"], 32), options=opts)
 sys.stdout.write(k.asm["ptx"])
 """
 
 
 def compiled_ptx(module: str, kernel: str, signature: dict, constexprs: dict, *, num_warps: int = 4,
-                 aligned=(), capability: int = 90, timeout: float = 300) -> str:
+                 num_stages: int | None = None, aligned=(), capability: int = 90, timeout: float = 300) -> str:
     """The PTX of ``module.kernel`` (a ``@triton.jit`` function) compiled for compute capability
     ``capability`` with ``num_warps`` warps. ``signature`` maps each argument to its Triton type
     (``"*fp32"``, ``"i32"``, ``"constexpr"``), ``constexprs`` gives the constexpr values, and
@@ -42,7 +43,7 @@ def compiled_ptx(module: str, kernel: str, signature: dict, constexprs: dict, *,
                       "TILES": "constexpr"}, {"BLOCK": 4096, "TILES": 4}, num_warps=8, aligned=(0, 1, 2))
     """
     args = dict(module=module, kernel=kernel, signature=signature, constexprs=constexprs, num_warps=num_warps,
-                aligned=list(aligned), capability=capability)
+                num_stages=num_stages, aligned=list(aligned), capability=capability)
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     r = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(args)], capture_output=True, text=True,

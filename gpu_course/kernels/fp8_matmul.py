@@ -121,7 +121,8 @@ def out_dtype() -> torch.dtype:
 # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages: the best of an H200's sweeps at 4096³ and 8192³ (the
 # pointer kernel per tensor 873 and 1155 TFLOP/s, block-scaled 550 and 659; the descriptor kernel 819 and 1171);
 # the CPU's tile is small so that the interpreter runs few programs.
-DEFAULT_CONFIG = by_mode(gpu=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4),
+GPU_DEFAULT_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4)
+DEFAULT_CONFIG = by_mode(gpu=GPU_DEFAULT_CONFIG,
                          cpu=dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=1))
 BLOCK_CONFIG = by_mode(gpu=dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4),
                        cpu=dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=128, GROUP_M=2, num_warps=4, num_stages=1))

@@ -18,7 +18,7 @@ q - 8 without an int-to-float conversion (a slower instruction). Each program ta
 ``W`` over its share of k (``SPLIT_K`` shares add their partial sums with atomics). Below 16 rows of
 activations the products go to the CUDA cores: a block of ``BLOCK_K`` columns is seen as (groups, words), one
 scale is loaded per (row, group), and the products are summed elementwise over the k loop and reduced once after
-it; on a GPU ``triton.autotune`` picks the block (:data:`INT4_TUNE`). From 16 rows,
+it; on a GPU ``triton.autotune`` picks the block (:data:`INT4_TUNE`) on a shape's first call. From 16 rows,
 :func:`int4_gemm_dot_kernel` sends them to the tensor cores (``tl.dot``).
 
 >>> GROUP
@@ -42,6 +42,18 @@ def _nibble(words, i: tl.constexpr):
     """Nibble ``i`` of each int32 word, as fp32 q - 8 in [-8, 7]: 2^23 + q by its bits, minus 2^23 + 8."""
     q = ((words >> (4 * i)) & 0xF) | 0x4B000000
     return q.to(tl.float32, bitcast=True) - 8388616.0
+
+
+@triton.jit
+def _store_rows(out_ptr, out, m, rows, M, N, out_stride_m, SPLIT_K: tl.constexpr):
+    """The epilogue the three kernels share: the (BLOCK_M, BLOCK_N) tile of outputs, stored in the output's
+    dtype, or added with atomics to an fp32 buffer when SPLIT_K programs share a row's k."""
+    out_ptrs = out_ptr + m[:, None] * out_stride_m + rows[None, :]
+    ok = (m[:, None] < M) & (rows[None, :] < N)
+    if SPLIT_K == 1:
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=ok)
+    else:
+        tl.atomic_add(out_ptrs, out, mask=ok)
 
 
 @triton.jit
@@ -73,12 +85,7 @@ def int4_gemv_kernel(x_ptr, w_ptr, s_ptr, out_ptr, M, N, K, x_stride_m, w_stride
             part += xi[:, None, :, :] * _nibble(wq, i)[None, :, :, :]
         acc += part * s[None, :, :, None]                     # the group's scale, once per word
     out = tl.sum(tl.sum(acc, axis=3), axis=2)                 # (BLOCK_M, BLOCK_N): one reduction, at the end
-    out_ptrs = out_ptr + m[:, None] * out_stride_m + rows[None, :]
-    ok = (m[:, None] < M) & (rows[None, :] < N)
-    if SPLIT_K == 1:
-        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=ok)
-    else:
-        tl.atomic_add(out_ptrs, out, mask=ok)
+    _store_rows(out_ptr, out, m, rows, M, N, out_stride_m, SPLIT_K)
 
 
 @triton.jit
@@ -103,12 +110,7 @@ def int4_gemm_dot_kernel(x_ptr, w_ptr, s_ptr, out_ptr, M, N, K, x_stride_m, w_st
             xi = tl.load(x_ptr + m[:, None] * x_stride_m + (cols8 + i)[None, :],
                          mask=(m[:, None] < M) & (cols8[None, :] < K), other=0.0)
             acc = tl.dot(xi, tl.trans(wi.to(xi.dtype)), acc)
-    out_ptrs = out_ptr + m[:, None] * out_stride_m + rows[None, :]
-    ok = (m[:, None] < M) & (rows[None, :] < N)
-    if SPLIT_K == 1:
-        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=ok)
-    else:
-        tl.atomic_add(out_ptrs, acc, mask=ok)
+    _store_rows(out_ptr, acc, m, rows, M, N, out_stride_m, SPLIT_K)
 
 
 @triton.jit
@@ -133,12 +135,7 @@ def int8_gemv_kernel(x_ptr, w_ptr, s_ptr, out_ptr, M, N, K, x_stride_m, w_stride
         else:
             acc += tl.sum(xk.to(tl.float32)[:, None, :] * wq.to(tl.float32)[None, :, :], axis=2)
     acc = acc * tl.load(s_ptr + rows, mask=rows < N, other=0.0).to(tl.float32)[None, :]
-    out_ptrs = out_ptr + m[:, None] * out_stride_m + rows[None, :]
-    ok = (m[:, None] < M) & (rows[None, :] < N)
-    if SPLIT_K == 1:
-        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=ok)
-    else:
-        tl.atomic_add(out_ptrs, acc, mask=ok)
+    _store_rows(out_ptr, acc, m, rows, M, N, out_stride_m, SPLIT_K)
 
 
 # BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages. The int4 CUDA-core path (batch below 16) is autotuned on a GPU
@@ -195,16 +192,29 @@ def int4_gemv(x, packed, scales, cfg=None):
     if M >= DOT_FROM:
         return _launch(int4_gemm_dot_kernel, x, words, scales, N, K, dict(cfg or INT4_DOT_CONFIG), dict(GROUP=GROUP),
                        strides)
-    cfg = cfg or INT4_CONFIG
-    if cfg is not None:
-        assert cfg["BLOCK_K"] % GROUP == 0, f"int4_gemv: BLOCK_K must be a multiple of {GROUP}"
-        return _launch(int4_gemv_kernel, x, words, scales, N, K, dict(cfg), dict(GROUP=GROUP), strides)
-    # autotuned: SPLIT_K is the tuner's choice, so the output is a zeroed fp32 buffer (atomics add into it)
-    out = torch.zeros(M, N, dtype=torch.float32, device=x.device)
-    grid = lambda meta: (cdiv(N, meta["BLOCK_N"]), meta["SPLIT_K"])   # noqa: E731
-    _int4_tuned[grid](x, words, scales, out, M, N, K, x.stride(0), *strides, out.stride(0), GROUP=GROUP,
-                      BLOCK_M=_block_m(M))
-    return out.to(x.dtype)
+    cfg = cfg or INT4_CONFIG or _tuned_config(x, words, scales, N, K, strides)
+    assert cfg["BLOCK_K"] % GROUP == 0, f"int4_gemv: BLOCK_K must be a multiple of {GROUP}"
+    return _launch(int4_gemv_kernel, x, words, scales, N, K, dict(cfg), dict(GROUP=GROUP), strides)
+
+
+_TUNED: dict = {}     # (M, N, K, dtype, device) -> the autotuner's choice, as a config dict
+
+
+def _tuned_config(x, words, scales, N, K, strides) -> dict:
+    """The autotuner's configuration for this shape, chosen on the first call of a shape (``triton.autotune`` times
+    every config of :data:`INT4_TUNE`, zeroing a scratch output before each, since split-K adds into it) and kept:
+    later calls launch the chosen config directly, without the autotuner's per-call Python, the zeroing or an
+    fp32 buffer where the choice has no split."""
+    M = x.shape[0]
+    key = (M, N, K, x.dtype, x.device)
+    if key not in _TUNED:
+        scratch = torch.zeros(M, N, dtype=torch.float32, device=x.device)
+        grid = lambda meta: (cdiv(N, meta["BLOCK_N"]), meta["SPLIT_K"])   # noqa: E731
+        _int4_tuned[grid](x, words, scales, scratch, M, N, K, x.stride(0), *strides, scratch.stride(0), GROUP=GROUP,
+                          BLOCK_M=_block_m(M))
+        c = _int4_tuned.best_config
+        _TUNED[key] = dict(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages)
+    return _TUNED[key]
 
 
 def int8_gemv(x, q, scales, cfg=None):

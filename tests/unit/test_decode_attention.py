@@ -68,7 +68,7 @@ def test_combine_kernel_weighs_empty_splits_zero():
 
 def test_split_rule():
     assert td.choose_splits(8, 8, 32768, 132) == 4                   # 264 // 64: one round of 256 programs
-    assert td.choose_splits(1, 8, 4096, 132) == 8                    # 512 keys a split at least
+    assert td.choose_splits(1, 8, 4096, 132) == 32                   # 128 keys a split at least
     assert td.choose_splits(1, 8, 100, 132) == 1
     assert td.choose_splits(64, 8, 32768, 132) == 1                  # the batch fills the GPU
     for b, n in ((1, 4096), (2, 70000), (16, 8192)):

@@ -64,8 +64,8 @@ def test_fp8_matmul_refuses_wrong_scales():
 
 @pytest.mark.parametrize("m", [1, 5, 17])
 def test_int4_and_int8_gemv_match_float64(m):
-    w = Q.weight_like(37, 384, seed=2)
-    x = torch.randn(m, 384).half()
+    w = Q.weight_like(37, 384, seed=2).to(utils.DEVICE)     # the course's device: a GPU runs these tests too
+    x = torch.randn(m, 384).half().to(utils.DEVICE)
     p, s = Q.quantize_int4_groups(w, 128, torch.float16)
     assert utils.check(G.int4_gemv(x, p, s), x.double() @ Q.dequantize_int4_groups(p, s).T, atol=2e-2, rtol=1e-2)
     q8, s8 = Q.quantize_int8_rows(w, torch.float16)
@@ -74,8 +74,8 @@ def test_int4_and_int8_gemv_match_float64(m):
 
 
 def test_int4_gemv_split_k_and_wide_blocks():
-    w = Q.weight_like(20, 512, seed=4)
-    x = torch.randn(2, 512).half()
+    w = Q.weight_like(20, 512, seed=4).to(utils.DEVICE)
+    x = torch.randn(2, 512).half().to(utils.DEVICE)
     p, s = Q.quantize_int4_groups(w, 128, torch.float16)
     out = G.int4_gemv(x, p, s, cfg=dict(BLOCK_N=16, BLOCK_K=256, SPLIT_K=2, num_warps=4, num_stages=1))
     assert utils.check(out, x.double() @ Q.dequantize_int4_groups(p, s).T, atol=2e-2, rtol=1e-2)
@@ -109,3 +109,25 @@ def test_check_scale_choice_accepts_the_rule_and_refuses_a_constant():
     assert E.check_scale_choice(right, seed=1)
     with pytest.raises(AssertionError, match="on fresh data it chose"):
         E.check_scale_choice(lambda x, w, fmt, budget: "1x128 / 128x128", seed=1)
+
+
+def test_int4_tuned_choice_is_kept_and_launched_directly(monkeypatch):
+    """On a GPU the autotuner chooses once per shape; every later call launches that choice with no tuner and no
+    zeroing: a stand-in tuner counts its calls."""
+    calls = []
+
+    class Tuner:
+        best_config = triton.Config(dict(BLOCK_N=16, BLOCK_K=256, SPLIT_K=1), num_warps=4, num_stages=1)
+
+        def __getitem__(self, grid):
+            return lambda *a, **k: calls.append(k)
+    monkeypatch.setattr(G, "_int4_tuned", Tuner())
+    monkeypatch.setattr(G, "INT4_CONFIG", None)
+    monkeypatch.setattr(G, "_TUNED", {})
+    w = Q.weight_like(24, 256, seed=9).to(utils.DEVICE)
+    x = torch.randn(1, 256).half().to(utils.DEVICE)
+    p, s = Q.quantize_int4_groups(w, 128, torch.float16)
+    for _ in range(3):
+        assert utils.check(G.int4_gemv(x, p, s), x.double() @ Q.dequantize_int4_groups(p, s).T, atol=2e-2, rtol=1e-2)
+    assert len(calls) == 1 and list(G._TUNED.values()) == [dict(BLOCK_N=16, BLOCK_K=256, SPLIT_K=1, num_warps=4,
+                                                                  num_stages=1)]

@@ -108,6 +108,48 @@ def layout_compare(n: int, seed: int = 0) -> dict:
     return compare(fns, baseline="b K-major (TN)")
 
 
+_FP8_ARGS = ("a_ptr", "b_ptr", "out_ptr", "sa_ptr", "sb_ptr", "h", "w", "k", "a_stride_r", "a_stride_k", "b_stride_k",
+             "b_stride_c", "out_stride_r", "out_stride_c", "sa_stride_r", "sb_stride_c")
+# what each counted PTX instruction does: the copy of a tile to shared memory, and what is done to it on the way
+CENSUS = {"cp.async": "global -> shared, no registers (async copy)", "ld.global": "global -> registers",
+          "prmt": "byte permute in registers", "st.shared": "registers -> shared",
+          "wgmma.mma_async": "tensor-core product (Hopper)"}
+
+
+def layout_census(cfg: dict | None = None) -> dict:
+    """``{"TN": counts, "NN": counts}``: how often each instruction of :data:`CENSUS` appears in the PTX of
+    :func:`fp8_matmul_kernel` (per-tensor scaling, the GPU's default tile) compiled for sm_90 with b K-major (TN:
+    its k stride 1) and row-major (NN: its column stride 1). Compiled in a fresh Python, without launching, so
+    it runs on a machine without a GPU too (a few seconds)."""
+    from ...triton_ptx import compiled_ptx
+    cfg = dict(cfg or F.GPU_DEFAULT_CONFIG)
+    warps, stages = cfg.pop("num_warps"), cfg.pop("num_stages")
+    out = {}
+    for name, one in (("TN", "b_stride_k"), ("NN", "b_stride_c")):
+        ce = dict(cfg, SCALING="tensor", a_stride_k=1, out_stride_c=1, **{one: 1})
+        sig = {a: "i32" for a in _FP8_ARGS}
+        sig.update(a_ptr="*fp8e4nv", b_ptr="*fp8e4nv", out_ptr="*bf16", sa_ptr="*fp32", sb_ptr="*fp32",
+                   **{c: "constexpr" for c in ce})
+        aligned = [i for i, a in enumerate(_FP8_ARGS) if sig[a] != "constexpr" and a not in ("sa_stride_r",
+                                                                                             "sb_stride_c")]
+        ptx = compiled_ptx("gpu_course.kernels.fp8_matmul", "fp8_matmul_kernel", sig, ce, num_warps=warps,
+                           num_stages=stages, aligned=aligned)
+        ops = [ln.split()[1 if ln.startswith("@") else 0] for ln in (x.strip() for x in ptx.splitlines())
+               if ln and not ln.startswith(("//", ".", "$", "{", "}", ")"))]
+        ops = [o for o in ops if not o.endswith(("commit_group", "wait_group"))]   # the async copies' bookkeeping
+        out[name] = {op: sum(o.startswith(op) for o in ops) for op in CENSUS}
+    return out
+
+
+def show_census(census: dict) -> str:
+    """The census as a table: one row per instruction, one column per layout, and what the instruction does."""
+    names = list(census)
+    lines = [f"{'PTX instruction':<18}" + "".join(f"{n:>6}" for n in names) + "   what it does"]
+    for op, what in CENSUS.items():
+        lines.append(f"{op:<18}" + "".join(f"{census[n][op]:>6}" for n in names) + f"   {what}")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------- the GEMV
 def act_dtype() -> torch.dtype:
     """The activations' dtype: bf16 where the GPU has it, fp16 elsewhere (and in the interpreter)."""
