@@ -24,7 +24,7 @@ Every variant is checked against torch (float64) before it is timed. On a GPU ev
 (not the --tune rows) is appended to results/<device>.csv under notebook "bench/layernorm", named as
 notebook 10 names them ("LayerNorm forward: ...", size "4096x8192 float16"), each with its loop and CPU
 figures and eager torch's; --no-record leaves the results alone. In cpu mode it runs a tiny size through
-the Triton interpreter: that checks the script; its times say nothing about a GPU, and nothing is recorded.
+the Triton interpreter, torch.compile with ``backend="aot_eager"``: that checks the script; its times say nothing about a GPU, and nothing is recorded.
 """
 import argparse
 
@@ -43,7 +43,9 @@ NB = "bench/layernorm"   # the results rows' notebook
 
 
 def bench_dtype(h, w, dtype, tune):
-    times = lesson.compare_with_torch(h, w, dtype)  # checks every variant against torch first (raises if wrong)
+    # checks every variant against torch first (raises if wrong); torch.compile's backend on the CPU: aot_eager,
+    # as in notebook 10 (Inductor would generate and build C++ for the CPU, which says nothing about a GPU)
+    times = lesson.compare_with_torch(h, w, dtype, backend=utils.by_mode(gpu="inductor", cpu="aot_eager"))
     torch._dynamo.reset()
     print(f"  all {len(lesson.variants(w))} variants match torch in float64 (y, dx, dweight, dbias)")
     size, nbytes = f"{h}x{w} {str(dtype).replace('torch.', '')}", lesson.bytes_moved(h, w, dtype.itemsize)
