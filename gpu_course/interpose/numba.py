@@ -19,6 +19,12 @@ Events and their fields:
   ``block``, ``thread`` (tuples). Only arrays allocated while ``access`` had a subscriber report.
 * ``barrier``: a simulator thread passed ``cuda.syncthreads()``: ``block``, ``thread``.
 
+The simulator's ``BlockManager.run`` (one block: a Python thread per CUDA thread, released from each
+barrier once all have reached it) is replaced by :func:`install` too, with :func:`block_run`: the same
+loop, which yields the interpreter's lock after each round of polling the block's threads rather than
+spinning on it (the threads it waits for need that lock to get on; a check that counts what they do ran
+about three times slower under the spinning loop).
+
 The simulator's ``cuda.shared.array`` is replaced once, by :func:`install` (``mode`` installs it in
 cpu mode, through ``simulator_fix``): the look-up of a block's array and its allocation under one
 lock (:func:`block_array`), which the simulator's own method does not hold (see ``simulator_fix``).
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -46,7 +53,7 @@ _LOCK = threading.Lock()
 def _refresh() -> None:
     """Install the patch points some subscriber needs, put back the others."""
     launch = _BUS.listening("launch", "launched")
-    wanted = {DISPATCHER: launch, KERNEL: launch or _BUS.listening("configure", "barrier"),
+    wanted = {DISPATCHER: launch, KERNEL: _FIXED[0] or launch or _BUS.listening("configure", "barrier"),
               KERNELAPI: _FIXED[0] or _BUS.listening("shared", "access")}
     for name, want in wanted.items():
         if want and name not in sys.modules:
@@ -64,6 +71,8 @@ def _refresh() -> None:
             _set(kern.FakeCUDAKernel, "__getitem__", _BUS.listening("configure"), _configure_hook)
         if hasattr(kern, "BlockThread"):
             _set(kern.BlockThread, "syncthreads", _BUS.listening("barrier"), _barrier_hook)
+        if hasattr(kern, "BlockManager") and _polls_its_threads(getattr(kern.BlockManager, "run", None)):
+            _set(kern.BlockManager, "run", _FIXED[0], lambda orig: block_run)
     api = loaded(KERNELAPI)
     if api is not None:
         want = wanted[KERNELAPI]
@@ -159,6 +168,60 @@ def _configure_hook(original):
 
 # ------------------------------------------------------------------------------------------------
 # the simulator's threads: shared arrays and barriers
+
+# The names numba's own BlockManager.run (numba 0.61-0.62, numba-cuda 0.2x-0.30) uses: block_run
+# replaces only a run that still works this way (another leaves the simulator as it is).
+_POLLING = {"BlockThread", "syncthreads_blocked", "syncthreads_event", "exception", "abort", "is_alive"}
+
+
+def _polls_its_threads(run) -> bool:
+    """Whether ``run`` (its code and the code nested in it) uses every name of ``_POLLING``."""
+    names, todo = set(), [getattr(getattr(run, "__wrapped__", run), "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is not None:
+            names |= set(code.co_names) | set(code.co_varnames)
+            todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return _POLLING <= names
+
+
+def block_run(self, grid_point, *args):
+    """``BlockManager.run`` as :func:`install` puts it: numba's (start a thread per CUDA thread of the
+    block; poll them; when every live thread waits at ``syncthreads``, release them all; raise the
+    first exception), with two changes, the two its comment suggests: a round of polling looks only at
+    the threads not yet seen waiting at the barrier, and after each round ``time.sleep(1e-4)`` hands
+    the interpreter's lock to the block's threads instead of taking it straight back."""
+    kern = sys.modules[KERNEL]
+    threads, blocked = [], set()
+    for block_point in np.ndindex(*self._block_dim):
+        def target():
+            self._f(*args)
+        t = kern.BlockThread(target, self, grid_point, block_point, self._debug)
+        t.start()
+        threads.append(t)
+    live = set(threads)
+    while live:
+        for t in live - blocked:   # a thread waiting at the barrier stays there until released
+            if t.syncthreads_blocked:
+                blocked.add(t)
+            elif t.exception:
+                for other in threads:   # abort the others; not joined, as numba does
+                    other.abort = True
+                    other.syncthreads_blocked = False
+                    other.syncthreads_event.set()
+                raise t.exception[0].with_traceback(t.exception[1])
+        if live == blocked:
+            for t in blocked:
+                t.syncthreads_blocked = False
+                t.syncthreads_event.set()
+            blocked = set()
+        live = {t for t in live if t in blocked or t.is_alive()}
+        if live:
+            time.sleep(1e-4)
+    for t in threads:
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
+
 
 def _who():
     t = threading.current_thread()

@@ -99,6 +99,31 @@ def test_the_checks_counting_shares_one_array_per_block(slow_empty):
     assert len(use.writers) == 8 and ex.barriers and all(n == 1 for n in ex.barriers.values())
 
 
+@cuda.jit
+def sync_then_fail(x):
+    """One block of 8 threads, two barriers; thread 5 raises between them."""
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    if t == 5:
+        x[100] = 1   # out of bounds: an IndexError in thread 5
+    cuda.syncthreads()
+
+
+def test_the_blocks_run_yields_between_polls_and_keeps_numbas_behaviour():
+    """install() replaces the simulator's BlockManager.run with block_run (numba's loop, yielding the
+    interpreter's lock between its rounds of polling): barriers still hold every thread, and a thread's
+    exception is raised as numba raises it, naming the thread."""
+    from numba.cuda.simulator import kernel
+    assert kernel.BlockManager.run is numba_events.block_run
+    assert numba_events._polls_its_threads(numba_events.original(kernel.BlockManager, "run"))
+    x = np.zeros(8, dtype=np.float32)
+    with pytest.raises(IndexError, match=r"tid=\[5, 0, 0\] ctaid=\[0, 0, 0\]"):
+        sync_then_fail[1, 8](x)
+    out = np.zeros(1, np.float32)
+    tile_sum[1, 8](np.arange(8, dtype=np.float32), out)   # a barrier holds every thread of the block
+    assert out[0] == 28
+
+
 def test_install_is_idempotent():
     simulator_fix.install()
     simulator_fix.install()
