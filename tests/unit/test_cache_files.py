@@ -2,6 +2,7 @@
 it is used (a truncated module gave a Bus error in every later load), rebuilt once with a
 one-line note, and temp files of killed builds do not stay forever."""
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -87,40 +88,57 @@ def test_gpu_build_recompiles_a_damaged_object(tmp_path, capsys):
     assert "The cached object file" in capsys.readouterr().out
 
 
+_TWICE = textwrap.dedent("""
+    import sys, torch
+    from gpu_course.cuda import emulation, cuda_begin
+    src = cuda_begin + '''
+    __global__ void twice_k(const float* x, float* o, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) o[i] = 2 * x[i];
+    }
+    torch::Tensor twice(torch::Tensor x) {
+        auto o = torch::empty_like(x);
+        int n = x.numel();
+        twice_k<<<cdiv(n, 64), 64>>>(x.data_ptr<float>(), o.data_ptr<float>(), n);
+        return o;
+    }'''
+    m = emulation.load(src, "torch::Tensor twice(torch::Tensor x);", ["twice"],
+                       build_dir=sys.argv[1], nvcc_check=False)
+    print("RESULT", m.twice(torch.arange(3.0)).tolist())
+    print("SO", m.cuda_emu_info["build_dir"])
+""")
+
+
+def _run_twice(tmp_path, build_dir):
+    """_TWICE in a child process with a time limit (loading a truncated module can kill it), its cache in
+    ``build_dir``."""
+    (tmp_path / "s.py").write_text(_TWICE)
+    return subprocess.run([sys.executable, str(tmp_path / "s.py"), str(build_dir)], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory):
+    """A cache holding _TWICE's module, built once (each test damages its own copy)."""
+    tmp = tmp_path_factory.mktemp("twice")
+    first = _run_twice(tmp, tmp / "b")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "RESULT [0.0, 2.0, 4.0]" in first.stdout
+    return tmp / "b"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(utils.ON_GPU, reason="the CPU emulation's cache")
 @pytest.mark.parametrize("damage", ["truncated", "empty"])
-def test_a_damaged_cached_module_is_rebuilt_in_one_call(tmp_path, damage):
+def test_a_damaged_cached_module_is_rebuilt_in_one_call(tmp_path, damage, built_cache):
     """Was: a Bus error in every later load (truncated), or an error and a second call (empty).
-    In a child process with a time limit, since loading a truncated module can kill it."""
-    script = textwrap.dedent(f"""
-        import sys, torch
-        from gpu_course.cuda import emulation, cuda_begin
-        src = cuda_begin + '''
-        __global__ void twice_k(const float* x, float* o, int n) {{
-            int i = blockIdx.x * blockDim.x + threadIdx.x;
-            if (i < n) o[i] = 2 * x[i];
-        }}
-        torch::Tensor twice(torch::Tensor x) {{
-            auto o = torch::empty_like(x);
-            int n = x.numel();
-            twice_k<<<cdiv(n, 64), 64>>>(x.data_ptr<float>(), o.data_ptr<float>(), n);
-            return o;
-        }}'''
-        m = emulation.load(src, "torch::Tensor twice(torch::Tensor x);", ["twice"],
-                           build_dir=sys.argv[1], nvcc_check=False)
-        print("RESULT", m.twice(torch.arange(3.0)).tolist())
-        print("SO", m.cuda_emu_info["build_dir"])
-    """)
-    (tmp_path / "s.py").write_text(script)
-    run = lambda: subprocess.run([sys.executable, str(tmp_path / "s.py"), str(tmp_path / "b")],
-                                 capture_output=True, text=True, timeout=300)
-    first = run()
-    assert first.returncode == 0, first.stderr[-2000:]
+    In a child process with a time limit, since loading a truncated module can kill it. The module is
+    built once for both damages (built_cache); each damages a copy of the cache."""
+    shutil.copytree(built_cache, tmp_path / "b")
     (so,) = (tmp_path / "b").glob("*/*.so")
     with open(so, "r+b") as f:
         f.truncate(so.stat().st_size // 3 if damage == "truncated" else 0)
-    again = run()
+    again = _run_twice(tmp_path, tmp_path / "b")
     assert again.returncode == 0, again.stderr[-2000:]   # no Bus error, no exception
     assert "RESULT [0.0, 2.0, 4.0]" in again.stdout
     assert f"The cached module {so} was damaged" in again.stdout and "rebuilding it" in again.stdout
