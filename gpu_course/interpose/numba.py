@@ -21,9 +21,9 @@ Events and their fields:
 
 The simulator's ``BlockManager.run`` (one block: a Python thread per CUDA thread, released from each
 barrier once all have reached it) is replaced by :func:`install` too, with :func:`block_run`: the same
-loop, which yields the interpreter's lock after each round of polling the block's threads rather than
-spinning on it (the threads it waits for need that lock to get on; a check that counts what they do ran
-about three times slower under the spinning loop).
+loop, which polls only the threads not yet at the barrier and yields the interpreter's lock after each
+round rather than spinning on it (the threads it waits for need that lock to get on; the exercise checks'
+counted launches ran about three times slower under the spinning loop).
 
 The simulator's ``cuda.shared.array`` is replaced once, by :func:`install` (``mode`` installs it in
 cpu mode, through ``simulator_fix``): the look-up of a block's array and its allocation under one
