@@ -161,14 +161,14 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def default_config(page: int = 0, row_bytes: int = 256) -> dict:
     """The tile a launch uses unless told: ``dict(block_n, num_warps, num_stages)``. GPU: 64 keys a block, 4 warps,
     3 stages (the probe of notebook 16 on an H200); a paged cache (``page`` > 0) with K and V rows of at most 256
-    bytes (``row_bytes``: d = 128 in fp16): 128 keys a block and 2 stages, which the same probe found within 3 %
-    of the contiguous step where 64 keys and 3 stages lost 9-16 %; a GPU with little shared memory (a T4: 64 KB a
+    bytes (``row_bytes``: d = 128 in fp16): 128 keys a block and 2 stages, which the same probe found within 4 %
+    of the contiguous step at page 16 where 64 keys and 3 stages lost 9-16 %; a GPU with little shared memory (a T4: 64 KB a
     block) 32 keys and 2 stages. CPU (the interpreter): 16 keys, the smallest ``tl.dot`` takes."""
     if not ON_GPU:
         return dict(block_n=16, num_warps=4, num_stages=1)
     if small_shared_memory():
         return dict(block_n=32, num_warps=4, num_stages=2)
-    if page and row_bytes <= 256:     # 2 stages of 128 rows of K and V: 128 KB of shared memory at 256 B a row
+    if page and row_bytes <= 256:     # 2 stages of 128 rows of K and V: at most 128 KB of shared memory at 256 B a row
         return dict(block_n=128, num_warps=4, num_stages=2)
     return dict(block_n=64, num_warps=4, num_stages=3)
 
