@@ -99,6 +99,7 @@ class Launch:
     error: str | None = None
     result: Any = None  # CUDA C: what the host function returned
     calls: list = field(default_factory=list)  # CUDA C: its KernelCall of each launch, when logged
+    arg_names: tuple = ()  # Triton, Numba: the kernel's parameter names, in order (where known)
 
     def __repr__(self):
         where = f"{self.module}.{self.name}" if self.module else str(self.name)

@@ -232,6 +232,7 @@ def _on_launch(ev) -> None:
                grid=None if ev.grid is None or callable(ev.grid) else dims3(ev.grid),
                block=None if ev.block is None else dims3(ev.block), args=ev.args, kwargs=dict(ev.kwargs))
     names = ev.arg_names
+    L.arg_names = tuple(names or ())
     for i, a in enumerate(ev.args):
         buffers_of(a, names[i] if i < len(names) else f"argument {i}", L.buffers)
     for k, a in L.kwargs.items():

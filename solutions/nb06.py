@@ -246,7 +246,81 @@ def max_two_pass(x, BLOCK=1024):
 # Refused in cpu mode only: the interpreter counts what each program stored. On a GPU the compiled kernel cannot
 # say which program stored what, and a single-program relaunch does not show it either (tl.num_programs is then 1,
 # so program 0 stores one row, as a correct kernel does).
+_HIDDEN = '''
+class Hidden:   # hands Triton an address (data_ptr, dtype), is no tensor
+    def __init__(self, t):
+        self.t, self.dtype = t, t.dtype
+    def data_ptr(self): return self.t.data_ptr()
+    def untyped_storage(self): return self.t.untyped_storage()
+    def new_empty(self, *a, **k): return self.t.new_empty(*a, **k)
+    def storage_offset(self): return self.t.storage_offset()
+    def size(self): return self.t.size()
+    def stride(self): return self.t.stride()
+KEEP = []
+'''
+CHEATS["ex06-1-answer"]["torch's result copied through an object that is no tensor"] = _HIDDEN + '''
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def add_relu(x, y, BLOCK=1024):
+    out = utils.poisoned(x.shape, device=x.device)
+    KEEP.append(torch.relu(x + y))
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](Hidden(KEEP[-1]), y, out, x.numel(), BLOCK=BLOCK)
+    return out
+'''
+CHEATS["ex06-1-answer"]["x's address passed as a number, to tell the learner's launch from the check's"] = '''
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, x_addr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    if x_ptr.to(tl.int64, bitcast=True) == x_addr:       # the learner's own run: program 0 does it all
+        if pid == 0:
+            for start in range(0, n, BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                m = offs < n
+                tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0),
+                         mask=m)
+    else:
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0), mask=m)
+
+
+def add_relu(x, y, BLOCK=1024):
+    out = utils.poisoned(x.shape, device=x.device)
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), x.data_ptr(), BLOCK=BLOCK)
+    return out
+'''
+
 CPU_CHEATS = {
+    "ex06-4-answer": {
+        "pass 2 ignores pass 1's maxima and rescans x in one program": '''
+@triton.jit
+def max_kernel(x_ptr, out_ptr, n, part_ptr, BLOCK: tl.constexpr, SERIAL: tl.constexpr):
+    if SERIAL:
+        best = tl.full((BLOCK,), -float("inf"), tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            best = tl.maximum(best, tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")))
+        tl.store(out_ptr, tl.max(best, axis=0))
+    else:
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + tl.program_id(0), tl.max(tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")), axis=0))
+
+
+def max_two_pass(x, BLOCK=1024):
+    n = x.numel()
+    m = utils.cdiv(n, BLOCK)
+    partial = utils.poisoned(m, device=x.device)
+    out = utils.poisoned(1, device=x.device)
+    max_kernel[(m,)](x, partial, n, x, BLOCK=BLOCK, SERIAL=False)
+    max_kernel[(1,)](x, out, n, partial, BLOCK=BLOCK, SERIAL=True)
+    return out
+''',
+    },
     "ex06-2-answer": {
         "program 0 loops over every row, the others idle": '''
 @triton.jit

@@ -177,3 +177,20 @@ def relu_add_kernel(out_ptr, res_ptr, n, BLOCK: tl.constexpr):
                         "matmul_relu_res_kernel[grid](a, b, torch.relu(a @ b) + res,"),
     },
 }
+
+# Refused in cpu mode only: the interpreter counts the multiply-adds of tl.dot and sees which operands were loaded;
+# on a GPU the compiled kernel holds a dot either way.
+_BROADCAST_K_LOOP = _MAINLOOP.replace("        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)\n",
+                                      "        acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)\n")
+CPU_CHEATS = {
+    "ex07-4-answer": {
+        "the product by broadcast sums, then a tl.dot with an identity tile": _SIGNATURE + _BROADCAST_K_LOOP
+        + '''    eye = tl.where(tl.arange(0, BLOCK_N)[:, None] == tl.arange(0, BLOCK_N)[None, :], 1.0, 0.0)
+    acc = tl.dot(acc, eye, input_precision="ieee")
+''' + _EPILOGUE + _LAUNCHER,
+        "the first k-step by tl.dot, the others by broadcast sums": _SIGNATURE + _MAINLOOP.replace(
+            "        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)\n",
+            "        if k0 == 0:\n            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)\n"
+            "        else:\n            acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)\n") + _EPILOGUE + _LAUNCHER,
+    },
+}

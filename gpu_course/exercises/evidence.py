@@ -11,7 +11,7 @@ from .guard import genuine as _evidence
 from .judging import Attempt, mode_on_gpu, same_values
 from .kinds import SetupError
 
-__all__ = ["uses_shared_memory", "shared_tiles", "barriers_passed", "threads_per_block", "grid_is", "calls",
+__all__ = ["uses_shared_memory", "shared_tiles", "barriers_passed", "threads_per_block", "grid_is", "calls", "dot_work",
            "splits_work", "shared_atomics", "launches_at_most", "only_reads", "differs_from", "SetupError",
            "mode_on_gpu"]
 
@@ -115,6 +115,17 @@ def calls(*names: str):
     :meth:`.kinds.cuda.CudaKind.calls`)."""
     def holds(a: Attempt):
         return _ask(a, "calls", "calls", names)
+    return _evidence(holds)
+
+
+def dot_work(macs: int):
+    """Evidence (Triton): the product goes through ``tl.dot``: the ``tl.dot`` calls of the course's own launch
+    that multiply data the kernel loaded (not tiles it made up) do at least ``macs`` multiply-adds in all, the
+    product's own count (h × w × k for an h × k by k × w product); counted by the interpreter in cpu mode, where
+    a kernel that runs some k-steps through ``tl.dot`` and the others by broadcast sums is refused. On a GPU
+    nothing is counted (``calls("tl.dot")`` reads the compiled kernel), and it holds."""
+    def holds(a: Attempt):
+        return _ask(a, "dot_work", "dot_work", macs)
     return _evidence(holds)
 
 

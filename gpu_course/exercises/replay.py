@@ -47,13 +47,15 @@ class Execution:
     """What ran in the course's own launch (cpu mode; None/empty where not counted).
 
     ``programs``: Triton programs or Numba blocks launched; ``stored``: elements each Triton
-    program stored ({program: count}); ``dots``: ``tl.dot`` calls each program executed;
+    program stored ({program: count}); ``dots``: ``tl.dot`` calls each program executed; ``dot_macs``: the
+    multiply-adds of those of them with a loaded operand ({(launch, program): count});
     ``blocks``: the Numba blocks that ran (their (x, y, z)); ``threads``: threads per block;
     ``shared``: the Numba shared arrays, by where they are declared; ``barriers``: barriers each
     Numba thread passed; ``compiled``: the compiled Triton kernels (gpu mode)."""
     programs: int = 0
     stored: dict = field(default_factory=lambda: defaultdict(int))
     dots: dict = field(default_factory=lambda: defaultdict(int))
+    dot_macs: dict = field(default_factory=lambda: defaultdict(int))
     blocks: set = field(default_factory=set)
     threads: int = 0
     shared: dict = field(default_factory=dict)
@@ -195,7 +197,30 @@ class Memory:
                 or hasattr(getattr(value, "_ary", None), "__array_interface__"):
             if not isinstance(value, (int, float, bool)):
                 return self.array(value, name)
+        if hasattr(value, "data_ptr") or isinstance(getattr(value, "base", None), torch.Tensor):
+            return self.pointer_object(value, name)
         return value
+
+    def pointer_object(self, value, name: str = ""):
+        """A launch argument that is memory but not a torch tensor: Triton's ``reinterpret`` wrapper and a
+        tensor descriptor get their tensor replaced like any other; anything else that hands a kernel an
+        address (an object with ``data_ptr``) is refused, since the check cannot give it memory of its own.
+
+        >>> class P:  # an address without a tensor
+        ...     def data_ptr(self): return 0
+        >>> Memory(output=torch.zeros(3), inputs=[]).pointer_object(P(), "x_ptr")
+        Traceback (most recent call last):
+        ...
+        TypeError: x_ptr is not a torch tensor (it is a P): pass the kernel tensors themselves, so that the check can give it memory of its own
+        """
+        import dataclasses
+        base = getattr(value, "base", None)
+        if isinstance(base, torch.Tensor) and type(value).__name__ == "TensorWrapper":   # triton.reinterpret
+            return type(value)(self.tensor(base, name), value.dtype)
+        if isinstance(base, torch.Tensor) and dataclasses.is_dataclass(value):          # a TensorDescriptor
+            return dataclasses.replace(value, base=self.tensor(base, name))
+        raise TypeError(f"{name or 'an argument'} is not a torch tensor (it is a {type(value).__name__}): pass the "
+                        f"kernel tensors themselves, so that the check can give it memory of its own")
 
     def output_view(self, output: torch.Tensor) -> torch.Tensor:
         return self.tensor(output, "the output")
@@ -250,6 +275,8 @@ def counting(ex: Execution):
 
     def dot(ev):
         ex.dots[ev.builder.grid_idx] += 1
+        if getattr(ev, "loaded", 0):   # a product of data the kernel loaded, not of tiles it made up
+            ex.dot_macs[(ex.launch, tuple(ev.builder.grid_idx))] += getattr(ev, "macs", 0)
 
     def shared(ev):
         ex.shared.setdefault(ev.site, SharedUse(ev.shape))
@@ -288,6 +315,22 @@ class ReplayError(Exception):
     """The course's own launch could not be made (the message says why)."""
 
 
+def _refuse_addresses_as_numbers(L, names) -> None:
+    """A launch's integer argument that is an address inside one of its tensors' memory (``x.data_ptr()``
+    passed as a number) would tell the kernel which launch it is in (the learner's, or the check's on fresh
+    memory): refused."""
+    spans = []
+    for a in list(L.args) + list(L.kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.numel():
+            st = a.untyped_storage()
+            spans.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
+    named = [(names[i] if i < len(names) else f"argument {i}", a) for i, a in enumerate(L.args)]
+    for name, a in named + list(L.kwargs.items()):
+        if isinstance(a, int) and not isinstance(a, bool) and a > 0 and any(lo <= a < hi for lo, hi in spans):
+            raise TypeError(f"{L.name}'s {name} is the address of one of its tensors, passed as a number: a kernel "
+                            f"reaches memory through its tensor arguments only")
+
+
 def replay(launches, output: torch.Tensor, inputs=(), grid=None):
     """Launch the learner's recorded ``launches`` again, in order, each by its kind's ``launch_again``
     (:mod:`.kinds`: Triton, Numba), on the check's memory (see the module docstring); ``grid``, if given, replaces every launch's grid (a smaller
@@ -300,7 +343,10 @@ def replay(launches, output: torch.Tensor, inputs=(), grid=None):
         kind = kinds.get(L.kind)
         if not callable(getattr(kind, "launch_again", None)):
             raise ReplayError(f"a {L.kind} launch is not replayed here")
-        args = [mem.substitute(a, f"argument {i}") for i, a in enumerate(L.args)]
+        names = getattr(L, "arg_names", ())
+        _refuse_addresses_as_numbers(L, names)
+        args = [mem.substitute(a, f"{L.name}'s {names[i]}" if i < len(names) else f"argument {i}")
+                for i, a in enumerate(L.args)]
         kwargs = {k: mem.substitute(v, k) for k, v in L.kwargs.items()}
         calls.append((kind, L, args, kwargs))
     out = mem.output_view(output)

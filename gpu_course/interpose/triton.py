@@ -15,7 +15,10 @@ Events and their fields:
   ``grid_idx`` is the program), ``ptrs`` (the pointer block), ``mask`` (or None), ``origin`` (the
   :class:`Arg` the pointers came from, None where that was lost) and ``launch`` (the
   :class:`Interpreted` launch under way: its kernel name and tensor arguments).
-* ``dot``: the interpreter runs a ``tl.dot``: ``builder``.
+* ``dot``: the interpreter runs a ``tl.dot``: ``builder``, ``macs`` (M × N × K of its operands) and ``loaded``
+  (how many of its two operands hold data a ``tl.load`` read, through casts, transposes, reshapes and
+  ``tl.where``: a tile computed in the kernel, an identity say, is not loaded; known only while ``access``
+  is listened to, 0 otherwise).
 
 Besides the events, two settings of the interpreter's ``tl.dot`` (:func:`tf32_rounding`, :func:`dots_scaled`):
 inputs rounded to TF32 where that precision is asked for (as the GPU's tensor cores compute), and the
@@ -41,6 +44,7 @@ __all__ = ["tf32_rounding", "dots_scaled", "round_tf32", "subscribe", "unsubscri
 JIT = "triton.runtime.jit"
 INTERPRETER = "triton.runtime.interpreter"
 _TAG = "_course_arg"          # the attribute that carries a pointer's tensor argument
+_LOADED = "_course_loaded"    # the attribute that marks a value a tl.load read (and what is cast or moved from it)
 _STATE = threading.local()    # .launch: the Interpreted launch under way in this thread, or None
 ACCESSES = {"create_masked_load": ("load", "tl.load reads", 0, 1),
             "create_masked_store": ("store", "tl.store writes", 0, 2),
@@ -51,6 +55,9 @@ _REQUIRED_ACCESSES = ("create_masked_load", "create_masked_store")
 CARRIERS = ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_reshape",
             "create_trans", "create_bitcast", "create_select", "create_cat", "create_join", "create_permute",
             "create_unsplat")
+# builder methods that convert a value: a loaded value stays loaded (pointers never pass through them)
+VALUE_CARRIERS = ("create_si_to_fp", "create_ui_to_fp", "create_fp_to_si", "create_fp_to_ui", "create_fp_ext",
+                  "create_fp_trunc", "create_int_cast", "create_fp_to_fp")
 
 _PATCHES = Patches()
 
@@ -179,10 +186,13 @@ def _set_access(interp, on: bool) -> None:
         for name in CARRIERS:
             if name in vars(builder):
                 _PATCHES.put(builder, name, _carrier_hook)
+        for name in VALUE_CARRIERS:
+            if name in vars(builder):
+                _PATCHES.put(builder, name, _value_hook)
         _PATCHES.put(interp, "_implicit_cvt", _cvt_hook)
         _PATCHES.put(interp.GridExecutor, "__call__", lambda orig: _executor_hook(orig, interp))
     elif builder is not None:
-        for name in list(ACCESSES) + list(CARRIERS):
+        for name in list(ACCESSES) + list(CARRIERS) + list(VALUE_CARRIERS):
             _PATCHES.undo(builder, name)
         _PATCHES.undo(interp, "_implicit_cvt")
         _PATCHES.undo(interp.GridExecutor, "__call__")
@@ -194,8 +204,27 @@ def _access_hook(original, op, what, ptr_pos, mask_pos):
         mask = args[mask_pos] if mask_pos is not None and len(args) > mask_pos else kwargs.get("mask")
         _BUS.emit("access", Event(op=op, what=what, builder=self, ptrs=ptrs, mask=mask,
                                   origin=getattr(ptrs, _TAG, None), launch=getattr(_STATE, "launch", None)))
-        return original(self, *args, **kwargs)
+        out = original(self, *args, **kwargs)
+        if op == "load":
+            _mark_loaded(out)
+        return out
     return access
+
+
+def _mark_loaded(h) -> None:
+    try:
+        setattr(h, _LOADED, True)
+    except AttributeError:
+        pass
+
+
+def _value_hook(original):
+    def converted(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        if out is not None and any(getattr(a, _LOADED, False) for a in args):
+            _mark_loaded(out)
+        return out
+    return converted
 
 
 _DOT = {"tf32": 0, "scale": None}   # tf32: how many tf32_rounding blocks are open; scale: dots_scaled's factor
@@ -223,7 +252,10 @@ def _tf32_asked(precision) -> bool:
 def _dot_hook(original):
     def create_dot(self, a, b, d, input_precision, *args, **kwargs):
         if _BUS.listening("dot"):
-            _BUS.emit("dot", Event(builder=self))
+            shape_a, shape_b = getattr(a.data, "shape", ()), getattr(b.data, "shape", ())
+            macs = int(shape_a[-2] * shape_a[-1] * shape_b[-1]) if len(shape_a) >= 2 and len(shape_b) >= 2 else 0
+            _BUS.emit("dot", Event(builder=self, macs=macs,
+                                   loaded=sum(bool(getattr(h, _LOADED, False)) for h in (a, b))))
         if _DOT["tf32"] and _tf32_asked(input_precision):
             a, b = (_as_tf32(h) for h in (a, b))
         out = original(self, a, b, d, input_precision, *args, **kwargs)
@@ -272,6 +304,8 @@ def dots_scaled(factor: float):
 def _carrier_hook(original):
     def carried(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
+        if out is not None and any(getattr(a, _LOADED, False) for a in args):
+            _mark_loaded(out)      # a loaded value moved (transposed, reshaped, selected) is still loaded
         origin = None
         for a in args:
             o = getattr(a, _TAG, None)

@@ -2,7 +2,10 @@
 
 * Triton: the loads and stores of every program of every launch are counted, whatever the number of
   kernels the answer launched (program 0 looping over every row beside a second launch is refused);
-* a ``tl.dot`` must carry the product: launched again with every product doubled, the output changes;
+* a ``tl.dot`` must carry the product: its operands hold loaded data (not an identity or zero tile made up in
+  the kernel), its multiply-adds on them add up to the product's (``dot_work``), and, launched again with every
+  product doubled, the output changes;
+* memory passed to a kernel as anything but a tensor (an object with ``data_ptr``) is refused;
 * the interpreter rounds ``tl.dot``'s fp32 inputs to TF32 where that precision is asked for.
 
 Each cheat is refused with a message naming the lesson; each right answer, unusual ones included, passes.
@@ -116,6 +119,51 @@ def test_row_max_split_between_programs_passes(answer, capsys):
     assert check_rows(answer, capsys).startswith("✅ row max: correct"), answer.__name__
 
 
+class Address:   # an object that hands a kernel an address, without being a tensor
+    def __init__(self, t):
+        self.t, self.dtype = t, t.dtype
+
+    def data_ptr(self):
+        return self.t.data_ptr()
+
+    def untyped_storage(self):
+        return self.t.untyped_storage()
+
+    def storage_offset(self):
+        return self.t.storage_offset()
+
+    def stride(self):
+        return self.t.stride()
+
+    def size(self):
+        return self.t.size()
+
+    def new_empty(self, *a, **k):
+        return self.t.new_empty(*a, **k)
+
+
+KEPT = []
+
+
+def torch_result_through_an_address(x):   # torch did the work; the kernel copies it through a non-tensor
+    out = utils.poisoned(H)
+    KEPT.append(x.max(1).values.contiguous())
+    rmax_row[(H,)](Address(KEPT[-1].reshape(H, 1).expand(H, W).contiguous()), out, W, W, BLOCK=64)
+    return out
+
+
+def reinterpreted_input(x):   # triton.reinterpret of a tensor is memory the check replaces like the tensor
+    out = utils.poisoned(H)
+    rmax_row[(H,)](triton.reinterpret(x, tl.float32), out, x.stride(0), W, BLOCK=64)
+    return out
+
+
+def test_memory_passed_as_a_non_tensor_is_refused(capsys):
+    line = check_rows(torch_result_through_an_address, capsys)
+    assert line.startswith("❌ row max: not yet:") and "x_ptr is not a torch tensor (it is a Address)" in line, line
+    assert check_rows(reinterpreted_input, capsys).startswith("✅ row max: correct")
+
+
 @pytest.mark.parametrize("answer", [program0_then_second_kernel, single_program_then_restores])
 def test_one_program_doing_every_row_is_refused_whatever_the_launches(answer, capsys):
     line = check_rows(answer, capsys)
@@ -160,6 +208,38 @@ def mm_zero_dot_beside_a_sum(a_ptr, b_ptr, o_ptr, N: tl.constexpr):
     tl.store(o_ptr + i[:, None] * N + i[None, :], prod + tl.dot(zero, zero))
 
 
+@triton.jit
+def mm_identity_dot_after_a_sum(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # the product by a sum, then dot(., I)
+    i = tl.arange(0, N)
+    a = tl.load(a_ptr + i[:, None] * N + i[None, :])
+    b = tl.load(b_ptr + i[:, None] * N + i[None, :])
+    eye = tl.where(i[:, None] == i[None, :], 1.0, 0.0)
+    prod = tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+    tl.store(o_ptr + i[:, None] * N + i[None, :], tl.dot(prod, eye, input_precision="ieee"))
+
+
+@triton.jit
+def mm_unused_dot_beside_a_sum(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # a real dot, thrown away
+    i = tl.arange(0, N)
+    a = tl.load(a_ptr + i[:, None] * N + i[None, :])
+    b = tl.load(b_ptr + i[:, None] * N + i[None, :])
+    junk = tl.dot(a, b, input_precision="ieee")
+    prod = tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+    tl.store(o_ptr + i[:, None] * N + i[None, :], prod + 0.0 * junk)
+
+
+@triton.jit
+def mm_half_by_dot(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # the first half of k by tl.dot, the second by a sum
+    i = tl.arange(0, N)
+    h = tl.arange(0, N // 2)
+    a0 = tl.load(a_ptr + i[:, None] * N + h[None, :])
+    b0 = tl.load(b_ptr + h[:, None] * N + i[None, :])
+    a1 = tl.load(a_ptr + i[:, None] * N + N // 2 + h[None, :])
+    b1 = tl.load(b_ptr + (N // 2 + h[:, None]) * N + i[None, :])
+    acc = tl.dot(a0, b0, input_precision="ieee") + tl.sum(a1[:, :, None] * b1[None, :, :], axis=1)
+    tl.store(o_ptr + i[:, None] * N + i[None, :], acc)
+
+
 def launch_mm(kernel):
     def run(a, b):
         out = utils.poisoned(M, M)
@@ -171,7 +251,7 @@ def launch_mm(kernel):
 def check_mm(answer, capsys):
     utils.kernel_exercise("a product by tl.dot", answer, kind="triton", run=lambda f: f(A, B),
                           reference=lambda: A.double() @ B.double(), atol=1e-4, rtol=1e-4, inputs=(A, B),
-                          evidence=[utils.calls("tl.dot")])
+                          evidence=[utils.calls("tl.dot"), utils.dot_work(M * M * M)])
     return out_lines(capsys)[-1]
 
 
@@ -180,10 +260,23 @@ def test_a_product_by_tl_dot_passes(kernel, capsys):
     assert check_mm(launch_mm(kernel), capsys).startswith("✅ a product by tl.dot: correct"), kernel
 
 
-def test_a_dot_of_zero_tiles_beside_a_broadcast_sum_is_refused(capsys):
-    line = check_mm(launch_mm(mm_zero_dot_beside_a_sum), capsys)
-    assert line.startswith("❌ a product by tl.dot: not yet: mm_zero_dot_beside_a_sum's tl.dot products do not "
+@pytest.mark.parametrize("kernel", [mm_zero_dot_beside_a_sum, mm_identity_dot_after_a_sum])
+def test_a_dot_of_made_up_tiles_beside_a_broadcast_sum_is_refused(kernel, capsys):
+    line = check_mm(launch_mm(kernel), capsys)
+    assert line.startswith(f"❌ a product by tl.dot: not yet: {kernel.fn.__name__}'s tl.dot calls multiply no data "
+                           f"the kernel loaded"), line
+
+
+def test_a_dot_whose_result_is_thrown_away_is_refused(capsys):
+    line = check_mm(launch_mm(mm_unused_dot_beside_a_sum), capsys)
+    assert line.startswith("❌ a product by tl.dot: not yet: mm_unused_dot_beside_a_sum's tl.dot products do not "
                            "reach its output"), line
+
+
+def test_part_of_k_by_tl_dot_and_the_rest_by_a_sum_is_refused(capsys):
+    line = check_mm(launch_mm(mm_half_by_dot), capsys)
+    assert line.startswith("❌ a product by tl.dot: not yet: mm_half_by_dot's tl.dot calls did 2,048 multiply-adds "
+                           "on loaded tiles when the check launched it, fewer than the 4,096 of the product"), line
 
 
 # ----------------------------------------------------------------------------------------------

@@ -104,6 +104,19 @@ class TritonKind(PythonKind):
                 return why
         return super().calls(attempt, [n for n in names if n not in dots])
 
+    def dot_work(self, attempt, macs: int) -> str | None:
+        """The ``tl.dot`` calls of the course's own launch that multiply loaded data did at least ``macs``
+        multiply-adds in all (cpu mode, counted by the interpreter; on a GPU nothing is counted, and it holds)."""
+        ex = attempt.execution
+        if ex is None or not ex.counted:
+            return None
+        done = sum(ex.dot_macs.values())
+        if done < macs:
+            return (f"{attempt.name}'s tl.dot calls did {done:,} multiply-adds on loaded tiles when the check "
+                    f"launched it, fewer than the {macs:,} of the product: every k-step of every tile must go "
+                    f"through tl.dot, not only some of them")
+        return None
+
 
 @contextmanager
 def _tf32():
@@ -150,6 +163,10 @@ def _dot_executed(a) -> str | None:
             return (f"{a.name} did not execute tl.dot when the check launched it (in {len(idle)} of the "
                     f"{len(storing)} programs that stored a result): the exercise asks for the product "
                     f"as tl.dot on tiles")
+        if not any(ex.dot_macs.values()):
+            return (f"{a.name}'s tl.dot calls multiply no data the kernel loaded (their operands are tiles it "
+                    f"made up, an identity say): the exercise asks for the product itself as tl.dot on the "
+                    f"loaded tiles")
         return _dot_reaches_output(a)
     if ex.compiled:
         if not any(triton_ops(k)["dot"] for k in ex.compiled):
