@@ -47,14 +47,12 @@ def run_watched(fn, numel: int) -> tuple:
     communication of ``torch.distributed`` recorded where it runs, at the C10D level: each call of a method of
     the ProcessGroup (or of a Backend) that moves data, however the code reached it (``dist.all_reduce``,
     ``dist.distributed_c10d.all_reduce``, the group object itself). Returns ``(fn's result, the sum over ranks
-    of t computed by dist.all_reduce beforehand, [(collective, [numel of each tensor argument], [the tensor
+    of t computed by dist.all_reduce after fn returned, [(collective, [numel of each tensor argument], [the tensor
     arguments' storages], [whether each holds t's values]), ...], {"given": t's storage, "out": the result's, and
     whether an all-gather's input and the result carry data from the reduce-scatter and the all-gather, however
     copied (:class:`_Flow`)}``, storages as ``(device, address)``."""
     g = torch.Generator().manual_seed(7 + dist.get_rank())
     t = torch.randn(numel, generator=g, dtype=torch.float64).to(rank_device())
-    ref = t.clone()
-    dist.all_reduce(ref)
     seen, depth, flow, fed = [], [0], _Flow(), []   # fed: whether each all-gather's input came from a reduce-scatter
 
     def watched(kind, f):
@@ -91,6 +89,8 @@ def run_watched(fn, numel: int) -> tuple:
     finally:
         for klass, name, f in originals:
             setattr(klass, name, f)
+    ref = t.clone()       # the sum over ranks, made after fn returned: nothing fn can read from a frame
+    dist.all_reduce(ref)
     mem = {"given": _where(given), "out": _where(out) if isinstance(out, torch.Tensor) else None}
     mem.update(gathers_scattered=any(fed), out_gathered=flow.holds("gathered", out))
     return out, ref, seen, mem
@@ -99,7 +99,9 @@ def run_watched(fn, numel: int) -> tuple:
 class _Flow(TorchFunctionMode):
     """Which tensors hold data that came out of a reduce-scatter or an all-gather, through any torch
     operation the learner's code applies (``torch.cat`` of gathered parts, a ``clone``, a ``copy_`` into
-    another tensor): an operation's results are marked when one of its tensor arguments is; marks are
+    another tensor): an operation's results are marked when one of its tensor arguments is; a tensor written
+    in place from other tensors none of which is marked (``copy_``, ``add_`` of such a tensor) loses its mark (one
+    changed by scalars only, ``mul_(2)``, keeps it); marks are
     storages, so views share them."""
 
     def __init__(self):
@@ -119,9 +121,15 @@ class _Flow(TorchFunctionMode):
         out = func(*args, **kwargs)
         given = _tensors((*args, *kwargs.values()))
         made = _tensors([out] if isinstance(out, torch.Tensor) else out if isinstance(out, (list, tuple)) else [])
+        name = getattr(func, "__name__", "")
+        overwritten = given[:1] if name.endswith("_") and not name.startswith("__") and given else []
+        sources = [a for a in given if all(a is not w for w in overwritten)]
         for key in self.marks:
-            if made and any(self.holds(key, a) for a in given):
+            if made and any(self.holds(key, a) for a in sources):
                 self.mark(key, made)
+            elif overwritten and sources:   # written in place (copy_, add_) from tensors no collective wrote
+                with torch._C.DisableTorchFunction():
+                    self.marks[key].discard(_where(overwritten[0]))
         return out
 
 
@@ -157,6 +165,10 @@ def check_composed_all_reduce(ranks: Ranks, fn, timeout_s: float = 60.0) -> None
             assert len(scatters) == 1 and len(gathers) == 1, \
                 f"{name} runs {len(scatters)} reduce-scatter(s) and {len(gathers)} all-gather(s): the all-reduce is " \
                 f"exactly one of each"
+            assert sum(scatters[0][1][1:]) == numel and sum(gathers[0][1][:-1]) == numel, \
+                f"{name}'s reduce-scatter and all-gather must move the whole tensor between them: the reduce-scatter " \
+                f"reduces all {numel} elements of t, the all-gather brings back all {numel} summed ones " \
+                f"(here they covered {sum(scatters[0][1][1:])} and {sum(gathers[0][1][:-1])})"
             others = sorted({c for c in calls if c not in _SCATTERS + _GATHERS})
             assert not others, f"{name} also calls {', '.join(others)}: one reduce-scatter and one all-gather " \
                                f"are the whole all-reduce"
@@ -166,6 +178,6 @@ def check_composed_all_reduce(ranks: Ranks, fn, timeout_s: float = 60.0) -> None
             assert s_mem[0] == g_mem[-1] or mem["gathers_scattered"], \
                 f"{name}'s all-gather does not gather the reduce-scatter's output: gather the summed part that the " \
                 f"reduce-scatter wrote, so that every rank receives every summed part"
-            assert mem["out"] in g_mem[:-1] or mem["out_gathered"], \
+            assert mem["out_gathered"], \
                 f"{name} does not return what its all-gather wrote: the summed parts it gathered are the " \
                 f"all-reduce's result — return that tensor (or a view of it)"

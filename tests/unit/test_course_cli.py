@@ -169,7 +169,8 @@ def test_the_banner_says_what_running_does_to_the_stored_outputs():
     from gpu_course import session
     assert session.LECTURE_ENV == course.LECTURE_ENV
     note = session.stored_outputs_note({"JPY_SESSION_NAME": "/x/04_matmul_shared_memory.ipynb"}, colab=False)
-    assert "a run on an NVIDIA H100 80GB HBM3" in note and "python3 course.py reset 04_matmul_shared_memory" in note
+    stored = json.loads((ROOT / "notebooks" / "04_matmul_shared_memory.ipynb").read_text())["metadata"]["course"]
+    assert f"a run on an {stored['outputs_from']}," in note and "python3 course.py reset 04_matmul_shared_memory" in note
     # the GPU named is the one the notebook's own metadata records (13 is stored from two H200s)
     assert "a run on an NVIDIA H200," in session.stored_outputs_note({"JPY_SESSION_NAME": "13_multi_gpu.ipynb"})
     assert "reset NB" in session.stored_outputs_note({}, colab=False)

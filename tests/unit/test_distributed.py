@@ -317,3 +317,46 @@ def test_collectives_are_watched_at_the_c10d_level_and_must_feed_the_answer(rank
             check(ranks, cheat)
     with pytest.raises(AssertionError, match="does not return what its all-gather wrote"):
         check(ranks, _through_the_store)
+
+
+def _the_checks_sum_from_a_frame(t):        # the collectives for show on one element each; the sum read from a frame
+    import sys
+    n = dist.get_world_size()
+    one = torch.empty(1, dtype=t.dtype)
+    coll.reduce_scatter_into(one, t[:n].contiguous())
+    big = torch.empty_like(t)
+    coll.all_gather_into(big[:n], one)
+    f = sys._getframe(1)
+    while f is not None and not isinstance(f.f_locals.get("ref"), torch.Tensor):
+        f = f.f_back
+    return big.copy_(f.f_locals["ref"] if f is not None else torch.zeros_like(t))
+
+
+def _whole_collectives_then_overwritten(t):   # both collectives in full, their result overwritten from the store
+    n, r = dist.get_world_size(), dist.get_rank()
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"over-{t.numel()}-{r}", t.numpy().tobytes())
+    out = _gathered_into_t(t.clone())
+    return out.copy_(sum(torch.frombuffer(bytearray(store.get(f"over-{t.numel()}-{i}")), dtype=t.dtype)
+                         for i in range(n)))
+
+
+def test_the_sum_from_a_frame_or_the_store_beside_the_collectives_is_refused(ranks):
+    check = collective_check.check_composed_all_reduce
+    with pytest.raises(AssertionError, match="differs from the sum over ranks"):   # the sum is made after fn returns
+        check(ranks, _the_checks_sum_from_a_frame)
+    with pytest.raises(AssertionError, match="must move the whole tensor between them"):
+        check(ranks, _tiny_collectives_through_the_store)
+    with pytest.raises(AssertionError, match="does not return what its all-gather wrote"):
+        check(ranks, _whole_collectives_then_overwritten)
+
+
+def _tiny_collectives_through_the_store(t):   # each collective on n elements, the sum through the store
+    n = dist.get_world_size()
+    one = torch.empty(1, dtype=t.dtype)
+    coll.reduce_scatter_into(one, t[:n].contiguous())
+    coll.all_gather_into(torch.empty(n, dtype=t.dtype), one)
+    store, r = dist.distributed_c10d._get_default_store(), dist.get_rank()
+    store.set(f"tiny-{t.numel()}-{r}", t.numpy().tobytes())
+    return sum(torch.frombuffer(bytearray(store.get(f"tiny-{t.numel()}-{i}")), dtype=t.dtype) for i in range(n))
+
