@@ -58,6 +58,7 @@ CARRIERS = ("create_addptr", "create_splat", "create_broadcast", "create_expand_
 # builder methods that convert a value: a loaded value stays loaded (pointers never pass through them)
 VALUE_CARRIERS = ("create_si_to_fp", "create_ui_to_fp", "create_fp_to_si", "create_fp_to_ui", "create_fp_ext",
                   "create_fp_trunc", "create_int_cast", "create_fp_to_fp")
+LOADS = ("create_descriptor_load",)   # loads whose result may be a new handle after the masked load (TF32 rounding)
 
 _PATCHES = Patches()
 
@@ -189,10 +190,13 @@ def _set_access(interp, on: bool) -> None:
         for name in VALUE_CARRIERS:
             if name in vars(builder):
                 _PATCHES.put(builder, name, _value_hook)
+        for name in LOADS:
+            if name in vars(builder):
+                _PATCHES.put(builder, name, _loaded_hook)
         _PATCHES.put(interp, "_implicit_cvt", _cvt_hook)
         _PATCHES.put(interp.GridExecutor, "__call__", lambda orig: _executor_hook(orig, interp))
     elif builder is not None:
-        for name in list(ACCESSES) + list(CARRIERS) + list(VALUE_CARRIERS):
+        for name in list(ACCESSES) + list(CARRIERS) + list(VALUE_CARRIERS) + list(LOADS):
             _PATCHES.undo(builder, name)
         _PATCHES.undo(interp, "_implicit_cvt")
         _PATCHES.undo(interp.GridExecutor, "__call__")
@@ -216,6 +220,14 @@ def _mark_loaded(h) -> None:
         setattr(h, _LOADED, True)
     except AttributeError:
         pass
+
+
+def _loaded_hook(original):
+    def loaded(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        _mark_loaded(out)
+        return out
+    return loaded
 
 
 def _value_hook(original):

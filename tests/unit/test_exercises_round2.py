@@ -199,6 +199,15 @@ def mm_dot_halves(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # unusual: two dots o
 
 
 @triton.jit
+def mm_dot_descriptors(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # unusual: tensor descriptors, a cast, transposes
+    da = tl.make_tensor_descriptor(a_ptr, shape=[N, N], strides=[N, 1], block_shape=[N, N])
+    db = tl.make_tensor_descriptor(b_ptr, shape=[N, N], strides=[N, 1], block_shape=[N, N])
+    a, b = da.load([0, 0]).to(tl.float32), tl.trans(tl.trans(db.load([0, 0])))
+    i = tl.arange(0, N)
+    tl.store(o_ptr + i[:, None] * N + i[None, :], tl.dot(a, b, input_precision="ieee"))
+
+
+@triton.jit
 def mm_zero_dot_beside_a_sum(a_ptr, b_ptr, o_ptr, N: tl.constexpr):
     i = tl.arange(0, N)
     a = tl.load(a_ptr + i[:, None] * N + i[None, :])
@@ -255,7 +264,7 @@ def check_mm(answer, capsys):
     return out_lines(capsys)[-1]
 
 
-@pytest.mark.parametrize("kernel", [mm_dot, mm_dot_halves])
+@pytest.mark.parametrize("kernel", [mm_dot, mm_dot_halves, mm_dot_descriptors])
 def test_a_product_by_tl_dot_passes(kernel, capsys):
     assert check_mm(launch_mm(kernel), capsys).startswith("✅ a product by tl.dot: correct"), kernel
 
