@@ -61,8 +61,8 @@ from .device_ceilings import (CEILING_LABELS, CEILINGS_FILE, SPEC_PEAKS, Through
 from .checking import CheckFailed, Checked, check, dot_tol, poison_, poisoned
 from .cuda import CudaBuildError, CudaEmulationError, cuda_begin, get_sig, last_build_log, load_cuda
 from .display import capture_printf, say, show_img, show_source, source_of
-from .exercises import (aggregated, calls, differs_from, dot_work, exercise, formula_exercise, grid_is, hint,
-                        judge_kernel, kernel_exercise, launches_at_most, only_reads, shared_atomics,
+from .exercises import (aggregated, calls, differs_from, dot_inputs, dot_work, exercise, formula_exercise, grid_is,
+                        hint, judge_kernel, kernel_exercise, launches_at_most, only_reads, shared_atomics,
                         shared_tiles, slow_work, splits_work, threads_per_block, uses_shared_memory,
                         watch_calls)
 from .launch import cdiv, dim3, to_numba
@@ -96,7 +96,7 @@ __all__ = [
     # exercises that prove the method: the learner's kernel ran and wrote the result
     "kernel_exercise", "judge_kernel", "formula_exercise", "hint", "uses_shared_memory",
     "threads_per_block", "grid_is", "calls", "launches_at_most", "only_reads", "differs_from",
-    "watch_calls", "slow_work", "shared_tiles", "splits_work", "shared_atomics", "aggregated", "dot_work",
+    "watch_calls", "slow_work", "shared_tiles", "splits_work", "shared_atomics", "aggregated", "dot_work", "dot_inputs",
     "launches", "LaunchLog",
     # timing, ceilings, results
     "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "missing_ceilings", "throughput",

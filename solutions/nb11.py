@@ -285,3 +285,12 @@ def attention_dq(q, k, v, o, lse, do):
     "no causal mask (every key block, keys past N masked only)": _dq(hi="N", ok="cols[None, :] < N"),
     "dQ without the final scale": _dq(scale=""),
 }
+
+# Refused in cpu mode only: the interpreter follows loaded data into tl.dot's operands; on a GPU the compiled kernel
+# holds a dot either way (the Q·Kᵀ one).
+CPU_CHEATS = {
+    "ex11-2-answer": {
+        "Q·Kᵀ by tl.dot, P·V by a broadcast sum": SOLUTIONS["ex11-2-answer"].replace(
+            'tl.dot(p, v, input_precision="ieee")', "tl.sum(p[:, :, None] * v[None, :, :], 1)"),
+    },
+}

@@ -9,7 +9,7 @@ runs top to bottom.
   evidence of the technique holds, read from what that launch executed
   (:func:`uses_shared_memory`, :func:`shared_tiles`, :func:`threads_per_block`,
   :func:`grid_is`, :func:`calls`, :func:`launches_at_most`, :func:`only_reads`,
-  :func:`splits_work`, :func:`shared_atomics`, :func:`dot_work`).
+  :func:`splits_work`, :func:`shared_atomics`, :func:`dot_work`, :func:`dot_inputs`).
 * :func:`formula_exercise`: a number the learner works out, asked as a function of the
   question's parameters and tried on several of them, so a number copied from a stored output
   cannot pass.
@@ -29,7 +29,7 @@ them :mod:`.replay` and :mod:`.cuda_launch` (the course's own launch), :mod:`.cu
 from __future__ import annotations
 
 from . import guard
-from .evidence import (aggregated, calls, differs_from, dot_work, grid_is, launches_at_most, only_reads, shared_atomics, shared_tiles,
+from .evidence import (aggregated, calls, differs_from, dot_inputs, dot_work, grid_is, launches_at_most, only_reads, shared_atomics, shared_tiles,
                        splits_work, threads_per_block, uses_shared_memory)
 from .formulas import formula_exercise
 from .judging import Attempt, Verdict, judge_kernel, kernel_exercise
@@ -40,6 +40,6 @@ from .watching import Call, slow_work, watch_calls
 __all__ = ["exercise", "kernel_exercise", "judge_kernel", "KernelProblem", "formula_exercise", "hint", "Verdict",
            "Attempt", "uses_shared_memory", "threads_per_block", "grid_is", "calls",
            "launches_at_most", "only_reads", "differs_from", "watch_calls", "slow_work", "Call",
-           "shared_tiles", "splits_work", "shared_atomics", "aggregated", "dot_work"]
+           "shared_tiles", "splits_work", "shared_atomics", "aggregated", "dot_work", "dot_inputs"]
 
 guard.remember()  # torch's and the course's functions as they are at import

@@ -11,7 +11,7 @@ from .guard import genuine as _evidence
 from .judging import Attempt, mode_on_gpu, same_values
 from .kinds import SetupError
 
-__all__ = ["uses_shared_memory", "shared_tiles", "barriers_passed", "threads_per_block", "grid_is", "calls", "dot_work",
+__all__ = ["uses_shared_memory", "shared_tiles", "barriers_passed", "threads_per_block", "grid_is", "calls", "dot_work", "dot_inputs",
            "splits_work", "shared_atomics", "launches_at_most", "only_reads", "differs_from", "SetupError",
            "mode_on_gpu"]
 
@@ -126,6 +126,18 @@ def dot_work(macs: int):
     nothing is counted (``calls("tl.dot")`` reads the compiled kernel), and it holds."""
     def holds(a: Attempt):
         return _ask(a, "dot_work", "dot_work", macs)
+    return _evidence(holds)
+
+
+def dot_inputs(*tensors):
+    """Evidence (Triton): every product that reads one of ``tensors`` (the check's inputs) goes through
+    ``tl.dot``: in the course's own launch, data loaded from each of them was an operand of a ``tl.dot``
+    (through casts, transposes, reshapes and ``tl.where``, not through arithmetic: name only inputs a kernel feeds
+    to its dots as loaded, K and V in attention, not Q, which kernels often scale first), counted by the
+    interpreter in cpu mode. Attention's P·V by a broadcast sum beside Q·Kᵀ by ``tl.dot`` is refused (V never
+    reaches a dot). On a GPU it holds."""
+    def holds(a: Attempt):
+        return _ask(a, "dot_inputs", "dot_inputs", tensors)
     return _evidence(holds)
 
 

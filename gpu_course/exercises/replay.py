@@ -48,7 +48,8 @@ class Execution:
 
     ``programs``: Triton programs or Numba blocks launched; ``stored``: elements each Triton
     program stored ({program: count}); ``dots``: ``tl.dot`` calls each program executed; ``dot_macs``: the
-    multiply-adds of those of them with a loaded operand ({(launch, program): count});
+    multiply-adds of those of them with a loaded operand ({(launch, program): count}); ``dot_spans``: the storage
+    spans ``(lo, hi)`` of the tensor arguments those operands were loaded from; ``memory``: the :class:`Memory`;
     ``blocks``: the Numba blocks that ran (their (x, y, z)); ``threads``: threads per block;
     ``shared``: the Numba shared arrays, by where they are declared; ``barriers``: barriers each
     Numba thread passed; ``compiled``: the compiled Triton kernels (gpu mode)."""
@@ -56,6 +57,8 @@ class Execution:
     stored: dict = field(default_factory=lambda: defaultdict(int))
     dots: dict = field(default_factory=lambda: defaultdict(int))
     dot_macs: dict = field(default_factory=lambda: defaultdict(int))
+    dot_spans: set = field(default_factory=set)
+    memory: object = None
     blocks: set = field(default_factory=set)
     threads: int = 0
     shared: dict = field(default_factory=dict)
@@ -222,6 +225,13 @@ class Memory:
         raise TypeError(f"{name or 'an argument'} is not a torch tensor (it is a {type(value).__name__}): pass the "
                         f"kernel tensors themselves, so that the check can give it memory of its own")
 
+    def replacement_of(self, t: torch.Tensor):
+        """``(tensor, name)``: the memory the check gave in place of ``t`` (an input or the output) and the
+        argument's name, or None where ``t`` was not an argument."""
+        raw = _raw(t)
+        hit = self.regions.get((raw.device.type, raw.data_ptr(), raw.numel()))
+        return None if hit is None else (hit[0], hit[2])
+
     def output_view(self, output: torch.Tensor) -> torch.Tensor:
         return self.tensor(output, "the output")
 
@@ -277,6 +287,7 @@ def counting(ex: Execution):
         ex.dots[ev.builder.grid_idx] += 1
         if getattr(ev, "loaded", 0):   # a product of data the kernel loaded, not of tiles it made up
             ex.dot_macs[(ex.launch, tuple(ev.builder.grid_idx))] += getattr(ev, "macs", 0)
+            ex.dot_spans.update((a.lo, a.hi) for a in getattr(ev, "inputs", ()))
 
     def shared(ev):
         ex.shared.setdefault(ev.site, SharedUse(ev.shape))
@@ -352,6 +363,7 @@ def replay(launches, output: torch.Tensor, inputs=(), grid=None):
     out = mem.output_view(output)
     mem.freeze_inputs()
     ex = Execution()
+    ex.memory = mem
     ex.elements = getattr(mem, "numba_elements", 0)
     with counting(ex) if not mode.ON_GPU else nullcontext():
         for i, (kind, L, args, kwargs) in enumerate(calls):

@@ -18,7 +18,8 @@ Events and their fields:
 * ``dot``: the interpreter runs a ``tl.dot``: ``builder``, ``macs`` (M × N × K of its operands) and ``loaded``
   (how many of its two operands hold data a ``tl.load`` read, through casts, transposes, reshapes and
   ``tl.where``: a tile computed in the kernel, an identity say, is not loaded; known only while ``access``
-  is listened to, 0 otherwise).
+  is listened to, 0 otherwise), ``inputs`` (the :class:`Arg` of every tensor argument those loaded operands were read
+  from).
 
 Besides the events, two settings of the interpreter's ``tl.dot`` (:func:`tf32_rounding`, :func:`dots_scaled`):
 inputs rounded to TF32 where that precision is asked for (as the GPU's tensor cores compute), and the
@@ -44,7 +45,7 @@ __all__ = ["tf32_rounding", "dots_scaled", "round_tf32", "subscribe", "unsubscri
 JIT = "triton.runtime.jit"
 INTERPRETER = "triton.runtime.interpreter"
 _TAG = "_course_arg"          # the attribute that carries a pointer's tensor argument
-_LOADED = "_course_loaded"    # the attribute that marks a value a tl.load read (and what is cast or moved from it)
+_LOADED = "_course_loaded"    # on a value a tl.load read (and what is cast or moved from it): the Args it came from
 _STATE = threading.local()    # .launch: the Interpreted launch under way in this thread, or None
 ACCESSES = {"create_masked_load": ("load", "tl.load reads", 0, 1),
             "create_masked_store": ("store", "tl.store writes", 0, 2),
@@ -210,22 +211,31 @@ def _access_hook(original, op, what, ptr_pos, mask_pos):
                                   origin=getattr(ptrs, _TAG, None), launch=getattr(_STATE, "launch", None)))
         out = original(self, *args, **kwargs)
         if op == "load":
-            _mark_loaded(out)
+            origin = getattr(ptrs, _TAG, None)
+            _mark_loaded(out, frozenset() if origin is None else frozenset([origin]))
         return out
     return access
 
 
-def _mark_loaded(h) -> None:
+def _mark_loaded(h, origins=frozenset()) -> None:
+    """Mark handle ``h`` as loaded data, from the tensor arguments ``origins`` (:class:`Arg`; empty where unknown)."""
     try:
-        setattr(h, _LOADED, True)
+        setattr(h, _LOADED, frozenset(origins))
     except AttributeError:
         pass
 
 
+def _loaded_from(handles):
+    """The union of the origins of the loaded ones among ``handles``, or None if none is loaded."""
+    marks = [m for m in (getattr(h, _LOADED, None) for h in handles) if m is not None]
+    return frozenset().union(*marks) if marks else None
+
+
 def _loaded_hook(original):
-    def loaded(self, *args, **kwargs):
-        out = original(self, *args, **kwargs)
-        _mark_loaded(out)
+    def loaded(self, desc, *args, **kwargs):
+        out = original(self, desc, *args, **kwargs)
+        origin = getattr(getattr(desc, "base", None), _TAG, None)   # the descriptor's tensor, where known
+        _mark_loaded(out, (_loaded_from([out]) or frozenset()) | (frozenset([origin]) if origin else frozenset()))
         return out
     return loaded
 
@@ -233,8 +243,9 @@ def _loaded_hook(original):
 def _value_hook(original):
     def converted(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
-        if out is not None and any(getattr(a, _LOADED, False) for a in args):
-            _mark_loaded(out)
+        origins = _loaded_from(args)
+        if out is not None and origins is not None:
+            _mark_loaded(out, origins)
         return out
     return converted
 
@@ -267,7 +278,8 @@ def _dot_hook(original):
             shape_a, shape_b = getattr(a.data, "shape", ()), getattr(b.data, "shape", ())
             macs = int(shape_a[-2] * shape_a[-1] * shape_b[-1]) if len(shape_a) >= 2 and len(shape_b) >= 2 else 0
             _BUS.emit("dot", Event(builder=self, macs=macs,
-                                   loaded=sum(bool(getattr(h, _LOADED, False)) for h in (a, b))))
+                                   loaded=sum(getattr(h, _LOADED, None) is not None for h in (a, b)),
+                                   inputs=_loaded_from((a, b)) or frozenset()))
         if _DOT["tf32"] and _tf32_asked(input_precision):
             a, b = (_as_tf32(h) for h in (a, b))
         out = original(self, a, b, d, input_precision, *args, **kwargs)
@@ -316,8 +328,9 @@ def dots_scaled(factor: float):
 def _carrier_hook(original):
     def carried(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
-        if out is not None and any(getattr(a, _LOADED, False) for a in args):
-            _mark_loaded(out)      # a loaded value moved (transposed, reshaped, selected) is still loaded
+        origins = _loaded_from(args)
+        if out is not None and origins is not None:
+            _mark_loaded(out, origins)      # a loaded value moved (transposed, reshaped, selected) is still loaded
         origin = None
         for a in args:
             o = getattr(a, _TAG, None)

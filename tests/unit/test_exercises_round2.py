@@ -288,6 +288,49 @@ def test_part_of_k_by_tl_dot_and_the_rest_by_a_sum_is_refused(capsys):
                            "on loaded tiles when the check launched it, fewer than the 4,096 of the product"), line
 
 
+C3 = torch.randn(M, M)
+
+
+@triton.jit
+def mm3_dots(a_ptr, b_ptr, c_ptr, o_ptr, N: tl.constexpr):   # (A @ B) @ C, both products by tl.dot
+    i = tl.arange(0, N)
+    ab = tl.dot(tl.load(a_ptr + i[:, None] * N + i[None, :]), tl.load(b_ptr + i[:, None] * N + i[None, :]),
+                input_precision="ieee")
+    c = tl.trans(tl.trans(tl.load(c_ptr + i[:, None] * N + i[None, :])))   # moved, not computed: still loaded
+    tl.store(o_ptr + i[:, None] * N + i[None, :], tl.dot(ab, tl.where(i[:, None] >= 0, c, 0.0), input_precision="ieee"))
+
+
+@triton.jit
+def mm3_second_by_a_sum(a_ptr, b_ptr, c_ptr, o_ptr, N: tl.constexpr):   # the product with C by a broadcast sum
+    i = tl.arange(0, N)
+    ab = tl.dot(tl.load(a_ptr + i[:, None] * N + i[None, :]), tl.load(b_ptr + i[:, None] * N + i[None, :]),
+                input_precision="ieee")
+    c = tl.load(c_ptr + i[:, None] * N + i[None, :])
+    tl.store(o_ptr + i[:, None] * N + i[None, :], tl.sum(ab[:, :, None] * c[None, :, :], axis=1))
+
+
+def launch_mm3(kernel):
+    def run(a, b, c):
+        out = utils.poisoned(M, M)
+        kernel[(1,)](a, b, c, out, N=M)
+        return out
+    return run
+
+
+def check_mm3(kernel, capsys):
+    utils.kernel_exercise("two products by tl.dot", launch_mm3(kernel), kind="triton", run=lambda f: f(A, B, C3),
+                          reference=lambda: A.double() @ B.double() @ C3.double(), atol=1e-3, rtol=1e-3,
+                          inputs=(A, B, C3), evidence=[utils.calls("tl.dot"), utils.dot_inputs(A, B, C3)])
+    return out_lines(capsys)[-1]
+
+
+def test_every_input_a_product_reads_must_reach_a_dot(capsys):
+    assert check_mm3(mm3_dots, capsys).startswith("✅ two products by tl.dot: correct"), "both by dot"
+    line = check_mm3(mm3_second_by_a_sum, capsys)
+    assert line.startswith("❌ two products by tl.dot: not yet: no tl.dot of mm3_second_by_a_sum multiplied the "
+                           "data of its c_ptr"), line
+
+
 # ----------------------------------------------------------------------------------------------
 # TF32 in the interpreter
 

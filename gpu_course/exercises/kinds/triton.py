@@ -117,6 +117,26 @@ class TritonKind(PythonKind):
                     f"through tl.dot, not only some of them")
         return None
 
+    def dot_inputs(self, attempt, tensors) -> str | None:
+        """Each of ``tensors`` (the check's inputs) was loaded into an operand of a ``tl.dot`` in the course's own
+        launch (cpu mode; where an input reached the kernel as a copy the check did not follow, or on a GPU, it
+        holds)."""
+        ex = attempt.execution
+        if ex is None or not ex.counted or ex.memory is None:
+            return None
+        for t in tensors:
+            hit = ex.memory.replacement_of(t)
+            if hit is None:
+                continue
+            new, name = hit
+            lo = new.untyped_storage().data_ptr()
+            hi = lo + new.untyped_storage().nbytes()
+            if not any(a < hi and lo < b for a, b in ex.dot_spans):
+                what = name.split("'s ", 1)[-1] if name else "one of its inputs"
+                return (f"no tl.dot of {attempt.name} multiplied the data of its {what} when the check launched it: "
+                        f"the product that reads it must go through tl.dot too, not a broadcast sum")
+        return None
+
 
 @contextmanager
 def _tf32():
