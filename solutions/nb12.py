@@ -190,12 +190,52 @@ CHEATS = {
     },
 }
 
+# the product by scalar multiply-adds from shared tiles, mma_sync on zero fragments beside it (the loads are a tiled
+# kernel's; the emulation, launched again with every mma_sync product doubled, sees the output unchanged)
+SHARED_SCALAR_BESIDE_ZERO_MMA = r'''wmma_any_src = utils.cuda_begin + r"""
+#include <cuda_fp16.h>
+#include <mma.h>
+
+__global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restrict__ n, __half* __restrict__ out,
+                           int h, int w, int k) {
+    using namespace nvcuda;
+    __shared__ float ms[16][16], ns[16][16];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> z;
+    wmma::fill_fragment(a, __float2half(0.0f)); wmma::fill_fragment(b, __float2half(0.0f)); wmma::fill_fragment(z, 0.0f);
+    const int r0 = blockIdx.y * 16, c0 = blockIdx.x * 16, lane = threadIdx.x;
+    float s[8] = {};
+    for (int i = 0; i < k; i += 16) {
+        for (int e = lane; e < 256; e += 32) {
+            int r = e / 16, c = e % 16;
+            ms[r][c] = r0 + r < h && i + c < k ? __half2float(m[(r0 + r) * k + i + c]) : 0.0f;
+            ns[r][c] = i + r < k && c0 + c < w ? __half2float(n[(i + r) * w + c0 + c]) : 0.0f;
+        }
+        __syncwarp();
+        wmma::mma_sync(z, a, b, z);
+        for (int j = 0; j < 8; ++j) {
+            int e = lane + 32 * j, r = e / 16, c = e % 16;
+            for (int q = 0; q < 16; ++q) s[j] += ms[r][q] * ns[q][c];
+        }
+        __syncwarp();
+    }
+    for (int j = 0; j < 8; ++j) {
+        int e = lane + 32 * j, r = r0 + e / 16, c = c0 + e % 16;
+        if (r < h && c < w) out[r * w + c] = __float2half(s[j] + z.x[0]);
+    }
+}
+
+''' + WMMA_ANY[WMMA_ANY.index("torch::Tensor wmma_any("):]
+
 # Refused only in cpu mode, where the emulation counts what every thread of the course's own launch did; on a GPU the
 # evidence is the compiled kernel, where a branch whose condition depends on the arguments stays.
 CPU_CHEATS = {
     "ex12-1-answer": {
         "wmma::mma_sync in a branch no thread takes": UNTAKEN_MMA,
         "block (0, 0) writes the whole product": ONE_WARP_WRITES,
+        "the product from shared tiles by scalar multiply-adds, mma_sync on zero fragments beside it":
+            SHARED_SCALAR_BESIDE_ZERO_MMA,
     },
 }
 

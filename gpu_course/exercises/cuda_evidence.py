@@ -23,6 +23,7 @@ the work between threads is counted only in cpu mode.
 from __future__ import annotations
 
 import torch
+from .. import mode
 
 SHUFFLES = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
             "__shfl_xor_sync": "shfl_xor"}
@@ -206,6 +207,34 @@ def mma_count(name: str, ex, out_shape, call: str = "wmma::mma_sync") -> str | N
                 f"k-steps = {want}: the tensor cores compute every product of the tiles, one mma_sync per tile "
                 f"and k-step")
     return None
+
+
+def mma_reaches_output(name: str, ex, call: str = "wmma::mma_sync") -> str | None:
+    """The products of ``call`` carry the result (cpu mode, the course's own launch): launched again with every
+    product doubled (the emulation's ``CUDA_EMU_WMMA_SCALE``), the output must change; ``mma_sync`` on zero
+    fragments beside a product computed otherwise leaves it as it was. None where it cannot be launched again."""
+    import os
+    again, first = getattr(ex, "again", None), getattr(ex, "first", None)
+    if again is None or not isinstance(first, torch.Tensor) or mode.ON_GPU:
+        return None
+    old = os.environ.get("CUDA_EMU_WMMA_SCALE")
+    os.environ["CUDA_EMU_WMMA_SCALE"] = "2"
+    try:
+        got = again()
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_EMU_WMMA_SCALE", None)
+        else:
+            os.environ["CUDA_EMU_WMMA_SCALE"] = old
+    b, g = first.detach().double(), got.detach().double()
+    ok = torch.isfinite(b) & torch.isfinite(g)
+    scale = float(b[ok].abs().max()) if bool(ok.any()) else 0.0
+    moved = float((g - b)[ok].abs().max()) if bool(ok.any()) else 0.0
+    if bool((torch.isfinite(b) != torch.isfinite(g)).any()) or moved > 1e-3 * scale:
+        return None
+    return (f"{name}'s {call} products do not reach its output: when the check launched it with every product "
+            f"doubled, the output did not change ({call} on zero fragments beside a product computed otherwise?) — "
+            f"the tensor cores must compute the product itself")
 
 
 def mma_ran(name: str, ex, call: str = "wmma::mma_sync") -> str | None | bool:

@@ -111,7 +111,8 @@ def calls(*names: str):
     ``__shfl_*_sync`` and ``atomicAdd`` as executed by the course's own launch (every thread passed a
     barrier; every block that touched global memory shuffled, no thread reading more values from shared memory than a tree of shuffles needs, at most one global atomic per warp; an atomic ran) or, on a GPU, as
     present in the compiled kernel's SASS (``wmma::mma_sync`` likewise: every thread that stored a result
-    executed one, or the SASS holds a tensor-core instruction); other names as calls in the kernel's body (see
+    executed one, their products reach the output — launched again with every product doubled, the output changes
+    — or the SASS holds a tensor-core instruction); other names as calls in the kernel's body (see
     :meth:`.kinds.cuda.CudaKind.calls`)."""
     def holds(a: Attempt):
         return _ask(a, "calls", "calls", names)

@@ -9,7 +9,9 @@ the inputs keep their values whatever kernel the answer launched, and the techni
 * shuffles carry the last five steps of a reduction or scan (a shared-memory tree over the whole block with
   one shuffle of 0 beside it is refused; a tree down to 32 values finished by one warp's shuffles passes);
 * the threads of a block share its work (thread 0 of each block counting its slice alone is refused);
-* a WMMA kernel loads what 16x16 fragments imply (zero-fragment ``mma_sync`` beside a scalar product is refused).
+* a WMMA kernel loads what 16x16 fragments imply, and its ``mma_sync`` products reach the output (launched again
+  with every product doubled, the output changes): zero-fragment ``mma_sync`` beside a scalar product, from global
+  memory or from shared tiles, is refused.
 
 Each cheat is refused with a message naming the lesson; an unusual right answer per exercise passes."""
 import numpy as np
@@ -531,6 +533,41 @@ __global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restric
 """ + WMMA_HOST
 
 
+WMMA_ZERO_FRAGMENTS_BESIDE_SHARED_TILES = utils.cuda_begin + r"""
+#include <cuda_fp16.h>
+#include <mma.h>
+__global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restrict__ n, __half* __restrict__ out,
+                           int h, int w, int k) {
+    using namespace nvcuda;
+    __shared__ float ms[16][16], ns[16][16];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> z;
+    wmma::fill_fragment(a, __float2half(0.0f)); wmma::fill_fragment(b, __float2half(0.0f)); wmma::fill_fragment(z, 0.0f);
+    const int r0 = blockIdx.y * 16, c0 = blockIdx.x * 16, lane = threadIdx.x;
+    float s[8] = {};
+    for (int i = 0; i < k; i += 16) {
+        for (int e = lane; e < 256; e += 32) {   // the tiles, staged in shared memory as a tiled kernel does
+            int r = e / 16, c = e % 16;
+            ms[r][c] = r0 + r < h && i + c < k ? __half2float(m[(r0 + r) * k + i + c]) : 0.0f;
+            ns[r][c] = i + r < k && c0 + c < w ? __half2float(n[(i + r) * w + c0 + c]) : 0.0f;
+        }
+        __syncwarp();
+        wmma::mma_sync(z, a, b, z);               // for show: zero fragments
+        for (int j = 0; j < 8; ++j) {             // the product, by scalar multiply-adds from the shared tiles
+            int e = lane + 32 * j, r = e / 16, c = e % 16;
+            for (int q = 0; q < 16; ++q) s[j] += ms[r][q] * ns[q][c];
+        }
+        __syncwarp();
+    }
+    for (int j = 0; j < 8; ++j) {
+        int e = lane + 32 * j, r = r0 + e / 16, c = c0 + e % 16;
+        if (r < h && c < w) out[r * w + c] = __float2half(s[j] + z.x[0]);
+    }
+}
+""" + WMMA_HOST
+
+
 def check_wmma(src, capsys, h=37, w=45, k=29):
     g = torch.Generator().manual_seed(4)
     m, n = torch.randn(h, k, generator=g).half(), torch.randn(k, w, generator=g).half()
@@ -544,6 +581,11 @@ def check_wmma(src, capsys, h=37, w=45, k=29):
 def test_zero_fragment_mma_syncs_beside_a_scalar_product_are_refused(capsys):
     line = check_wmma(WMMA_ZERO_FRAGMENTS_BESIDE_SCALAR, capsys)
     assert line.startswith("❌") and "global loads per output element" in line and "tensor cores" in line, line
+
+
+def test_zero_fragment_mma_syncs_beside_a_product_from_shared_tiles_are_refused(capsys):
+    line = check_wmma(WMMA_ZERO_FRAGMENTS_BESIDE_SHARED_TILES, capsys)
+    assert line.startswith("❌") and "mma_sync products do not reach its output" in line, line
 
 
 @pytest.mark.parametrize("shape", [(37, 45, 29), (40, 48, 32)])   # the second has interior tiles, loaded directly

@@ -150,6 +150,10 @@ class CudaKind(Kind):
             return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
                     f"memory) and it raised {first_line(e)}"), None, None
         why = self.replayed_problem(trial, mem, got, "your launch configuration and arguments", "host function")
+        if execution is not None:
+            def again(args=(trial.source, label, trial.last, trial.out, trial.inputs, trial.host_torch.zeroed(trial.out))):
+                return own_launch(*args)[0]
+            execution.again, execution.first = again, got   # to launch it again with the products perturbed
         mine = getattr(trial, "learner_counts", None)
         if execution is not None and mine is not None and mine.launches and execution.launches:
             execution.learner = mine
@@ -211,10 +215,12 @@ class CudaKind(Kind):
                         why = ce.mma_ran(a.name, ex, n)
                         why = ce.mma_count(a.name, ex, tuple(a.output.shape), n) if why is None else why
                         # the tensor cores' tiles carry the reuse: not a scalar product beside them
-                        return ce.tiled_loads(a.name, ex, tuple(a.output.shape), how=(
+                        why = ce.tiled_loads(a.name, ex, tuple(a.output.shape), how=(
                             f"16x16 tiles loaded into fragments, whose products {n} computes, bring it to about "
                             f"2k/16: the product is the tensor cores' work, not a scalar loop's beside them")) \
                             if why is None else why
+                        # and their products carry the result (a scalar product from shared tiles beside them does not)
+                        return ce.mma_reaches_output(a.name, ex, n) if why is None else why
                     return ce.atomics_ran(a.name, ex, n)
                 why = self._on_both(a, judge)
             if why is False:
