@@ -243,9 +243,7 @@ def max_two_pass(x, BLOCK=1024):
     },
 }
 
-# Refused in cpu mode only: the interpreter counts what each program stored. On a GPU the compiled kernel cannot
-# say which program stored what, and a single-program relaunch does not show it either (tl.num_programs is then 1,
-# so program 0 stores one row, as a correct kernel does).
+# memory the check cannot replace, and an address as a number: refused in both modes (the replay sees them)
 _HIDDEN = '''
 class Hidden:   # hands Triton an address (data_ptr, dtype), is no tensor
     def __init__(self, t):
@@ -256,22 +254,9 @@ class Hidden:   # hands Triton an address (data_ptr, dtype), is no tensor
     def storage_offset(self): return self.t.storage_offset()
     def size(self): return self.t.size()
     def stride(self): return self.t.stride()
-KEEP = []
 '''
-CHEATS["ex06-1-answer"]["torch's result copied through an object that is no tensor"] = _HIDDEN + '''
-@triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
-
-
-def add_relu(x, y, BLOCK=1024):
-    out = utils.poisoned(x.shape, device=x.device)
-    KEEP.append(torch.relu(x + y))
-    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](Hidden(KEEP[-1]), y, out, x.numel(), BLOCK=BLOCK)
-    return out
-'''
+CHEATS["ex06-1-answer"]["torch's result copied through an object that is no tensor"] = _HIDDEN + \
+    CHEATS["ex06-1-answer"]["torch's result, copied by a kernel"].replace("](done, y, out,", "](Hidden(done), y, out,")
 CHEATS["ex06-1-answer"]["x's address passed as a number, to tell the learner's launch from the check's"] = '''
 @triton.jit
 def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, x_addr, BLOCK: tl.constexpr):
@@ -295,6 +280,9 @@ def add_relu(x, y, BLOCK=1024):
     return out
 '''
 
+# Refused in cpu mode only: the interpreter counts what each program stored. On a GPU the compiled kernel cannot
+# say which program stored what, and a single-program relaunch does not show it either (tl.num_programs is then 1,
+# so program 0 stores one row, as a correct kernel does).
 CPU_CHEATS = {
     "ex06-4-answer": {
         "pass 2 ignores pass 1's maxima and rescans x in one program": '''

@@ -226,11 +226,8 @@ def mma_reaches_output(name: str, ex, call: str = "wmma::mma_sync") -> str | Non
             os.environ.pop("CUDA_EMU_WMMA_SCALE", None)
         else:
             os.environ["CUDA_EMU_WMMA_SCALE"] = old
-    b, g = first.detach().double(), got.detach().double()
-    ok = torch.isfinite(b) & torch.isfinite(g)
-    scale = float(b[ok].abs().max()) if bool(ok.any()) else 0.0
-    moved = float((g - b)[ok].abs().max()) if bool(ok.any()) else 0.0
-    if bool((torch.isfinite(b) != torch.isfinite(g)).any()) or moved > 1e-3 * scale:
+    from .replay import output_moved
+    if output_moved(first, got):
         return None
     return (f"{name}'s {call} products do not reach its output: when the check launched it with every product "
             f"doubled, the output did not change ({call} on zero fragments beside a product computed otherwise?) — "

@@ -253,6 +253,18 @@ class Memory:
         self._snap = {k: new.clone() for k, (new, role, name) in self.regions.items() if role == "input"}
 
 
+def output_moved(before: torch.Tensor, after: torch.Tensor, rel: float = 1e-3) -> bool:
+    """Whether a launch perturbed on purpose (its products doubled) changed the output: finite elements moved by
+    more than ``rel`` of the largest, or an element became (or stopped being) finite."""
+    b, g = before.detach().double(), after.detach().double()
+    ok = torch.isfinite(b) & torch.isfinite(g)
+    if bool((torch.isfinite(b) != torch.isfinite(g)).any()):
+        return True
+    if not bool(ok.any()):
+        return False
+    return float((g - b)[ok].abs().max()) > rel * float(b[ok].abs().max())
+
+
 def same_values(view: torch.Tensor, t: torch.Tensor) -> bool:
     try:
         return view.shape == t.shape and view.dtype == t.dtype and bool(torch.equal(view, t.detach()))

@@ -533,39 +533,11 @@ __global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restric
 """ + WMMA_HOST
 
 
-WMMA_ZERO_FRAGMENTS_BESIDE_SHARED_TILES = utils.cuda_begin + r"""
-#include <cuda_fp16.h>
-#include <mma.h>
-__global__ void wmma_any_k(const __half* __restrict__ m, const __half* __restrict__ n, __half* __restrict__ out,
-                           int h, int w, int k) {
-    using namespace nvcuda;
-    __shared__ float ms[16][16], ns[16][16];
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> z;
-    wmma::fill_fragment(a, __float2half(0.0f)); wmma::fill_fragment(b, __float2half(0.0f)); wmma::fill_fragment(z, 0.0f);
-    const int r0 = blockIdx.y * 16, c0 = blockIdx.x * 16, lane = threadIdx.x;
-    float s[8] = {};
-    for (int i = 0; i < k; i += 16) {
-        for (int e = lane; e < 256; e += 32) {   // the tiles, staged in shared memory as a tiled kernel does
-            int r = e / 16, c = e % 16;
-            ms[r][c] = r0 + r < h && i + c < k ? __half2float(m[(r0 + r) * k + i + c]) : 0.0f;
-            ns[r][c] = i + r < k && c0 + c < w ? __half2float(n[(i + r) * w + c0 + c]) : 0.0f;
-        }
-        __syncwarp();
-        wmma::mma_sync(z, a, b, z);               // for show: zero fragments
-        for (int j = 0; j < 8; ++j) {             // the product, by scalar multiply-adds from the shared tiles
-            int e = lane + 32 * j, r = e / 16, c = e % 16;
-            for (int q = 0; q < 16; ++q) s[j] += ms[r][q] * ns[q][c];
-        }
-        __syncwarp();
-    }
-    for (int j = 0; j < 8; ++j) {
-        int e = lane + 32 * j, r = r0 + e / 16, c = c0 + e % 16;
-        if (r < h && c < w) out[r * w + c] = __float2half(s[j] + z.x[0]);
-    }
-}
-""" + WMMA_HOST
+def _solution_source(text: str) -> str:
+    """The CUDA C source an answer cell of solutions/nb12.py defines (``wmma_any_src = ...``)."""
+    ns = {"utils": utils}
+    exec(text, ns)
+    return ns["wmma_any_src"]
 
 
 def check_wmma(src, capsys, h=37, w=45, k=29):
@@ -584,7 +556,8 @@ def test_zero_fragment_mma_syncs_beside_a_scalar_product_are_refused(capsys):
 
 
 def test_zero_fragment_mma_syncs_beside_a_product_from_shared_tiles_are_refused(capsys):
-    line = check_wmma(WMMA_ZERO_FRAGMENTS_BESIDE_SHARED_TILES, capsys)
+    from solutions import nb12
+    line = check_wmma(_solution_source(nb12.SHARED_SCALAR_BESIDE_ZERO_MMA), capsys)
     assert line.startswith("❌") and "mma_sync products do not reach its output" in line, line
 
 

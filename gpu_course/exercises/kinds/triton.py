@@ -158,13 +158,10 @@ def _dot_reaches_output(a) -> str | None:
     again, base = getattr(a.execution, "again", None), a.replayed
     if again is None or not isinstance(base, torch.Tensor):
         return None
+    from ..replay import output_moved
     with events.dots_scaled(2.0):
         got = again()
-    b, g = base.detach().double(), got.detach().double()
-    ok = torch.isfinite(b) & torch.isfinite(g)
-    scale = float(b[ok].abs().max()) if bool(ok.any()) else 0.0
-    moved = float((g - b)[ok].abs().max()) if bool(ok.any()) else 0.0
-    if bool((torch.isfinite(b) != torch.isfinite(g)).any()) or moved > 1e-3 * scale:
+    if output_moved(base, got):
         return None
     return (f"{a.name}'s tl.dot products do not reach its output: when the check launched it with every "
             f"tl.dot result doubled, the output did not change (a product of zero tiles, or one not used) — "
