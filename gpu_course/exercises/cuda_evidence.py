@@ -209,12 +209,13 @@ def mma_count(name: str, ex, out_shape, call: str = "wmma::mma_sync") -> str | N
     return None
 
 
-def mma_reaches_output(name: str, ex, call: str = "wmma::mma_sync") -> str | None:
-    """The products of ``call`` carry the result (cpu mode, the course's own launch): launched again with every
-    product doubled (the emulation's ``CUDA_EMU_WMMA_SCALE``), the output must change; ``mma_sync`` on zero
-    fragments beside a product computed otherwise leaves it as it was. None where it cannot be launched again."""
+def mma_reaches_output(name: str, ex, first, call: str = "wmma::mma_sync") -> str | None:
+    """The products of ``call`` carry the result (cpu mode, the course's own launch, whose output was ``first``):
+    launched again with every product doubled (the emulation's ``CUDA_EMU_WMMA_SCALE``), the output must change;
+    ``mma_sync`` on zero fragments beside a product computed otherwise leaves it as it was. None where it cannot be
+    launched again."""
     import os
-    again, first = getattr(ex, "again", None), getattr(ex, "first", None)
+    again = getattr(ex, "again", None)
     if again is None or not isinstance(first, torch.Tensor) or mode.ON_GPU:
         return None
     old = os.environ.get("CUDA_EMU_WMMA_SCALE")

@@ -240,12 +240,17 @@ def _loaded_hook(original):
     return loaded
 
 
+def _carry_loaded(out, args) -> None:
+    """``out``, made from ``args`` by a move or a conversion, is loaded data if one of them is (their origins)."""
+    origins = _loaded_from(args)
+    if out is not None and origins is not None:
+        _mark_loaded(out, origins)
+
+
 def _value_hook(original):
     def converted(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
-        origins = _loaded_from(args)
-        if out is not None and origins is not None:
-            _mark_loaded(out, origins)
+        _carry_loaded(out, args)
         return out
     return converted
 
@@ -328,9 +333,7 @@ def dots_scaled(factor: float):
 def _carrier_hook(original):
     def carried(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
-        origins = _loaded_from(args)
-        if out is not None and origins is not None:
-            _mark_loaded(out, origins)      # a loaded value moved (transposed, reshaped, selected) is still loaded
+        _carry_loaded(out, args)      # a loaded value moved (transposed, reshaped, selected) is still loaded
         origin = None
         for a in args:
             o = getattr(a, _TAG, None)

@@ -141,19 +141,17 @@ class CudaKind(Kind):
         from ..cuda_launch import CudaLaunchError, own_launch
         from ..runner import first_line
         label = trial.label
+        args = (trial.source, label, trial.last, trial.out, trial.inputs, trial.host_torch.zeroed(trial.out))
         try:
-            got, execution, mem = own_launch(trial.source, label, trial.last, trial.out, trial.inputs,
-                                             trial.host_torch.zeroed(trial.out))
+            got, execution, mem = own_launch(*args)
         except CudaLaunchError as e:
             return f"the check launches {label} itself and cannot: {e}", None, None
         except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
             return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
                     f"memory) and it raised {first_line(e)}"), None, None
         why = self.replayed_problem(trial, mem, got, "your launch configuration and arguments", "host function")
-        if execution is not None:
-            def again(args=(trial.source, label, trial.last, trial.out, trial.inputs, trial.host_torch.zeroed(trial.out))):
-                return own_launch(*args)[0]
-            execution.again, execution.first = again, got   # to launch it again with the products perturbed
+        if execution is not None:   # to launch it again with the products perturbed
+            execution.again = lambda: own_launch(*args)[0]
         mine = getattr(trial, "learner_counts", None)
         if execution is not None and mine is not None and mine.launches and execution.launches:
             execution.learner = mine
@@ -220,7 +218,7 @@ class CudaKind(Kind):
                             f"2k/16: the product is the tensor cores' work, not a scalar loop's beside them")) \
                             if why is None else why
                         # and their products carry the result (a scalar product from shared tiles beside them does not)
-                        return ce.mma_reaches_output(a.name, ex, n) if why is None else why
+                        return ce.mma_reaches_output(a.name, ex, a.replayed, n) if why is None else why
                     return ce.atomics_ran(a.name, ex, n)
                 why = self._on_both(a, judge)
             if why is False:
