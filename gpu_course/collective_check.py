@@ -102,14 +102,17 @@ class _Flow(TorchFunctionMode):
     another tensor): an operation's results are marked when one of its tensor arguments is; a tensor written
     in place from other tensors none of which is marked (``copy_``, ``add_`` of such a tensor) loses its mark (one
     changed by scalars only, ``mul_(2)``, keeps it); marks are
-    storages, so views share them."""
+    storages, so views share them. A marked storage is kept alive while the flow lives: its address, once
+    freed, would be handed to the next tensor of its size, which would then pass for one a collective wrote."""
 
     def __init__(self):
         super().__init__()
         self.marks = {"scattered": set(), "gathered": set()}
+        self._kept = []   # the marked storages themselves, so that no later tensor can reuse their addresses
 
     def mark(self, key: str, tensors) -> None:
         with torch._C.DisableTorchFunction():
+            self._kept.extend(a.untyped_storage() for a in tensors)
             self.marks[key].update(_where(a) for a in tensors)
 
     def holds(self, key: str, a) -> bool:

@@ -360,3 +360,14 @@ def _tiny_collectives_through_the_store(t):   # each collective on n elements, t
     store.set(f"tiny-{t.numel()}-{r}", t.numpy().tobytes())
     return sum(torch.frombuffer(bytearray(store.get(f"tiny-{t.numel()}-{i}")), dtype=t.dtype) for i in range(n))
 
+
+
+def test_a_freed_collective_output_does_not_lend_its_mark_to_the_next_tensor_at_its_address():
+    # The allocator hands a freed block to the next tensor of its size: the flow must keep what it marked alive,
+    # or a sum built elsewhere would pass for the all-gather's output (it did, on one machine's allocator).
+    flow = collective_check._Flow()
+    for _ in range(20):
+        part = torch.empty(4099 * 2, dtype=torch.float64)
+        flow.mark("gathered", [part])
+        del part
+        assert not flow.holds("gathered", torch.empty(4099 * 2, dtype=torch.float64))
