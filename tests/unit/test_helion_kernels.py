@@ -1,0 +1,44 @@
+"""Notebook 17's Helion kernels (gpu_course.kernels.helion_kernels) against float64, on shapes no block divides, into
+NaN-poisoned outputs; and the Triton Helion generates for them (read on any machine). Skipped where Helion is not
+installed. In cpu mode the generated Triton runs in Triton's interpreter."""
+import utils  # noqa: F401  (the mode first)
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("helion")
+from gpu_course.kernels import helion_kernels as hk  # noqa: E402
+
+DTYPES = [(torch.float32, 1e-4), (torch.float16, 2e-2)]
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_softmax_rows_matches_float64(dtype, tol):
+    x = torch.randn(37, 100, dtype=dtype, device=utils.DEVICE) * 4
+    out = hk.softmax_rows(x, utils.poisoned(37, 100, dtype=dtype, device=utils.DEVICE))
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.double(), torch.softmax(x.double(), 1), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_matmul_and_the_fused_epilogue_match_float64(dtype, tol):
+    a = torch.randn(45, 70, dtype=dtype, device=utils.DEVICE)
+    b = torch.randn(70, 37, dtype=dtype, device=utils.DEVICE)
+    bias = torch.randn(37, dtype=dtype, device=utils.DEVICE)
+    prod = a.double() @ b.double()
+    got = hk.matmul(a, b, utils.poisoned(45, 37, dtype=dtype, device=utils.DEVICE))
+    torch.testing.assert_close(got.double(), prod, atol=tol * 8, rtol=tol)   # sums of 70 products of size ~1
+    got = hk.matmul_bias_gelu(a, b, bias, utils.poisoned(45, 37, dtype=dtype, device=utils.DEVICE))
+    torch.testing.assert_close(got.double(), F.gelu(prod + bias.double()), atol=tol * 8, rtol=tol)
+
+
+def test_the_generated_triton_reads_as_the_course_writes_it():
+    a = torch.randn(45, 70, device=utils.DEVICE)
+    b = torch.randn(70, 37, device=utils.DEVICE)
+    code = hk.triton_code(hk.matmul, (a, b, torch.empty(45, 37, device=utils.DEVICE)))
+    assert "@triton.jit" in code and "tl.dot(" in code and "tl.program_id(0)" in code
+    assert "mask_0 = indices_0 < 45" in code and "mask_1 = indices_1 < 37" in code   # static shapes: edges as constants
+    x = torch.randn(37, 100, device=utils.DEVICE)
+    code = hk.triton_code(hk.softmax_rows, (x, torch.empty_like(x)))
+    assert "tl.sum(" in code and "libdevice.exp(" in code
