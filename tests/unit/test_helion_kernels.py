@@ -42,3 +42,9 @@ def test_the_generated_triton_reads_as_the_course_writes_it():
     x = torch.randn(37, 100, device=utils.DEVICE)
     code = hk.triton_code(hk.softmax_rows, (x, torch.empty_like(x)))
     assert "tl.sum(" in code and "libdevice.exp(" in code
+
+
+def test_lines_of_code_count_the_kernel_not_its_docstring():
+    from gpu_course.lessons.languages import python_loc
+    assert python_loc(hk.softmax_rows) == 7           # the def, five lines of body, the return (no docstring)
+    assert python_loc(hk.matmul) < python_loc(hk.matmul_bias_gelu) + 1

@@ -1,0 +1,71 @@
+"""Notebook 17's comparison of kernel languages: how many lines of code a kernel takes in each (Helion, Triton, CUDA C,
+CuTe DSL), counted one way for all: the lines that hold code, without blank lines, comments or docstrings, for the
+kernel and the launcher a caller needs (a decorator line counts; so does a line that only closes a bracket).
+
+>>> def f(x):
+...     '''A docstring: not code.'''
+...     # a comment: not code
+...     y = (x +
+...          1)   # code, with a comment
+...
+...     return y
+>>> python_loc(f)
+4
+>>> c_loc('''// a kernel
+... __global__ void k(float* x) {   /* one
+...    comment */
+...     x[0] = 1;
+... }''')
+3
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import re
+import textwrap
+import tokenize
+
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
+         tokenize.ENDMARKER}
+
+
+def _python_function(obj):
+    """The Python function behind ``obj``: itself, or what ``@triton.jit`` / ``@helion.kernel`` wrap (``.fn``)."""
+    while hasattr(obj, "fn") and not inspect.isfunction(obj):
+        obj = obj.fn
+    return obj
+
+
+def python_loc(*objs) -> int:
+    """Lines of code of Python functions (or Triton / Helion kernels: their ``.fn``), together: lines that hold a token
+    other than a comment, and are not a docstring."""
+    total = 0
+    for obj in objs:
+        src = textwrap.dedent(inspect.getsource(_python_function(obj)))
+        lines, prev = set(), None
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+            if tok.type in _SKIP:
+                if tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                    prev = tok.type
+                continue
+            docstring = tok.type == tokenize.STRING and prev in (tokenize.NEWLINE, tokenize.INDENT, None) \
+                and _statement_is_string(src, tok)
+            prev = tok.type
+            if not docstring:
+                lines.update(range(tok.start[0], tok.end[0] + 1))
+        total += len(lines)
+    return total
+
+
+def _statement_is_string(src: str, tok) -> bool:
+    """Whether the string token ``tok`` is a whole statement (a docstring, or a bare string used as a comment)."""
+    rest = src.splitlines()[tok.end[0] - 1][tok.end[1]:].strip()
+    return rest == "" or rest.startswith("#")
+
+
+def c_loc(src: str) -> int:
+    """Lines of code of C / C++ / CUDA C source: lines left with something other than spaces once ``//`` and ``/* */``
+    comments are removed (strings are not parsed: a ``//`` inside a string literal would be taken for a comment)."""
+    no_block = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
+    return sum(1 for line in no_block.splitlines() if line.split("//", 1)[0].strip())
