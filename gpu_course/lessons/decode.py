@@ -142,7 +142,7 @@ def sdpa_decode(backend: str, way: str, q, k, v):
 
         def run():
             with _backend(backend):
-                return F.scaled_dot_product_attention(qr, k, v).view(B, HQ, T, D)
+                return F.scaled_dot_product_attention(qr, k, v).reshape(B, HQ, T, D)   # a backend's output may not be contiguous
     elif way == "repeat_interleave":
         ke, ve = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
 
