@@ -150,6 +150,17 @@ def stored_output_problems(nb, exs: list, solutions_name: str) -> list:
     return problems
 
 
+def nvcc_check_code(on: bool) -> str:
+    """Code that turns the CPU emulation's nvcc check of CUDA C device code off (``CUDA_EMU_NVCC=0``) in the
+    kernel, or back to what it was. The cheats are built without it in cpu mode: what is judged is their refusal,
+    the check costs ~0.6 s of CPU a build, and on a GPU nvcc compiles them anyway. The solution keeps it (its
+    build is cached with the check, so it must be back on before the solution runs again)."""
+    if on:
+        return "import os as _os_\n_os_.environ['CUDA_EMU_NVCC'] = _os_.environ.pop('_COURSE_NVCC_WAS', '1')\ndel _os_"
+    return ("import os as _os_\n_os_.environ['_COURSE_NVCC_WAS'] = _os_.environ.get('CUDA_EMU_NVCC', '1')\n"
+            "_os_.environ['CUDA_EMU_NVCC'] = '0'\ndel _os_")
+
+
 def judge(ex: Exercise, run, on_gpu: bool) -> list:
     """Run ``ex``'s solution and check, then each cheat of this mode and the check, through
     ``run(code)`` (which executes code in the notebook's kernel and returns ``(printed text, error
@@ -163,6 +174,8 @@ def judge(ex: Exercise, run, on_gpu: bool) -> list:
     if error or ACCEPTED not in text or REFUSED in text or UNANSWERED in text:
         problems.append(f"the solution of {ex.answer} is not accepted by {ex.check}: {error or repr(text)}")
     for what, code in ex.cheats_to_try(on_gpu).items():
+        if not on_gpu:
+            run(nvcc_check_code(False))
         _, error = run(code)
         if error:
             problems.append(f"{ex.answer}: the cheat '{what}' itself raised: {error}")
@@ -170,6 +183,8 @@ def judge(ex: Exercise, run, on_gpu: bool) -> list:
             text, error = run(ex.check_source)
             if error or REFUSED not in text or ACCEPTED in text:
                 problems.append(f"{ex.answer}: the cheat '{what}' is not refused: {error or repr(text)}")
+        if not on_gpu:
+            run(nvcc_check_code(True))
         _, error = run(ex.solution)
         if error:
             problems.append(f"the solution of {ex.answer} raised when put back after a cheat: {error}")

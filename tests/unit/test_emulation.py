@@ -870,3 +870,13 @@ def test_the_lite_tier_has_the_operators_host_code_reaches_for_as_functions():
     assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
+
+
+def test_a_member_through_arrow_right_after_a_for_if_or_while_header_is_a_counted_access():
+    # (o + j)->v just after for (...) once read as a call of the header's parentheses and was left uncounted
+    src = ("struct F { float v; };\n__global__ void k(F* o, const F* a, int n) {\n"
+           "    for (int j = 0; j < n; ++j) (o + j)->v = (a + j)->v;\n    if (n) (o)->v = 1;\n"
+           "    while (n--) (o + n)->v = 0;\n}\n")
+    out = cuda_emu.transform(src).text
+    for access in ("(o + j)", "(a + j)", "(o)", "(o + n)"):
+        assert f"::cuda_emu::arrow({access})->v" in out, (access, out)

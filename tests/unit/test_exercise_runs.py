@@ -70,3 +70,17 @@ def test_a_rejected_or_raising_solution_is_reported():
     half = "print('✅ part 1'); print('⬜ part 2 not answered yet')"   # a check of two answers, one given
     assert judge(Exercise("a", "c", half, "answer = 42"), run, on_gpu=True) == \
         ["the solution of a is not accepted by c: '✅ part 1\\n⬜ part 2 not answered yet\\n'"]
+
+
+def test_cheats_are_built_without_the_nvcc_check_and_the_solution_with_it_in_cpu_mode(monkeypatch):
+    monkeypatch.setenv("CUDA_EMU_NVCC", "1")
+    run, ns = kernel()
+    ns["seen"] = []
+    note = "; seen.append(__import__('os').environ.get('CUDA_EMU_NVCC'))"
+    ex = Exercise("a", "c", CHECK, "answer = 42" + note, {"off by one": "answer = 41" + note})
+    assert judge(ex, run, on_gpu=False) == []
+    assert ns["seen"] == ["1", "0", "1"]       # solution, cheat, solution again
+    import os
+    assert os.environ["CUDA_EMU_NVCC"] == "1" and "_COURSE_NVCC_WAS" not in os.environ
+    ns["seen"] = []
+    assert judge(ex, run, on_gpu=True) == [] and ns["seen"] == ["1", "1", "1"]   # a GPU builds with nvcc anyway

@@ -54,6 +54,9 @@ def param_name(ptoks: list[Tok]) -> str:
     return ""
 
 
+_HEADERS = ("for", "if", "while", "switch")   # keywords whose parenthesized header a statement follows
+
+
 def expr_start_before(toks: list[Tok], dot: int, match: dict[int, int]) -> int | None:
     """Start of the postfix expression that ends just before toks[dot] ('.'), or None."""
     k, start = dot - 1, None
@@ -64,6 +67,8 @@ def expr_start_before(toks: list[Tok], dot: int, match: dict[int, int]) -> int |
             k -= 1
             if k >= 0 and toks[k].kind == "id" and toks[k].text not in KEYWORDS:
                 continue  # f(...) / a[...]
+            if k >= 0 and toks[k].text == ")" and match.get(k, 0) > 0 and toks[match[k] - 1].text in _HEADERS:
+                return start  # for (...) (o + j)->v: the group starts the statement the header controls
             if k >= 0 and toks[k].text in (">", ">>", "]", ")", "::", "."):
                 return None  # casts, templates, chained calls: leave alone
             return start
