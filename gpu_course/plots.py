@@ -1,6 +1,8 @@
 """The notebooks' key results drawn: grouped bars whose names never collide (``grouped_hbars``), the
 measured ceilings against the spec sheet (``plot_ceilings``), attention's memory against N
-(``plot_attention_memory``), and ``declutter``, which moves or drops notes that would cover one another.
+(``plot_attention_memory``), the online softmax's running maximum and sum block by block
+(``online_softmax_trace``, ``plot_online_softmax``), which thread computed which element (``plot_who_computed``),
+and ``declutter``, which moves or drops notes that would cover one another.
 Each returns its figure, which :mod:`gpu_course.figures` checks for legibility where it is shown.
 
 >>> import matplotlib; matplotlib.use("Agg")
@@ -178,6 +180,69 @@ def plot_who_computed(ids, threads, title: str):
     ax.tick_params(labelsize=7)
     ax.set(xlabel="column (x)", ylabel="row (y)")
     ax.set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    from .figures import drawing
+    return drawing(fig)
+
+
+def online_softmax_trace(scores, block: int) -> list:
+    """The online softmax of one row of ``scores`` (a 1-D tensor) taken ``block`` scores at a time, as notebook 11's
+    kernels run it: after each block, ``{"block_max", "m", "alpha", "l"}``: the block's largest score, the running
+    maximum, the factor ``alpha = exp(m_old - m_new)`` that rescaled the sum so far (1 where the maximum did not grow;
+    0 at the first block, whose old sum is empty), and the running sum ``l`` of ``exp(s - m)`` in float64.
+
+    >>> import torch
+    >>> [round(t["alpha"], 3) for t in online_softmax_trace(torch.tensor([0.0, 1.0, 3.0, 2.0]), 2)]
+    [0.0, 0.135]
+    """
+    import math
+    s = [float(v) for v in scores]
+    m, l, out = -math.inf, 0.0, []
+    for b in range(0, len(s), block):
+        part = s[b:b + block]
+        m_new = max(m, max(part))
+        alpha = math.exp(m - m_new)           # exp(-inf) = 0 at the first block
+        l = alpha * l + sum(math.exp(x - m_new) for x in part)
+        m = m_new
+        out.append({"block_max": max(part), "m": m, "alpha": alpha, "l": l})
+    return out
+
+
+def plot_online_softmax(scores, trace: list, block: int, title: str):
+    """:func:`online_softmax_trace` drawn. Top: the scores by key, the running maximum after each block as a step, the
+    blocks whose maximum grew marked with their rescaling factor alpha. Bottom: the running sum l after each block (in
+    that block's reference m) and what it stands for in the final reference, ``l * exp(m - m_final)``, which climbs to
+    the exact sum (dashed). A drawing: the same on every machine. Returns the figure."""
+    import math
+    import matplotlib.pyplot as plt
+    s = [float(v) for v in scores]
+    m_final = trace[-1]["m"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.6), gridspec_kw={"height_ratios": [3, 2]})
+    top.plot(range(len(s)), s, ".", color="tab:gray", label="score of key j")
+    for b, t in enumerate(trace):
+        lo, hi = b * block - 0.5, min(len(s), (b + 1) * block) - 0.5
+        top.hlines(t["m"], lo, hi, color="tab:red", lw=2, label="running maximum m after the block")
+        if b and t["alpha"] < 1:
+            top.annotate(f"α = {t['alpha']:.2f}", (hi, t["m"]), xytext=(-4, 6), textcoords="offset points",
+                         ha="right", fontsize=8, color="tab:red")
+        if b:
+            top.axvline(lo, color="k", lw=0.5, ls=":")
+    handles, labels = top.get_legend_handles_labels()
+    keep = dict(zip(labels, handles))
+    top.legend(keep.values(), keep.keys(), fontsize=8, loc="upper left")
+    top.set_ylim(min(s) - 0.5, max(s) + 1.2)             # room above the highest step for its note
+    top.set(xlabel="key (index j)", ylabel="score (logit)")
+    top.set_title(title, fontsize=9, loc="left")
+    blocks = range(len(trace))
+    bottom.bar(blocks, [t["l"] for t in trace], color="tab:blue", alpha=0.35, label="running sum l (its own m)")
+    bottom.plot(blocks, [t["l"] * math.exp(t["m"] - m_final) for t in trace], "o-", color="tab:blue",
+                label="l · exp(m − m_final): the same sum in the final reference")
+    exact = sum(math.exp(x - m_final) for x in s)
+    bottom.axhline(exact, color="k", ls="--", lw=1, label="Σ exp(s − max s), all keys at once")
+    bottom.set_xticks(list(blocks))
+    bottom.set_ylim(0, 1.9 * max(max(t["l"] for t in trace), exact))   # the legend above the bars
+    bottom.set(xlabel="block (index)", ylabel="sum (exp units)")
+    bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     from .figures import drawing
     return drawing(fig)

@@ -200,3 +200,17 @@ def test_no_stored_output_holds_a_refused_figure():
                 if "the figure is hard to read" in "".join(out.get("text", "")):
                     bad.append(f"{path.name} {cell.get('id')}")
     assert not bad, bad
+
+
+def test_the_online_softmax_trace_rescales_at_each_new_maximum_and_its_drawing_passes():
+    import math
+    import torch
+    from gpu_course.plots import online_softmax_trace, plot_online_softmax
+    row = torch.tensor([0.0, 1.0, -1.0, 3.0, 0.5, 2.0, 4.0, -2.0, 1.0], dtype=torch.float64)   # the last block is short
+    trace = online_softmax_trace(row, block=2)
+    assert [t["m"] for t in trace] == [1.0, 3.0, 3.0, 4.0, 4.0]
+    assert [round(t["alpha"], 12) for t in trace[1:]] == [round(math.exp(-2.0), 12), 1.0, round(math.exp(-1.0), 12), 1.0]
+    assert math.isclose(trace[-1]["l"], torch.exp(row - row.max()).sum().item(), rel_tol=1e-14)
+    fig = plot_online_softmax(row, trace, 2, "an online softmax, blocks of 2")
+    assert figures.problems(fig) == []       # a drawing: no device to name
+    plt.close(fig)
