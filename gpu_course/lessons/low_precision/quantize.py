@@ -122,12 +122,13 @@ Q4_0_BLOCK = 32   # columns per block in llama.cpp's Q4_0 layout
 
 
 def quantize_q4_0(w: torch.Tensor) -> tuple:
-    """Int4 of ``w`` (n x k, k a multiple of 32) in the layout of llama.cpp's Q4_0 (ggml's ``block_q4_0``: one
-    fp16 scale ``d`` and 16 bytes per block of 32 weights): ``(qs, d)`` with ``d`` (n x k/32, fp16), one scale
-    per row and block, and ``qs`` (n x k/2, uint8), each block's 16 bytes in turn: byte j of a block holds ``q + 8``
-    of the block's column j in its low nibble and of its column j + 16 in its high nibble (section 4's format
-    interleaves instead: columns 2j and 2j + 1). Weights are ``(q - 8) * d`` either way; the scale is
-    ``amax / 7`` as everywhere in this notebook (llama.cpp's own quantiser maps the largest magnitude to -8).
+    """Int4 of ``w`` (n x k, k a multiple of 32) with its 4-bit values ordered as llama.cpp's Q4_0 orders them (ggml's
+    ``block_q4_0`` keeps one fp16 scale ``d`` and 16 bytes per block of 32 weights together, 18 bytes; here they are
+    two tensors): ``(qs, d)`` with ``d`` (n x k/32, fp16), one scale per row and block, and ``qs`` (n x k/2, uint8),
+    each block's 16 bytes in turn: byte j of a block holds ``q + 8`` (q in -8 .. 7) of the block's column j in its
+    low nibble and of its column j + 16 in its high nibble (section 4's format interleaves instead: columns 2j and
+    2j + 1). Weights are ``(nibble - 8) * d`` either way; the scale is ``amax / 7`` as everywhere in this notebook
+    (llama.cpp's own quantiser maps the largest magnitude to -8, so its d may be negative).
 
     >>> qs, d = quantize_q4_0(torch.cat([torch.full((1, 16), 7.0), torch.full((1, 16), -7.0)], 1))
     >>> d.tolist(), qs[0, :3].tolist()      # low nibble 7 + 8 = 15 (column j), high nibble -7 + 8 = 1 (column j + 16)
