@@ -210,8 +210,8 @@ def online_softmax_trace(scores, block: int) -> list:
 
 def plot_online_softmax(scores, trace: list, block: int, title: str):
     """:func:`online_softmax_trace` drawn. Top: the scores by key, the running maximum after each block as a step, the
-    blocks whose maximum grew marked with their rescaling factor alpha. Bottom: the running sum l after each block (in
-    that block's reference m) and what it stands for in the final reference, ``l * exp(m - m_final)``, which climbs to
+    blocks whose maximum grew marked with their rescaling factor alpha. Bottom: the running sum ℓ after each block
+    (relative to that block's m) and the same sum relative to the final m, ``ℓ * exp(m - m_final)``, which climbs to
     the exact sum (dashed). A drawing: the same on every machine. Returns the figure."""
     import math
     import matplotlib.pyplot as plt
@@ -219,6 +219,7 @@ def plot_online_softmax(scores, trace: list, block: int, title: str):
     m_final = trace[-1]["m"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.6), gridspec_kw={"height_ratios": [3, 2]})
     top.plot(range(len(s)), s, ".", color="tab:gray", label="score of key j")
+    top.set_ylim(min(s) - 0.5, max(s) + 1.6)             # room above the highest step for its note and the block names
     for b, t in enumerate(trace):
         lo, hi = b * block - 0.5, min(len(s), (b + 1) * block) - 0.5
         top.hlines(t["m"], lo, hi, color="tab:red", lw=2, label="running maximum m after the block")
@@ -227,21 +228,21 @@ def plot_online_softmax(scores, trace: list, block: int, title: str):
                          ha="right", fontsize=8, color="tab:red")
         if b:
             top.axvline(lo, color="k", lw=0.5, ls=":")
+        top.text((lo + hi) / 2, max(s) + 1.5, f"block {b}", ha="center", va="top", fontsize=7)
     handles, labels = top.get_legend_handles_labels()
     keep = dict(zip(labels, handles))
-    top.legend(keep.values(), keep.keys(), fontsize=8, loc="upper left")
-    top.set_ylim(min(s) - 0.5, max(s) + 1.2)             # room above the highest step for its note
+    top.legend(keep.values(), keep.keys(), fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.92))   # under the block names
     top.set(xlabel="key (index j)", ylabel="score (logit)")
     top.set_title(title, fontsize=9, loc="left")
     blocks = range(len(trace))
-    bottom.bar(blocks, [t["l"] for t in trace], color="tab:blue", alpha=0.35, label="running sum l (its own m)")
+    bottom.bar(blocks, [t["l"] for t in trace], color="tab:blue", alpha=0.35, label="running sum ℓ, relative to the current m")
     bottom.plot(blocks, [t["l"] * math.exp(t["m"] - m_final) for t in trace], "o-", color="tab:blue",
-                label="l · exp(m − m_final): the same sum in the final reference")
+                label="ℓ · exp(m − m_final): the same sum relative to the final m")
     exact = sum(math.exp(x - m_final) for x in s)
     bottom.axhline(exact, color="k", ls="--", lw=1, label="Σ exp(s − max s), all keys at once")
     bottom.set_xticks(list(blocks))
     bottom.set_ylim(0, 1.9 * max(max(t["l"] for t in trace), exact))   # the legend above the bars
-    bottom.set(xlabel="block (index)", ylabel="sum (exp units)")
+    bottom.set(xlabel="block (index)", ylabel="ℓ (no unit)")
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     from .figures import drawing
