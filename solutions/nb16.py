@@ -19,6 +19,15 @@ def combine_kernel(o_part_ptr, lse_ptr, out_ptr, S, D: tl.constexpr, BLOCK_S: tl
     o = tl.load(o_part_ptr + (row * S + s)[:, None] * D + dims[None, :], mask=(s < S)[:, None], other=0.0)
 '''
 
+def _course_combine_renamed() -> str:
+    """The course's own combine kernel, its source copied under the exercise's name, with a launcher."""
+    import inspect
+    from gpu_course.kernels import triton_decode
+    src = inspect.getsource(getattr(triton_decode.decode_combine_kernel, "fn", triton_decode.decode_combine_kernel))
+    return src.replace("def decode_combine_kernel(", "def combine_kernel(") + \
+        _COMBINE_LAUNCHER.replace("D=D, BLOCK_S", "HEAD_DIM=D, BLOCK_S")
+
+
 _PAGED_LAUNCHER = '''
 
 def paged_attention(q, k_pages, v_pages, table, lens):
@@ -86,27 +95,7 @@ def combine(o_part, lse):
     td.decode_combine_kernel[(R,)](o_part, lse, out, S, HEAD_DIM=D, BLOCK_S=triton.next_power_of_2(S))
     return out
 ''',
-        "a copy of the course's combine kernel under the exercise's name": '''
-@triton.jit
-def combine_kernel(o_part_ptr, lse_part_ptr, o_ptr, SPLITS, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    s = tl.arange(0, BLOCK_S)
-    dims = tl.arange(0, HEAD_DIM)
-    lse = tl.load(lse_part_ptr + row * SPLITS + s, mask=s < SPLITS, other=float("-inf"))
-    m = tl.max(lse, 0)
-    w = tl.exp(lse - m)
-    o = tl.load(o_part_ptr + (row * SPLITS + s)[:, None] * HEAD_DIM + dims[None, :], mask=(s < SPLITS)[:, None],
-                other=0.0)
-    out = tl.sum(w[:, None] * o, 0) / tl.sum(w, 0)
-    tl.store(o_ptr + row * HEAD_DIM + dims, out.to(o_ptr.dtype.element_ty))
-
-
-def combine(o_part, lse):
-    R, S, D = o_part.shape
-    out = utils.poisoned(R, D, device=o_part.device)
-    combine_kernel[(R,)](o_part, lse, out, S, HEAD_DIM=D, BLOCK_S=triton.next_power_of_2(S))
-    return out
-''',
+        "a copy of the course's combine kernel under the exercise's name": _course_combine_renamed(),
         "exp(lse) without the maximum (overflows)": _COMBINE_HEAD + '''    w = tl.exp(lse)
     tl.store(out_ptr + row * D + dims, tl.sum(w[:, None] * o, 0) / tl.sum(w, 0))
 ''' + _COMBINE_LAUNCHER,
