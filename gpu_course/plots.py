@@ -231,11 +231,13 @@ def plot_online_softmax(scores, trace: list, block: int, title: str):
         top.text((lo + hi) / 2, max(s) + 1.5, f"block {b}", ha="center", va="top", fontsize=7)
     handles, labels = top.get_legend_handles_labels()
     keep = dict(zip(labels, handles))
-    top.legend(keep.values(), keep.keys(), fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.92))   # under the block names
+    top.legend(keep.values(), keep.keys(), fontsize=8, loc="upper left",
+               bbox_to_anchor=(0, 0.92))                  # under the block names
     top.set(xlabel="key (index j)", ylabel="score (logit)")
     top.set_title(title, fontsize=9, loc="left")
     blocks = range(len(trace))
-    bottom.bar(blocks, [t["l"] for t in trace], color="tab:blue", alpha=0.35, label="running sum ℓ, relative to the current m")
+    bottom.bar(blocks, [t["l"] for t in trace], color="tab:blue", alpha=0.35,
+               label="running sum ℓ, relative to the current m")
     bottom.plot(blocks, [t["l"] * math.exp(t["m"] - m_final) for t in trace], "o-", color="tab:blue",
                 label="ℓ · exp(m − m_final): the same sum relative to the final m")
     exact = sum(math.exp(x - m_final) for x in s)

@@ -361,7 +361,6 @@ def _tiny_collectives_through_the_store(t):   # each collective on n elements, t
     return sum(torch.frombuffer(bytearray(store.get(f"tiny-{t.numel()}-{i}")), dtype=t.dtype) for i in range(n))
 
 
-
 def test_a_freed_collective_output_does_not_lend_its_mark_to_the_next_tensor_at_its_address():
     # The allocator hands a freed block to the next tensor of its size: the flow must keep what it marked alive,
     # or a sum built elsewhere would pass for the all-gather's output (it did, on one machine's allocator).
