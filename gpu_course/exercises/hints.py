@@ -9,7 +9,7 @@ HINTS: dict[str, str] = {
         "share a column of n? A partial tile loads only the rows or columns inside the matrix"),
     # 05 · Numba CUDA
     "blocks of 8 x 32 threads": "a launch gives threads and blocks as (x, y), and x runs along the columns of out",
-    "dynamic shared memory of th x tw and tw x tw tiles": "count the floats of both tiles; the launch value is in bytes",
+    "dynamic shared memory of rectangular tiles": "count the floats of both tiles; the launch value is in bytes",
     "rectangular 8 x 16 tiled kernel": (
         "in each phase, thread row tr fills row tr of the m tile and rows tr and tr + TH of the n tile; a barrier "
         "before the products, another after"),
