@@ -6,7 +6,7 @@ One kernel, :func:`fp8_matmul_kernel`, switched by the ``constexpr`` ``SCALING``
 
 * ``"tensor"``: one fp32 scale for ``a`` and one for ``b``; the product of the two is applied once, in the
   epilogue, to the fp32 tile (the scales commute with the sum over k);
-* ``"block"``: DeepSeek-V3's fine-grained scaling (arXiv 2412.19437, sec. 3.3.1): ``a`` has one scale per
+* ``"block"``: DeepSeek-V3's fine-grained scaling (arXiv 2412.19437, sec. 3.3.2): ``a`` has one scale per
   row and 128 columns of k (``sa``: h x k/128, "1 x 128 tiles"), ``b`` one per 128 x 128 block
   (``sb``: w/128 x k/128). A scale now changes along k, so it cannot wait for the epilogue: each k-block's
   product is computed into a fresh fp32 tile and added to the accumulator times ``sa[r] * sb[c]``, inside
