@@ -75,7 +75,7 @@ from .no_triton import without_triton
 from .no_triton import version as triton_version
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
-from .results import (report, results_file, results_markdown, save_result, saving_results,
+from .results import (fmt_ratio, report, results_file, results_markdown, save_result, saving_results,
                       stored_results)
 from .session import banner, versions
 from .timing import Timing, bench, cuda_graph, flush_l2, fmt_ms, fmt_num, spin_gpu
@@ -99,7 +99,7 @@ __all__ = [
     "watch_calls", "slow_work", "shared_tiles", "splits_work", "shared_atomics", "aggregated", "dot_work", "dot_inputs",
     "launches", "LaunchLog",
     # timing, ceilings, results
-    "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "ceilings", "missing_ceilings", "throughput",
+    "bench", "Timing", "flush_l2", "spin_gpu", "fmt_ms", "fmt_num", "fmt_ratio", "ceilings", "missing_ceilings", "throughput",
     "ceiling_rounds",
     "bench_user", "bench_users", "UserTiming", "compare", "loop_ms", "cpu_ms_per_call", "cuda_graph", "spec_peak", "SPEC_PEAKS",
     "reference_ceilings", "plot_roofline",

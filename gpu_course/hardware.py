@@ -299,7 +299,8 @@ def supports(feature: str, cc: tuple) -> tuple:
 
 
 @contextlib.contextmanager
-def _env(name: str, value: str):
+def temporary_env(name: str, value: str):
+    """Within the block, the environment variable ``name`` is ``value``; after it, what it was (or unset)."""
     old = os.environ.get(name)
     os.environ[name] = value
     try:
@@ -314,13 +315,13 @@ def _env(name: str, value: str):
 def acting_as(cc: str):
     """Within the block, answer as a GPU of compute capability ``cc`` (``"7.5"``: ``COURSE_FAKE_CC``), then as
     before the block."""
-    return _env(CC_ENV, cc)
+    return temporary_env(CC_ENV, cc)
 
 
 def acting_as_profile(key: str):
     """Within the block, answer as the GPU of profile ``key`` (``"t4"``: ``COURSE_GPU_PROFILE``) in every
     respect, then as before the block."""
-    return _env(PROFILE_ENV, key)
+    return temporary_env(PROFILE_ENV, key)
 
 
 def faked_capability() -> tuple | None:

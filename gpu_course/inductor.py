@@ -175,9 +175,24 @@ def _ptx_of(result=None, launcher=None, name: str = "") -> str | None:
             keys.append(triton_hash_to_path_key(triton_hash))
         except ImportError:
             pass
-    cache = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
-    paths = [cache / key / f"{name}.ptx" for key in keys if key]
+    paths = [cache / key / f"{name}.ptx" for cache in _triton_caches() for key in keys if key]
     return next((p.read_text() for p in paths if p.exists()), None)
+
+
+def _triton_caches() -> list:
+    """Where Triton may have written a kernel's files: ``$TRITON_CACHE_DIR``, Triton's default (``~/.triton/cache``),
+    and the folder Inductor gives the worker processes that compile its kernels (``triton_cache_dir(device)``, under
+    Inductor's own cache: its autotuner sets ``TRITON_CACHE_DIR`` there in the workers only)."""
+    caches = [Path(os.environ["TRITON_CACHE_DIR"])] if os.environ.get("TRITON_CACHE_DIR") else []
+    caches.append(Path.home() / ".triton" / "cache")
+    try:
+        from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+        import torch
+        devices = range(torch.cuda.device_count()) if torch.cuda.is_available() else [0]
+        caches += [Path(triton_cache_dir(d)) for d in devices]
+    except (ImportError, TypeError):
+        pass
+    return list(dict.fromkeys(caches))
 
 
 def compiled_variants(kernel_name: str) -> list:

@@ -293,7 +293,7 @@ def plot_allocations(hist: dict, title: str):
     cats = list(dict.fromkeys(c for c, *_ in bands))
     ax.legend(handles=[Patch(color=MEM_COLORS[c], label=c) for c in cats], fontsize=7, loc="upper left",
               bbox_to_anchor=(1.01, 1.0))
-    ax.set(xlabel="allocation and free events, in order", ylabel="memory allocated (MB)", title=title,
+    ax.set(xlabel="allocator event (index, in order)", ylabel="memory allocated (MB)", title=title,
            ylim=(0, max(totals) / 2**20 * 1.12))
     fig.tight_layout()
     return fig

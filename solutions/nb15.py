@@ -2,39 +2,52 @@
 
 _KERNEL_HEAD = '''
 @triton.jit
-def int4_gemv_ex_kernel(x_ptr, w_ptr, s_ptr, out_ptr, N, K,
-                        GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def q4_0_gemv_kernel(x_ptr, qs_ptr, d_ptr, out_ptr, N, K, BLOCK_N: tl.constexpr):
 '''
 
 _LAUNCHER = '''
 
-def int4_gemv_ex(x, packed, scales, BLOCK_N=16):
-    N, K = packed.shape[0], x.shape[0]
+def q4_0_gemv(x, qs, d, BLOCK_N=16):
+    N, K = qs.shape[0], x.shape[0]
     out = utils.poisoned(N, device=x.device)
-    int4_gemv_ex_kernel[(utils.cdiv(N, BLOCK_N),)](x, packed, scales, out, N, K,
-                                                   GROUP=128, BLOCK_N=BLOCK_N, BLOCK_K=128)
+    q4_0_gemv_kernel[(utils.cdiv(N, BLOCK_N),)](x, qs, d, out, N, K, BLOCK_N=BLOCK_N)
     return out
 '''
 
-# {lo} and {hi}: the nibbles' columns; {scale}: how the scale enters
+# {lo} and {hi}: the x vector each nibble multiplies; {scale}: how the block's scale enters
 _BODY = '''    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    j = tl.arange(0, BLOCK_K // 2)                     # byte j of the block: columns 2j and 2j + 1
+    j = tl.arange(0, 16)                                  # byte j of a block: its columns j and j + 16
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        b = tl.load(w_ptr + rows[:, None] * (K // 2) + (k0 // 2 + j)[None, :],
-                    mask=(rows[:, None] < N) & (k0 + 2 * j[None, :] < K), other=0x88).to(tl.int32)
+    for k0 in range(0, K, 32):                            # one block of 32 columns a step
+        b = tl.load(qs_ptr + rows[:, None] * (K // 2) + (k0 // 2 + j)[None, :],
+                    mask=rows[:, None] < N, other=0x88).to(tl.int32)
         lo = ((b & 0xF) - 8).to(tl.float32)
         hi = ((b >> 4) - 8).to(tl.float32)
-        x_even = tl.load(x_ptr + k0 + 2 * j, mask=k0 + 2 * j < K, other=0.0)
-        x_odd = tl.load(x_ptr + k0 + 2 * j + 1, mask=k0 + 2 * j + 1 < K, other=0.0)
+        x_first = tl.load(x_ptr + k0 + j)                 # the block's columns 0-15
+        x_second = tl.load(x_ptr + k0 + 16 + j)           # and 16-31
         part = tl.sum(lo * x_{lo}[None, :] + hi * x_{hi}[None, :], axis=1)
-        s = tl.load(s_ptr + (k0 // GROUP) * N + rows, mask=rows < N, other=0.0)
+        d = tl.load(d_ptr + rows * (K // 32) + k0 // 32, mask=rows < N, other=0.0).to(tl.float32)
         acc += {scale}
     tl.store(out_ptr + rows, acc, mask=rows < N)
 '''
 
+# section 4's interleaved pairing (columns 2j and 2j + 1) applied to Q4_0's bytes
+_INTERLEAVED = '''    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    j = tl.arange(0, 16)
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for k0 in range(0, K, 32):
+        b = tl.load(qs_ptr + rows[:, None] * (K // 2) + (k0 // 2 + j)[None, :],
+                    mask=rows[:, None] < N, other=0x88).to(tl.int32)
+        lo = ((b & 0xF) - 8).to(tl.float32)
+        hi = ((b >> 4) - 8).to(tl.float32)
+        part = tl.sum(lo * tl.load(x_ptr + k0 + 2 * j)[None, :] + hi * tl.load(x_ptr + k0 + 2 * j + 1)[None, :], axis=1)
+        d = tl.load(d_ptr + rows * (K // 32) + k0 // 32, mask=rows < N, other=0.0).to(tl.float32)
+        acc += part * d
+    tl.store(out_ptr + rows, acc, mask=rows < N)
+'''
+
 SOLUTIONS = {
-    "ex1-answer-15": _KERNEL_HEAD + _BODY.format(lo="even", hi="odd", scale="part * s") + _LAUNCHER,
+    "ex1-answer-15": _KERNEL_HEAD + _BODY.format(lo="first", hi="second", scale="part * d") + _LAUNCHER,
     "ex2-answer-15": '''
 def choose_scales(x, w, fmt, budget):
     ref = x.double() @ w.double().T
@@ -58,28 +71,26 @@ CHEATS = {
     "ex1-answer-15": {
         "W dequantised in torch, then a plain GEMV kernel": '''
 @triton.jit
-def int4_gemv_ex_kernel(x_ptr, w_ptr, s_ptr, out_ptr, N, K,
-                        GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def q4_0_gemv_kernel(x_ptr, qs_ptr, d_ptr, out_ptr, N, K, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, BLOCK_K)
+    cols = tl.arange(0, 32)
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        wt = tl.load(w_ptr + rows[:, None] * K + (k0 + cols)[None, :],
-                     mask=(rows[:, None] < N) & (k0 + cols[None, :] < K), other=0.0)
-        acc += tl.sum(wt * tl.load(x_ptr + k0 + cols, mask=k0 + cols < K, other=0.0)[None, :], axis=1)
+    for k0 in range(0, K, 32):
+        wt = tl.load(qs_ptr + rows[:, None] * K + (k0 + cols)[None, :], mask=rows[:, None] < N, other=0.0)
+        acc += tl.sum(wt * tl.load(x_ptr + k0 + cols)[None, :], axis=1)
     tl.store(out_ptr + rows, acc, mask=rows < N)
 
 
-def int4_gemv_ex(x, packed, scales, BLOCK_N=16):
-    N, K = packed.shape[0], x.shape[0]
-    w = Q.dequantize_int4_groups(packed, scales, dtype=torch.float32).to(x.device)
+def q4_0_gemv(x, qs, d, BLOCK_N=16):
+    N, K = qs.shape[0], x.shape[0]
+    w = Q.dequantize_q4_0(qs, d, dtype=torch.float32).to(x.device)
     out = utils.poisoned(N, device=x.device)
-    int4_gemv_ex_kernel[(utils.cdiv(N, BLOCK_N),)](x, w, scales, out, N, K,
-                                                   GROUP=128, BLOCK_N=BLOCK_N, BLOCK_K=128)
+    q4_0_gemv_kernel[(utils.cdiv(N, BLOCK_N),)](x, w, d, out, N, K, BLOCK_N=BLOCK_N)
     return out
 ''',
-        "the nibbles swapped": _KERNEL_HEAD + _BODY.format(lo="odd", hi="even", scale="part * s") + _LAUNCHER,
-        "the scales left out": _KERNEL_HEAD + _BODY.format(lo="even", hi="odd", scale="part + 0.0 * s") + _LAUNCHER,
+        "section 4's interleaved columns": _KERNEL_HEAD + _INTERLEAVED + _LAUNCHER,
+        "the nibbles swapped": _KERNEL_HEAD + _BODY.format(lo="second", hi="first", scale="part * d") + _LAUNCHER,
+        "the scales left out": _KERNEL_HEAD + _BODY.format(lo="first", hi="second", scale="part + 0.0 * d") + _LAUNCHER,
     },
     "ex2-answer-15": {
         "always the finest tiles": '''

@@ -19,6 +19,15 @@ def combine_kernel(o_part_ptr, lse_ptr, out_ptr, S, D: tl.constexpr, BLOCK_S: tl
     o = tl.load(o_part_ptr + (row * S + s)[:, None] * D + dims[None, :], mask=(s < S)[:, None], other=0.0)
 '''
 
+def _course_combine_renamed() -> str:
+    """The course's own combine kernel, its source copied under the exercise's name, with a launcher."""
+    import inspect
+    from gpu_course.kernels import triton_decode
+    src = inspect.getsource(getattr(triton_decode.decode_combine_kernel, "fn", triton_decode.decode_combine_kernel))
+    return src.replace("def decode_combine_kernel(", "def combine_kernel(") + \
+        _COMBINE_LAUNCHER.replace("D=D, BLOCK_S", "HEAD_DIM=D, BLOCK_S")
+
+
 _PAGED_LAUNCHER = '''
 
 def paged_attention(q, k_pages, v_pages, table, lens):
@@ -86,6 +95,7 @@ def combine(o_part, lse):
     td.decode_combine_kernel[(R,)](o_part, lse, out, S, HEAD_DIM=D, BLOCK_S=triton.next_power_of_2(S))
     return out
 ''',
+        "a copy of the course's combine kernel under the exercise's name": _course_combine_renamed(),
         "exp(lse) without the maximum (overflows)": _COMBINE_HEAD + '''    w = tl.exp(lse)
     tl.store(out_ptr + row * D + dims, tl.sum(w[:, None] * o, 0) / tl.sum(w, 0))
 ''' + _COMBINE_LAUNCHER,

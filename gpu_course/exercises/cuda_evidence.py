@@ -214,19 +214,12 @@ def mma_reaches_output(name: str, ex, first, call: str = "wmma::mma_sync") -> st
     launched again with every product doubled (the emulation's ``CUDA_EMU_WMMA_SCALE``), the output must change;
     ``mma_sync`` on zero fragments beside a product computed otherwise leaves it as it was. None where it cannot be
     launched again."""
-    import os
     again = getattr(ex, "again", None)
     if again is None or not isinstance(first, torch.Tensor) or mode.ON_GPU:
         return None
-    old = os.environ.get("CUDA_EMU_WMMA_SCALE")
-    os.environ["CUDA_EMU_WMMA_SCALE"] = "2"
-    try:
+    from ..hardware import temporary_env
+    with temporary_env("CUDA_EMU_WMMA_SCALE", "2"):
         got = again()
-    finally:
-        if old is None:
-            os.environ.pop("CUDA_EMU_WMMA_SCALE", None)
-        else:
-            os.environ["CUDA_EMU_WMMA_SCALE"] = old
     from .replay import output_moved
     if output_moved(first, got):
         return None

@@ -9,7 +9,7 @@ HINTS: dict[str, str] = {
         "share a column of n? A partial tile loads only the rows or columns inside the matrix"),
     # 05 · Numba CUDA
     "blocks of 8 x 32 threads": "a launch gives threads and blocks as (x, y), and x runs along the columns of out",
-    "dynamic shared memory of th x tw and tw x tw tiles": "count the floats of both tiles; the launch value is in bytes",
+    "dynamic shared memory of rectangular tiles": "count the floats of both tiles; the launch value is in bytes",
     "rectangular 8 x 16 tiled kernel": (
         "in each phase, thread row tr fills row tr of the m tile and rows tr and tr + TH of the n tile; a barrier "
         "before the products, another after"),
@@ -60,10 +60,10 @@ HINTS: dict[str, str] = {
         "δ of a row needs only that row of dO and of O, both of which the program loads for its own rows before "
         "the loop; inside the loop, P = exp(s - LSE) needs no running maximum, and dQ's tile needs the scale once"),
     # 15 · Below bf16
-    "an int4 dequantise-and-GEMV kernel": (
-        "load a (BLOCK_N, BLOCK_K // 2) tile of bytes; the low nibble of byte j belongs to column 2j and the high one "
-        "to column 2j + 1, so load x's even and odd columns as two vectors of BLOCK_K // 2; with one group per "
-        "block, each row's scale multiplies the block's partial sum once"),
+    "an int4 GEMV on the Q4_0 layout": (
+        "take a block of 32 columns a step: load a (BLOCK_N, 16) tile of its bytes; the low nibbles are the block's "
+        "columns 0-15 and the high ones its columns 16-31, so load x's two halves of the block as two vectors of 16; "
+        "each row's scale of the block multiplies that block's partial sum once"),
     "the first scales within an error budget": (
         "section 2's table is the model: for each granularity, quantise x with its first block and w with its "
         "second, multiply the dequantised operands in float64, and take the largest of the rows' relative errors"),

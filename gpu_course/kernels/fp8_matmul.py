@@ -6,7 +6,7 @@ One kernel, :func:`fp8_matmul_kernel`, switched by the ``constexpr`` ``SCALING``
 
 * ``"tensor"``: one fp32 scale for ``a`` and one for ``b``; the product of the two is applied once, in the
   epilogue, to the fp32 tile (the scales commute with the sum over k);
-* ``"block"``: DeepSeek-V3's fine-grained scaling (arXiv 2412.19437, sec. 3.3.1): ``a`` has one scale per
+* ``"block"``: DeepSeek-V3's fine-grained scaling (arXiv 2412.19437, sec. 3.3.2): ``a`` has one scale per
   row and 128 columns of k (``sa``: h x k/128, "1 x 128 tiles"), ``b`` one per 128 x 128 block
   (``sb``: w/128 x k/128). A scale now changes along k, so it cannot wait for the epilogue: each k-block's
   product is computed into a fresh fp32 tile and added to the accumulator times ``sa[r] * sb[c]``, inside
@@ -31,19 +31,10 @@ import triton.language as tl
 from ..launch import cdiv
 from ..mode import ON_GPU, by_mode
 from ..triton_launch import direct
+from .triton_matmul import tile_of_jit   # notebook 07's grouped tile order
 
 SCALE_BLOCK = 128          # the side of a scale block along k (and along w for b), as in DeepSeek-V3
 SCALINGS = ("tensor", "block")
-
-
-@triton.jit
-def _tile_of(pid, h, w, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """Notebook 07's grouped order: GROUP_M tile rows are walked column by column (L2 reuse of b)."""
-    tiles_m, tiles_n = tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N)
-    in_group = GROUP_M * tiles_n
-    first_m = (pid // in_group) * GROUP_M
-    group_m = min(tiles_m - first_m, GROUP_M)
-    return first_m + (pid % in_group) % group_m, (pid % in_group) // group_m
 
 
 @triton.jit
@@ -52,7 +43,7 @@ def fp8_matmul_kernel(a_ptr, b_ptr, out_ptr, sa_ptr, sb_ptr, h, w, k,
                       sa_stride_r, sb_stride_c,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, SCALING: tl.constexpr):
-    pid_m, pid_n = _tile_of(tl.program_id(0), h, w, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_of_jit(tl.program_id(0), tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N), GROUP_M)
     r = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % h        # wrapped: rows past h repeat (never stored)
     c = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % w
     kk = tl.arange(0, BLOCK_K)
@@ -87,7 +78,7 @@ def fp8_matmul_desc_kernel(a_desc, b_desc, out_ptr, sa_ptr, sb_ptr, h, w, k, out
     (h x k) and K-major ``b`` (stored w x k) read through tensor descriptors: one TMA copy per block."""
     tiles = tl.cdiv(h, BLOCK_M) * tl.cdiv(w, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, NUM_SMS, flatten=True):
-        pid_m, pid_n = _tile_of(tile, h, w, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_of_jit(tile, tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N), GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(0, k, BLOCK_K):
             a = a_desc.load([pid_m * BLOCK_M, k0])

@@ -19,9 +19,12 @@ import triton.language as tl
 from ..launch import cdiv
 from ..hardware import fits_shared_memory
 from ..mode import ON_GPU, by_mode
+from ..tile_order import tile_of
 from ..triton_launch import direct
 
 ACTIVATIONS = ("", "gelu")
+
+tile_of_jit = triton.jit(tile_of)   # the grouped tile order (gpu_course/tile_order.py), compiled into the kernels
 
 
 @triton.jit
@@ -36,13 +39,8 @@ def matmul_kernel(a_ptr, b_ptr, bias_ptr, out_ptr, h, w, k,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, DOT_PRECISION: tl.constexpr,
                   HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
-    pid = tl.program_id(0)                            # a 1D grid: tile_of(pid) picks the tile
-    tiles_m, tiles_n = tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N)
-    in_group = GROUP_M * tiles_n
-    first_m = (pid // in_group) * GROUP_M
-    group_m = min(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % group_m
-    pid_n = (pid % in_group) // group_m
+    pid = tl.program_id(0)                            # a 1D grid: tile_of picks this program's tile
+    pid_m, pid_n = tile_of_jit(pid, tl.cdiv(h, BLOCK_M), tl.cdiv(w, BLOCK_N), GROUP_M)
     # --- from here on, the same as matmul_kernel_2d ---
     r = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % h
     c = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % w

@@ -142,7 +142,7 @@ def sdpa_decode(backend: str, way: str, q, k, v):
 
         def run():
             with _backend(backend):
-                return F.scaled_dot_product_attention(qr, k, v).view(B, HQ, T, D)
+                return F.scaled_dot_product_attention(qr, k, v).reshape(B, HQ, T, D)   # a backend's output may not be contiguous
     elif way == "repeat_interleave":
         ke, ve = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
 
@@ -244,11 +244,12 @@ def decode_tokens_per_s(batch, layers, kv_heads, head_dim, context, itemsize, we
 def fresh_partials(rows: int, splits: int, d: int, empty: int = 1, seed: int | None = None):
     """Partials of a split-KV step, made at random when asked (notebook 16's combine exercise): ``(o_part, lse)``,
     o_part (rows, splits, d) fp32 (each split's output normalised by its own sum), lse (rows, splits) fp32, natural
-    log, spread over tens so that a combine without the maximum overflows; ``empty`` splits of each row are empty
+    log, around 100 (3 apart, so the weights differ but none dominates), so that a combine without the maximum overflows
+    (exp in fp32 overflows past ~88.7); ``empty`` splits of each row are empty
     (lse = -inf, o = 0), as a split past a short sequence's end is."""
     g = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(0, 2**31, ()).item()))
     o = torch.randn(rows, splits, d, generator=g)
-    lse = torch.randn(rows, splits, generator=g) * 30 + 60
+    lse = torch.randn(rows, splits, generator=g) * 3 + 100   # past exp's fp32 range (~88.7); weights within e^±10
     for r in range(rows):
         idx = torch.randperm(splits, generator=g)[:empty]
         lse[r, idx] = float("-inf")

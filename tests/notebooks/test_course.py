@@ -138,6 +138,17 @@ def test_every_notebook_starts_with_badge_setup_and_utils(path):
     assert not any(re.search(r"""device\s*=\s*["']cuda""", s) for s in code)
 
 
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_every_notebook_is_valid_nbformat_and_its_code_cells_fit_a_screen(path):
+    """The schema Jupyter itself checks (a markdown cell carrying ``execution_count`` once slipped through a
+    store), and the course's rule that a code cell fits on a screen: at most 25 lines."""
+    nbformat = pytest.importorskip("nbformat")
+    nbformat.validate(nbformat.read(path, as_version=4))
+    long = [(c.get("id"), n) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"
+            and (n := len("".join(c["source"]).splitlines())) > 25]
+    assert not long, f"code cells over 25 lines (id, lines): {long}"
+
+
 @pytest.mark.slow
 def test_colab_branch_of_the_setup_cell(tmp_path):
     """Run the setup cell as Colab would (google.colab imported), cloning this repository."""

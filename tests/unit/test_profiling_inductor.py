@@ -164,3 +164,11 @@ def test_compiled_variants_marks_the_kept_config_and_finds_each_ptx(monkeypatch,
     assert got == [{"config": "XBLOCK=256, num_warps=4", "kept": False, "ptx": "ld.global.v2.b32"},
                    {"config": "XBLOCK=1024, num_warps=4", "kept": True, "ptx": "ld.global.v4.b32"}]
     assert ind.global_accesses(got[1]["ptx"]) == {"loads": ["ld.global.v4.b32"], "stores": []}
+
+
+def test_inductors_worker_triton_cache_is_searched_for_a_kernels_ptx():
+    # Inductor's workers compile its kernels with TRITON_CACHE_DIR set to triton_cache_dir(device), not Triton's default
+    from pathlib import Path
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+    from gpu_course import inductor
+    assert Path(triton_cache_dir(0)) in inductor._triton_caches()

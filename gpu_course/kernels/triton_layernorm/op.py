@@ -114,8 +114,8 @@ def layer_norm_op(x, weight, bias, eps=1e-5):
 def layer_norm_python(x, weight, bias, eps=1e-5):
     """LayerNorm through the Python launchers: the custom op while ``torch.compile`` traces; in eager mode
     :class:`LayerNorm` (or the forward launcher alone when nothing needs a gradient), because a Python custom
-    op's dispatch costs tens of µs of CPU a call (notebook 10's H100 run: ~43 µs forward, ~150 µs forward +
-    backward; see pytorch/pytorch#176592 and #177109), about as much as the forward kernel takes on the GPU.
+    op's dispatch costs tens of µs of CPU a call (notebook 10 measures it on its host; see pytorch/pytorch#176592
+    and #177109), about as much as the forward kernel takes on the GPU.
     Neither wrapper's backward is itself differentiable (it launches kernels autograd cannot see): no second
     derivative through it."""
     if torch.compiler.is_compiling():

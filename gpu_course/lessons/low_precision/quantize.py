@@ -118,6 +118,37 @@ def dequantize_int4_groups(packed, scales, group: int = 128, dtype=torch.float64
     return q.to(dtype) * scales.t().to(dtype).repeat_interleave(group, 1)[:, :q.shape[1]]
 
 
+Q4_0_BLOCK = 32   # columns per block in llama.cpp's Q4_0 layout
+
+
+def quantize_q4_0(w: torch.Tensor) -> tuple:
+    """Int4 of ``w`` (n x k, k a multiple of 32) with its 4-bit values ordered as llama.cpp's Q4_0 orders them (ggml's
+    ``block_q4_0`` keeps one fp16 scale ``d`` and 16 bytes per block of 32 weights together, 18 bytes; here they are
+    two tensors): ``(qs, d)`` with ``d`` (n x k/32, fp16), one scale per row and block, and ``qs`` (n x k/2, uint8),
+    each block's 16 bytes in turn: byte j of a block holds ``q + 8`` (q in -8 .. 7) of the block's column j in its
+    low nibble and of its column j + 16 in its high nibble (section 4's format interleaves instead: columns 2j and
+    2j + 1). Weights are ``(nibble - 8) * d`` either way; the scale is ``amax / 7`` as everywhere in this notebook
+    (llama.cpp's own quantiser maps the largest magnitude to -8, so its d may be negative).
+
+    >>> qs, d = quantize_q4_0(torch.cat([torch.full((1, 16), 7.0), torch.full((1, 16), -7.0)], 1))
+    >>> d.tolist(), qs[0, :3].tolist()      # low nibble 7 + 8 = 15 (column j), high nibble -7 + 8 = 1 (column j + 16)
+    ([[1.0]], [31, 31, 31])
+    """
+    n, k = w.shape
+    assert k % Q4_0_BLOCK == 0, f"quantize_q4_0: k must be a multiple of {Q4_0_BLOCK}, got {k}"
+    d = block_scales(w, "int4", (1, Q4_0_BLOCK)).to(torch.float16)                     # n x k/32
+    q = to_format(w.float() / expand(d.float(), (1, Q4_0_BLOCK), w.shape), "int4")
+    u = (q.to(torch.int16) + 8).to(torch.uint8).reshape(n, k // Q4_0_BLOCK, 2, Q4_0_BLOCK // 2)  # (block, half, j)
+    return (u[:, :, 0] | (u[:, :, 1] << 4)).reshape(n, k // 2).contiguous(), d
+
+
+def dequantize_q4_0(qs: torch.Tensor, d: torch.Tensor, dtype=torch.float64) -> torch.Tensor:
+    """The weights (n x k) that ``(qs, d)`` of :func:`quantize_q4_0` stand for."""
+    b = qs.reshape(qs.shape[0], -1, Q4_0_BLOCK // 2)
+    q = torch.stack([b & 0xF, b >> 4], dim=2).to(dtype) - 8                       # (n, blocks, half, j)
+    return (q * d.to(dtype)[:, :, None, None]).reshape(qs.shape[0], -1)
+
+
 def quantize_int8_rows(w: torch.Tensor, dtype=None) -> tuple:
     """Weight-only int8 of ``w`` (n x k): ``(q, scales)``, one scale per row (output channel), in ``dtype``."""
     dtype = dtype or w.dtype

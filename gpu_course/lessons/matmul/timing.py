@@ -163,3 +163,7 @@ def _rung10_claims(run: LadderRun, size: str, ms: dict) -> None:
     deep, cfg4, mt = run.ms[size, "10 two stages"] / ms[10], run.ms[size, "9 cfg 4"], run.ms[size, "9 mt"]
     print(f"{size}: rung 10 with 5 stages is {deep:.2f}× as fast as with 2; against rung 9's cfg 4 ({fmt_ms(cfg4)}) "
           f"rung 10 is {cfg4 / ms[10]:.2f}× as fast, cfg 4 fed m transposed first ({fmt_ms(mt)}) {cfg4 / mt:.2f}×")
+    claim(f"{size}: five stages are no faster than two (within 3 %)", deep < 1.03, evidence=f"{deep:.2f}×")
+    gain10, gain_mt = cfg4 / ms[10] - 1, cfg4 / mt - 1    # each over cfg 4 fed m as it is
+    claim(f"{size}: the control (cfg 4 fed m transposed) gains at least half of what rung 10 gains over cfg 4",
+          gain10 > 0 and gain_mt >= 0.5 * gain10, evidence=f"{100 * gain_mt:.0f} % against {100 * gain10:.0f} %")
