@@ -71,7 +71,7 @@ from .hardware import (compute_capability, fits_shared_memory, gpu_has, gpu_prop
                        limit_triton_to_profile, shared_memory_per_block, sm_count, total_memory)
 from .mode import DEVICE, MODE, MODE_ENV, ON_GPU, by_mode, device_name, synchronize
 from . import no_triton
-from .no_triton import without_triton
+from .no_triton import without_optional, without_triton
 from .no_triton import version as triton_version
 from .paths import RESULTS_DIR, ROOT
 from .roofline import plot_roofline, reference_ceilings
@@ -86,7 +86,7 @@ __all__ = [
     "MODE", "MODE_ENV", "ON_GPU", "DEVICE", "by_mode", "device_name", "banner", "versions",
     "gpu_properties", "synchronize", "compute_capability", "gpu_supports", "gpu_has",
     "shared_memory_per_block", "fits_shared_memory", "sm_count", "total_memory",
-    "without_triton", "triton_version",
+    "without_optional", "without_triton", "triton_version",
     # launching kernels
     "dim3", "cdiv", "to_numba",
     # CUDA C

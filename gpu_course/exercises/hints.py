@@ -144,4 +144,11 @@ HINTS: dict[str, str] = {
     "steps a repeating schedule records": (
         "each cycle is wait + warmup + active steps, and every cycle starts with its own wait; a warm-up step "
         "runs the profiler but throws its events away"),
+    # 17 · Helion
+    "what the masks throw away": (
+        "count the tiles along each dimension first (a tile that sticks out is still a whole tile); the lanes are "
+        "tiles × block_m × block_n, of which m × n hold an element"),
+    "the padded row": (
+        "a whole row is reduced in the next power of two of w lanes (lang.reduction_width); of those, w hold an "
+        "element"),
 }

@@ -100,3 +100,16 @@ def triton_code(kernel, args: tuple, config=None) -> str:
     if config is None:
         config = GPU_CONFIGS[name][0] if ON_GPU else CPU_CONFIGS[name]
     return kernel.bind(args).to_triton_code(config)
+
+
+def chosen_config(kernel, args: tuple):
+    """The config ``kernel`` runs for ``args`` (their shapes and dtypes): the one it was given, or the one its
+    search kept on a GPU; None before its first call for such arguments. (Helion keeps it on the bound kernel.)"""
+    return kernel.bind(args)._config
+
+
+def code_lines(code: str, *words: str) -> str:
+    """The lines of generated ``code`` that contain any of ``words``, stripped, one per line: a short reading
+    (comments and docstrings, which quote the PyTorch source, left out)."""
+    lines = (line.strip() for line in code.splitlines())
+    return "\n".join(line for line in lines if any(w in line for w in words) and not line.startswith(("#", '"""')))

@@ -69,3 +69,51 @@ def c_loc(src: str) -> int:
     comments are removed (strings are not parsed: a ``//`` inside a string literal would be taken for a comment)."""
     no_block = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
     return sum(1 for line in no_block.splitlines() if line.split("//", 1)[0].strip())
+
+
+def masked_share(m: int, n: int, block_m: int, block_n: int) -> float:
+    """The share of an ``m x n`` output's tile lanes that the edge masks switch off when ``block_m x block_n``
+    tiles cover it (``cdiv(m, block_m) x cdiv(n, block_n)`` tiles, each of ``block_m * block_n`` lanes): the work a
+    kernel of static shapes launches and throws away at the edges.
+
+    >>> masked_share(128, 128, 64, 64)
+    0.0
+    >>> round(masked_share(45, 37, 32, 32), 4)   # 2 x 2 tiles of 1024 lanes for 1665 elements
+    0.5935
+    """
+    tiles = -(-m // block_m) * -(-n // block_n)
+    return 1 - m * n / (tiles * block_m * block_n)
+
+
+def reduction_width(w: int) -> int:
+    """The lanes a program gives a whole row of ``w`` elements when it reduces it at once (Triton's blocks are
+    powers of two): the next power of two, as Helion's ``_RDIM_SIZE`` and the course's ``BLOCK_W``.
+
+    >>> [reduction_width(w) for w in (1, 100, 128, 129, 4096)]
+    [1, 128, 128, 256, 4096]
+    """
+    return 1 << max(0, (w - 1).bit_length())
+
+
+def loc_table(rows: dict) -> str:
+    """A table of lines of code: ``{kernel: {language: lines or None}}``, one row per kernel, a column per language
+    (``-`` where that language has no version here)."""
+    langs = list(dict.fromkeys(lang for per in rows.values() for lang in per))
+    width = max(len(k) for k in rows) + 2
+    lines = [" " * width + "".join(f"{lang:>12}" for lang in langs)]
+    for kernel, per in rows.items():
+        lines.append(f"{kernel:<{width}}" + "".join(f"{per.get(lang) if per.get(lang) is not None else '-':>12}"
+                                                     for lang in langs))
+    return "\n".join(lines)
+
+
+def versions_line() -> str:
+    """``"triton 3.6.0 · helion 1.5.1"``, each package saying where it is missing."""
+    from importlib.metadata import PackageNotFoundError, version
+    parts = []
+    for name in ("triton", "helion"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            parts.append(f"{name}: not installed")
+    return " · ".join(parts)

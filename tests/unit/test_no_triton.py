@@ -11,7 +11,7 @@ from gpu_course import no_triton
 @pytest.fixture
 def cell(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)          # as on macOS or Windows
-    monkeypatch.setattr(no_triton, "_skipped_names", set(no_triton.ALWAYS_MISSING))
+    monkeypatch.setattr(no_triton, "_skipped_names", dict.fromkeys(no_triton.ALWAYS_MISSING, "triton"))
     shown = []
     monkeypatch.setattr(sys, "displayhook", shown.append)
     ns = {}
@@ -52,12 +52,15 @@ def test_other_errors_are_raised(cell):
 
 
 def test_what_counts_as_triton_missing(monkeypatch):
-    monkeypatch.setattr(no_triton, "_skipped_names", {"ln"})
-    assert no_triton.is_triton_missing(ModuleNotFoundError("x", name="triton.language"))
-    assert not no_triton.is_triton_missing(ModuleNotFoundError("x", name="numba"))
-    assert no_triton.is_triton_missing(AttributeError("'_OpNamespace' 'gpu_course' object has no attribute 'x'"))
-    assert no_triton.is_triton_missing(RuntimeError("Failed to find name `ln` in frame's builtins."))
-    assert not no_triton.is_triton_missing(RuntimeError("Failed to find name `other`"))
+    monkeypatch.setattr(no_triton, "_skipped_names", {"ln": "triton", "hk": "helion"})
+    missing = no_triton.missing_package
+    assert missing(ModuleNotFoundError("x", name="triton.language")) == "triton"
+    assert missing(ModuleNotFoundError("x", name="numba")) is None
+    assert missing(AttributeError("'_OpNamespace' 'gpu_course' object has no attribute 'x'")) == "triton"
+    assert missing(RuntimeError("Failed to find name `ln` in frame's builtins.")) == "triton"
+    assert missing(RuntimeError("Failed to find name `other`")) is None
+    assert missing(ModuleNotFoundError("x", name="helion.language")) == "helion"
+    assert missing(NameError("name 'hk' is not defined", name="hk")) == "helion"
 
 
 def test_without_triton_raises_other_import_errors(monkeypatch, capsys):
@@ -66,3 +69,23 @@ def test_without_triton_raises_other_import_errors(monkeypatch, capsys):
         no_triton.without_triton(ModuleNotFoundError("no numba", name="numba"))
     no_triton.without_triton(ModuleNotFoundError("no triton", name="triton"))
     assert capsys.readouterr().out.startswith("Triton is not installed here (it has wheels for Linux only)")
+
+
+def test_a_missing_helion_skips_its_cells_and_says_which_package(monkeypatch, capsys):
+    """Notebook 17 on a machine with Triton but without Helion: the imports cell says so once, each Helion cell
+    prints one line naming Helion, a cell that needs neither runs."""
+    monkeypatch.setitem(sys.modules, "helion", None)
+    monkeypatch.setattr(no_triton, "_skipped_names", dict.fromkeys(no_triton.ALWAYS_MISSING, "triton"))
+    monkeypatch.setattr(no_triton, "install", lambda shell=None, force=False: True)
+    with pytest.raises(ImportError, match="numba"):
+        no_triton.without_optional(ModuleNotFoundError("no numba", name="numba"))
+    no_triton.without_optional(ModuleNotFoundError("no helion", name="helion"))
+    assert capsys.readouterr().out.startswith("Helion is not installed here (an optional package)")
+    ns = {}
+    exec(compile(no_triton._SkipWithoutTriton().visit(ast.parse(
+        "@helion.kernel()\ndef softmax(x):\n    return x")), "<cell>", "exec"), ns)
+    out = capsys.readouterr().out
+    assert out.startswith("Skipped: this cell defines the Helion kernel `softmax`, and Helion is not installed here")
+    assert "pip install helion" in out and "softmax" not in ns
+    exec(compile(no_triton._SkipWithoutTriton().visit(ast.parse("z = 6 * 7")), "<cell>", "exec"), ns)
+    assert ns["z"] == 42 and capsys.readouterr().out == ""
