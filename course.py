@@ -69,7 +69,7 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # What Colab lacks, as (import name, pip requirement). Colab already has torch, triton, numba,
 # matplotlib and Jupyter.
 COLAB_NEEDS = [("numba_cuda", "numba-cuda>=0.20,<0.31"), ("wurlitzer", "wurlitzer>=3.1"),
-               ("ninja", "ninja>=1.11"), ("helion", "helion>=1.5.1,<1.6")]
+               ("ninja", "ninja>=1.11")]
 STAMP = ".gpu-course-setup"
 NBVAL_ARGS = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=600",
               "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg")]
