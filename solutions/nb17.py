@@ -11,12 +11,13 @@ print(f"45 x 37 in 32 x 32 tiles: {masked_share(45, 37, 32, 32):.0%} masked; "
       f"4096 x 4097 in 128 x 128: {masked_share(4096, 4097, 128, 128):.1%}")
 ''',
     "ex17-2-answer": '''
-def row_lanes_used(w):
-    lanes = 1 << (w - 1).bit_length()   # the next power of two (1 for w = 1)
-    return w / lanes
+def values_per_thread(w, block_rows, num_warps):
+    lanes = 1 << (w - 1).bit_length()                  # a row padded to the next power of two (1 for w = 1)
+    return block_rows * lanes / (32 * num_warps)       # the program's lanes, shared by its threads
 
 
-print(f"4096: {row_lanes_used(4096):.0%}, 4097: {row_lanes_used(4097):.0%}, 2049: {row_lanes_used(2049):.0%}")
+for warps in (4, 8, 16):   # rows of up to 16384 x warps / 4 hold at most 128 values a thread
+    print(f"{warps} warps:", values_per_thread(4096, 1, warps), values_per_thread(4097, 1, warps))
 ''',
 }
 
@@ -34,14 +35,15 @@ def masked_share(m, n, block_m, block_n):
 ''',
     },
     "ex17-2-answer": {
-        "a number, not a function": "row_lanes_used = 300 / 512",
-        "the padding's share instead": '''
-def row_lanes_used(w):
-    return 1 - w / (1 << (w - 1).bit_length())
+        "a number, not a function": "values_per_thread = 16.0",
+        "the row not padded": '''
+def values_per_thread(w, block_rows, num_warps):
+    return block_rows * w / (32 * num_warps)
 ''',
-        "padded to a multiple of 128 instead of a power of two": '''
-def row_lanes_used(w):
-    return w / (-(-w // 128) * 128)
+        "the course's reference, handed in": "values_per_thread = lang.values_per_thread",
+        "one warp's threads only": '''
+def values_per_thread(w, block_rows, num_warps):
+    return block_rows * (1 << (w - 1).bit_length()) / 32
 ''',
     },
 }

@@ -146,9 +146,8 @@ HINTS: dict[str, str] = {
         "runs the profiler but throws its events away"),
     # 17 · Helion
     "what the masks throw away": (
-        "count the tiles along each dimension first (a tile that sticks out is still a whole tile); the lanes are "
-        "tiles × block_m × block_n, of which m × n hold an element"),
-    "the padded row": (
-        "a whole row is reduced in the next power of two of w lanes (lang.reduction_width); of those, w hold an "
-        "element"),
+        "count the tiles along each dimension first: a tile that sticks out past the edge is still a whole tile"),
+    "a row in registers": (
+        "first the lanes one row takes (Triton's blocks are powers of two: how do you find the next one in Python?), "
+        "then the lanes a program holds; then share them among its threads"),
 }

@@ -117,3 +117,14 @@ def versions_line() -> str:
         except PackageNotFoundError:
             parts.append(f"{name}: not installed")
     return " · ".join(parts)
+
+
+def values_per_thread(w: int, block_rows: int, num_warps: int) -> float:
+    """The fp32 values each thread of a program holds when the program keeps ``block_rows`` whole rows of ``w``
+    elements in registers, each row padded to :func:`reduction_width` lanes, shared by its ``32 * num_warps``
+    threads: the register pressure of a one-piece row reduction (Helion's softmax without ``reduction_loops``).
+
+    >>> values_per_thread(300, 4, 4), values_per_thread(16384, 1, 4), values_per_thread(16385, 1, 4)
+    (16.0, 128.0, 256.0)
+    """
+    return block_rows * reduction_width(w) / (32 * num_warps)
