@@ -1,5 +1,5 @@
 """Where Triton is not installed (it has wheels for Linux only: macOS and Windows have none), the notebooks
-still run, and likewise where an optional package a notebook uses is missing (Helion, in notebook 17): each cell that needs Triton prints one line saying so (what it does, and where it runs) and is
+still run, and likewise where an optional package a notebook uses is missing (Helion and CuTe DSL, in notebook 17): each cell that needs Triton prints one line saying so (what it does, and where it runs) and is
 skipped, and every other cell runs (CUDA C through the emulation, Numba's simulator, torch.compile's C++).
 
 How: when ``utils`` is imported in IPython without Triton, :func:`install` adds an AST transformer that runs
@@ -24,7 +24,9 @@ import sys
 WHERE = "on Linux, in WSL2 on Windows, on Colab, or in the course's dev container (.devcontainer/)"
 # package -> (its name in a sentence, why it may be missing, where its cells run, the names a notebook binds from it)
 OPTIONAL = {"triton": ("Triton", "it has wheels for Linux only", WHERE, {"triton", "tl"}),
-            "helion": ("Helion", "an optional package", "where `pip install helion` works: " + WHERE, {"helion", "hl"})}
+            "helion": ("Helion", "an optional package", "where `pip install helion` works: " + WHERE, {"helion", "hl"}),
+            "cutlass": ("CuTe DSL", "an optional package", "where `pip install nvidia-cutlass-dsl` works: on Linux, in "
+                        "WSL2, on Colab", {"cutlass", "cute"})}
 ALWAYS_MISSING = OPTIONAL["triton"][3]
 _skipped_names: dict = dict.fromkeys(ALWAYS_MISSING, "triton")   # a name a skipped cell bound -> its package
 _installed = False

@@ -19,6 +19,14 @@ def values_per_thread(w, block_rows, num_warps):
 for warps in (4, 8, 16):   # rows of up to 16384 x warps / 4 hold at most 128 values a thread
     print(f"{warps} warps:", values_per_thread(4096, 1, warps), values_per_thread(4097, 1, warps))
 ''',
+    "ex17-3-answer": '''
+def swizzle(x, B, M, S):
+    mask = ((1 << B) - 1) << (M + S)     # the B bits that start M + S up
+    return x ^ ((x & mask) >> S)          # moved down S bits, onto the B bits that start M up
+
+
+print("fp8: Swizzle<3,4,3>, fp16: <3,3,3>, fp32: <3,2,3> (16-byte pieces: 2**M elements)")
+''',
 }
 
 CHEATS = {
@@ -44,6 +52,20 @@ def values_per_thread(w, block_rows, num_warps):
         "one warp's threads only": '''
 def values_per_thread(w, block_rows, num_warps):
     return block_rows * (1 << (w - 1).bit_length()) / 32
+''',
+    },
+    "ex17-3-answer": {
+        "a number, not a function": "swizzle = 72",
+        "the course's reference, handed in": "swizzle = lang.swizzle",
+        "shifted the wrong way": '''
+def swizzle(x, B, M, S):
+    mask = ((1 << B) - 1) << M
+    return x ^ ((x & mask) << S)
+''',
+        "ORed instead of XORed": '''
+def swizzle(x, B, M, S):
+    mask = ((1 << B) - 1) << (M + S)
+    return x | ((x & mask) >> S)
 ''',
     },
 }

@@ -147,6 +147,9 @@ HINTS: dict[str, str] = {
     # 17 · Helion
     "what the masks throw away": (
         "count the tiles along each dimension first: a tile that sticks out past the edge is still a whole tile"),
+    "a swizzle, bit by bit": (
+        "make a mask of B ones, shifted up M + S bits; AND it with x, shift the result down S bits, and XOR that "
+        "into x"),
     "a row in registers": (
         "first the lanes one row takes (Triton's blocks are powers of two: how do you find the next one in Python?), "
         "then the lanes a program holds; then share them among its threads"),

@@ -128,3 +128,23 @@ def values_per_thread(w: int, block_rows: int, num_warps: int) -> float:
     (16.0, 128.0, 256.0)
     """
     return block_rows * reduction_width(w) / (32 * num_warps)
+
+
+def swizzle(x: int, B: int, M: int, S: int) -> int:
+    """CuTe's ``Swizzle<B, M, S>`` of an offset ``x``: the ``B`` bits of ``x`` that start ``M + S`` bits up are XORed
+    into the ``B`` bits that start ``M`` bits up (the lowest ``M`` bits, the elements of one 2**M-element piece, stay).
+    With ``B = S = 3`` and pieces of 16 bytes, it spreads the 8 pieces of a 128-byte row over the 8 rows of a
+    1024-byte block: notebook 12's ``swz(row, piece) = piece ^ (row % 8)``.
+
+    >>> [swizzle(x, 3, 3, 3) for x in (0, 64, 72, 448)]   # fp16: pieces of 8 elements, rows of 64
+    [0, 72, 64, 504]
+    """
+    mask = ((1 << B) - 1) << (M + S)
+    return x ^ ((x & mask) >> S)
+
+
+def nb12_swizzled_offset(row: int, col: int, width: int = 64, piece: int = 8) -> int:
+    """Where notebook 12's rungs 3 and 4 store element ``(row, col)`` of a row-major tile of ``width`` halves: its
+    16-byte piece (``piece`` halves) moved to ``piece_index ^ (row % 8)`` within the row (tc_common.cuh's ``swz``)."""
+    p, within = divmod(col, piece)
+    return row * width + (p ^ (row % 8)) * piece + within
