@@ -20,12 +20,13 @@ for warps in (4, 8, 16):   # rows of up to 16384 x warps / 4 hold at most 128 va
     print(f"{warps} warps:", values_per_thread(4096, 1, warps), values_per_thread(4097, 1, warps))
 ''',
     "ex17-3-answer": '''
-def swizzle(x, B, M, S):
-    mask = ((1 << B) - 1) << (M + S)     # the B bits that start M + S up
-    return x ^ ((x & mask) >> S)          # moved down S bits, onto the B bits that start M up
+def swizzled_offset(row, col, width, elem_bytes):
+    x = row * width + col                       # the plain row-major offset, in elements
+    m = (16 // elem_bytes).bit_length() - 1     # elements of a 16-byte piece: 2**m
+    return x ^ ((x >> (m + 3)) & 7) << m        # Swizzle<3, m, 3>: 3 bits from m + 3 up, XORed onto the piece
 
 
-print("fp8: Swizzle<3,4,3>, fp16: <3,3,3>, fp32: <3,2,3> (16-byte pieces: 2**M elements)")
+print("fp8: Swizzle<3,4,3>, fp16: <3,3,3>, fp32: <3,2,3>, fp64: <3,1,3> (in elements; <3,4,3> in bytes for all)")
 ''',
 }
 
@@ -55,17 +56,23 @@ def values_per_thread(w, block_rows, num_warps):
 ''',
     },
     "ex17-3-answer": {
-        "a number, not a function": "swizzle = 72",
-        "the course's reference, handed in": "swizzle = lang.swizzle",
-        "shifted the wrong way": '''
-def swizzle(x, B, M, S):
-    mask = ((1 << B) - 1) << M
-    return x ^ ((x & mask) << S)
+        "a number, not a function": "swizzled_offset = 72",
+        "the fp16 parameters for every size": '''
+def swizzled_offset(row, col, width, elem_bytes):
+    x = row * width + col
+    return x ^ ((x >> 6) & 7) << 3
+''',
+        "the row's index instead of the offset's bits": '''
+def swizzled_offset(row, col, width, elem_bytes):
+    m = (16 // elem_bytes).bit_length() - 1
+    piece, within = divmod(col, 1 << m)
+    return row * width + ((piece ^ (row % 8)) << m) + within
 ''',
         "ORed instead of XORed": '''
-def swizzle(x, B, M, S):
-    mask = ((1 << B) - 1) << (M + S)
-    return x | ((x & mask) >> S)
+def swizzled_offset(row, col, width, elem_bytes):
+    x = row * width + col
+    m = (16 // elem_bytes).bit_length() - 1
+    return x | ((x >> (m + 3)) & 7) << m
 ''',
     },
 }

@@ -147,9 +147,10 @@ HINTS: dict[str, str] = {
     # 17 · Helion
     "what the masks throw away": (
         "count the tiles along each dimension first: a tile that sticks out past the edge is still a whole tile"),
-    "a swizzle, bit by bit": (
-        "make a mask of B ones, shifted up M + S bits; AND it with x, shift the result down S bits, and XOR that "
-        "into x"),
+    "the 128-byte swizzle": (
+        "write the offsets of (1, 0) and (1, 8) of section 7's fp16 tile in binary, before and after the swizzle: "
+        "which bits say the row (mod 8), which the 16-byte piece? Then: how many elements make a 16-byte piece "
+        "at other sizes?"),
     "a row in registers": (
         "first the lanes one row takes (Triton's blocks are powers of two: how do you find the next one in Python?), "
         "then the lanes a program holds; then share them among its threads"),

@@ -148,3 +148,14 @@ def nb12_swizzled_offset(row: int, col: int, width: int = 64, piece: int = 8) ->
     16-byte piece (``piece`` halves) moved to ``piece_index ^ (row % 8)`` within the row (tc_common.cuh's ``swz``)."""
     p, within = divmod(col, piece)
     return row * width + (p ^ (row % 8)) * piece + within
+
+
+def swizzled_offset_128b(row: int, col: int, width: int, elem_bytes: int) -> int:
+    """The element offset of ``(row, col)`` in a row-major tile of ``width`` elements of ``elem_bytes`` bytes under
+    the 128-byte swizzle (what TMA's ``SWIZZLE_128B`` and wgmma's 128-byte layouts use): :func:`swizzle` with
+    ``B = S = 3`` and ``M`` the bits of one 16-byte piece's elements.
+
+    >>> swizzled_offset_128b(1, 0, 64, 2), swizzled_offset_128b(3, 5, 32, 4)
+    (72, 105)
+    """
+    return swizzle(row * width + col, 3, (16 // elem_bytes).bit_length() - 1, 3)
