@@ -1,5 +1,6 @@
 """Where Triton is not installed (it has wheels for Linux only: macOS and Windows have none), the notebooks
-still run, and likewise where an optional package a notebook uses is missing (Helion and CuTe DSL, in notebook 17): each cell that needs Triton prints one line saying so (what it does, and where it runs) and is
+still run, and likewise where an optional package a notebook uses is missing (Helion and CuTe DSL, in notebook
+17): each cell that needs Triton prints one line saying so (what it does, and where it runs) and is
 skipped, and every other cell runs (CUDA C through the emulation, Numba's simulator, torch.compile's C++).
 
 How: when ``utils`` is imported in IPython without Triton, :func:`install` adds an AST transformer that runs

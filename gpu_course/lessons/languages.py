@@ -1,5 +1,6 @@
-"""Notebook 17's comparison of kernel languages: how many lines of code a kernel takes in each (Helion, Triton, CUDA C,
-CuTe DSL), counted one way for all: the lines that hold code, without blank lines, comments or docstrings, for the
+"""Notebook 17's comparison of kernel languages, and the references of its exercises (edge tiles, a row in registers,
+CuTe's swizzle in plain Python). How many lines of code a kernel takes in each (Helion, Triton, CUDA C, CuTe DSL),
+counted one way for all: the lines that hold code, without blank lines, comments or docstrings, for the
 kernel and the launcher a caller needs (a decorator line counts; so does a line that only closes a bracket).
 
 >>> def f(x):
