@@ -29,7 +29,8 @@ _WATCHED = ("torch", "torch.nn.functional", "torch.library", "torch.autograd", "
             "gpu_course.exercises.watching", "gpu_course.exercises.replay", "gpu_course.timing", "gpu_course.user_timing",
             "gpu_course.launch_records", "gpu_course.module_launches", "gpu_course.exercises.problem",
             "gpu_course.exercises.kinds", "gpu_course.exercises.kinds.python_code", "gpu_course.exercises.kinds.triton",
-            "gpu_course.exercises.kinds.numba", "gpu_course.exercises.kinds.cuda", "gpu_course.exercises.host_torch")
+            "gpu_course.exercises.kinds.numba", "gpu_course.exercises.kinds.cuda", "gpu_course.exercises.kinds.helion",
+            "gpu_course.exercises.host_torch")
 _CLASSES = (torch.Tensor,)
 _AT_IMPORT: dict[tuple, object] = {}
 _GENUINE: "weakref.WeakSet" = weakref.WeakSet()

@@ -151,6 +151,9 @@ HINTS: dict[str, str] = {
         "write the offsets of (1, 0) and (1, 8) of section 7's fp16 tile in binary, before and after the swizzle: "
         "which bits say the row (mod 8), which the 16-byte piece? Then: how many elements make a 16-byte piece "
         "at other sizes?"),
+    "matmul + ReLU + residual in Helion": (
+        "start from section 3's matmul_bias_gelu (hk.matmul_bias_gelu.fn, printed there): the same loops and "
+        "accumulator; only the line before the store changes, and res is read with the output tile's indices"),
     "a row in registers": (
         "first the lanes one row takes (Triton's blocks are powers of two: how do you find the next one in Python?), "
         "then the lanes a program holds; then share them among its threads"),

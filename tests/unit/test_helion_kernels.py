@@ -48,3 +48,15 @@ def test_lines_of_code_count_the_kernel_not_its_docstring():
     from gpu_course.lessons.languages import python_loc
     assert python_loc(hk.softmax_rows) == 7           # the def, five lines of body, the return (no docstring)
     assert python_loc(hk.matmul) < python_loc(hk.matmul_bias_gelu) + 1
+
+
+def test_the_helion_kind_owns_helion_kernels_and_finds_the_triton_they_generate():
+    """Exercise 4 of notebook 17 is judged by the Triton kernel Helion generated from the learner's function: the kind
+    must tell a Helion kernel from a Triton one, and find the generated kernel after a call."""
+    from gpu_course.exercises import kinds
+    from gpu_course.exercises.kinds.helion import generated_kernels
+    assert kinds.get("helion").owns(hk.matmul) and not kinds.get("triton").owns(hk.matmul)
+    assert kinds.kind_of(hk.softmax_rows) is kinds.get("helion")
+    x = torch.randn(37, 100, device=utils.DEVICE)
+    out = hk.softmax_rows(x, torch.empty_like(x))
+    assert [f.__name__ for f in generated_kernels(hk.softmax_rows, (x, out))] == ["_helion_softmax_rows"]

@@ -145,3 +145,4 @@ def kind_of(obj) -> Kind | None:
 from . import triton  # noqa: E402,F401,I001
 from . import numba  # noqa: E402,F401,I001
 from . import cuda  # noqa: E402,F401,I001
+from . import helion  # noqa: E402,F401,I001
