@@ -132,3 +132,26 @@ def matmul_relu_res(a, b, res, out):
 ''',
     },
 }
+
+# Sums in fp16 (the product rounded to fp16 at each k-step, or an fp16 accumulator) are refused by value: at the
+# check's k (300 on the CPU, 900 on a GPU) their error is 2 to 3 times the tolerance, fp32 sums' a quarter of it.
+CHEATS["ex17-4-answer"]["the product added in fp16 at each k-step"] = _DECORATOR + _SIGNATURE + '''
+    m, k = a.size()
+    _, n = b.size()
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = acc + a[tile_m, tile_k] @ b[tile_k, tile_n]
+        out[tile_m, tile_n] = (torch.relu(acc) + res[tile_m, tile_n].to(torch.float32)).to(out.dtype)
+    return out
+'''
+CHEATS["ex17-4-answer"]["an fp16 accumulator"] = _DECORATOR + _SIGNATURE + '''
+    m, k = a.size()
+    _, n = b.size()
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float16)
+        for tile_k in hl.tile(k):
+            acc = hl.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)
+        out[tile_m, tile_n] = torch.relu(acc) + res[tile_m, tile_n]
+    return out
+'''
