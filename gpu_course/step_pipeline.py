@@ -189,14 +189,18 @@ def step_times(steps: dict, batches: list, rounds: int = 5) -> dict:
             for n, v in out.items()}
 
 
-def input_ablation(model, opt, ds, batch: int, configs: dict) -> dict:
-    """Steady time per step (:func:`steady_ms_per_step`) for each ``{name: (workers, pin, prefetch)}``:
-    a loader made (and its workers started) for each, then shut down. ``{name: ms per step}``. With
-    ``pin`` the copies are ``non_blocking``."""
-    out = {}
-    for name, (workers, pin, prefetch) in configs.items():
-        ld = loader(ds, batch, workers, pin)
-        kw = {"prefetch": True} if prefetch else {"non_blocking": pin}
-        out[name] = steady_ms_per_step(model, opt, ld, **kw)
-        del ld
-    return out
+def input_ablation(model, opt, ds, batch: int, configs: dict, rounds: int = 1) -> tuple[dict, dict]:
+    """Steady time per step (:func:`steady_ms_per_step`) for each ``{name: (workers, pin, prefetch)}``: a loader
+    made (and its workers started) for each, then shut down, in ``rounds`` interleaved rounds (the order reversed every
+    other round, so that a drift of the host over the run falls on every configuration alike). ``({name: the median
+    ms per step}, {name: "lowest-highest" of the rounds})``. With ``pin`` the copies are ``non_blocking``."""
+    times = {name: [] for name in configs}
+    for r in range(rounds):
+        for name in (list(configs) if r % 2 == 0 else list(configs)[::-1]):
+            workers, pin, prefetch = configs[name]
+            ld = loader(ds, batch, workers, pin)
+            kw = {"prefetch": True} if prefetch else {"non_blocking": pin}
+            times[name].append(steady_ms_per_step(model, opt, ld, **kw))
+            del ld
+    return ({name: statistics.median(t) for name, t in times.items()},
+            {name: f"{min(t):.2f}-{max(t):.2f}" for name, t in times.items()})

@@ -138,3 +138,14 @@ def test_host_work_and_loops_with_cpu_work():
     b = ts.make_batches(2, 8, 16)
     assert ts.count_syncs(ts.loop_with_syncs, *ts.setup(16, 1), b, 0.1).count == 6
     assert ts.issue_ms(ts.loop_without_syncs, 16, 1, b) > 0
+
+
+def test_input_ablation_interleaves_its_rounds_and_reports_medians_and_ranges(monkeypatch):
+    """Rounds in the order A B, B A, A B: a drift of the host falls on both configurations alike."""
+    from gpu_course import step_pipeline as sp
+    seen, clock = [], iter([1.0, 5.0, 6.0, 2.0, 3.0, 7.0])
+    monkeypatch.setattr(sp, "loader", lambda ds, batch, workers, pin: workers)
+    monkeypatch.setattr(sp, "steady_ms_per_step", lambda model, opt, ld, **kw: seen.append(ld) or next(clock))
+    med, spread = sp.input_ablation(None, None, None, 8, {"A": (0, False, False), "B": (4, True, True)}, rounds=3)
+    assert seen == [0, 4, 4, 0, 0, 4]
+    assert med == {"A": 2.0, "B": 6.0} and spread == {"A": "1.00-3.00", "B": "5.00-7.00"}
