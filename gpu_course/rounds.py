@@ -49,6 +49,16 @@ def pooled(timings: list, note: str | None = None) -> Timing:
                   first.device, first.on_gpu, statistics.median(cpu) if cpu else None)
 
 
+def pooled_user(timings: list):
+    """One :class:`~gpu_course.user_timing.UserTiming` of the rounds of one function: the GPU runs
+    :func:`pooled`, the loop and CPU figures the medians of the rounds' (a single round as it is)."""
+    from .user_timing import UserTiming
+    if len(timings) == 1:
+        return timings[0]
+    return UserTiming(pooled([t.gpu for t in timings]), statistics.median(t.loop_ms for t in timings),
+                      statistics.median(t.cpu_ms for t in timings))
+
+
 def round_ratios(slow: list, fast: list) -> list:
     """Per round, ``slow``'s median time over ``fast``'s (two lists of :class:`Timing`, one per round).
 

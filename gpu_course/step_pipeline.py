@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from . import streams
 from .mode import DEVICE, ON_GPU, synchronize
+from .rounds import interleaved_rounds
 
 
 # --------------------------------------------------------------------------------- the input pipeline
@@ -194,13 +195,10 @@ def input_ablation(model, opt, ds, batch: int, configs: dict, rounds: int = 1) -
     made (and its workers started) for each, then shut down, in ``rounds`` interleaved rounds (the order reversed every
     other round, so that a drift of the host over the run falls on every configuration alike). ``({name: the median
     ms per step}, {name: "lowest-highest" of the rounds})``. With ``pin`` the copies are ``non_blocking``."""
-    times = {name: [] for name in configs}
-    for r in range(rounds):
-        for name in (list(configs) if r % 2 == 0 else list(configs)[::-1]):
-            workers, pin, prefetch = configs[name]
-            ld = loader(ds, batch, workers, pin)
-            kw = {"prefetch": True} if prefetch else {"non_blocking": pin}
-            times[name].append(steady_ms_per_step(model, opt, ld, **kw))
-            del ld
+    def run(workers, pin, prefetch):   # the loader (its workers) lives for this measurement only
+        kw = {"prefetch": True} if prefetch else {"non_blocking": pin}
+        return steady_ms_per_step(model, opt, loader(ds, batch, workers, pin), **kw)
+    times = interleaved_rounds({name: (lambda c=c: run(*c)) for name, c in configs.items()}, rounds=rounds,
+                               timer=lambda f, budget_ms: f())
     return ({name: statistics.median(t) for name, t in times.items()},
             {name: f"{min(t):.2f}-{max(t):.2f}" for name, t in times.items()})

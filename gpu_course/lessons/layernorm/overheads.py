@@ -7,6 +7,7 @@ import torch
 
 from ...kernels.triton_layernorm import layer_norm_forward, layer_norm_node, node_status
 from ...mode import ON_GPU, by_mode
+from ...rounds import interleaved_rounds, pooled_user
 from .compare import EAGER, EPS, NODE, OP_DIRECT, OURS, check_variants, fwd_bwd, inputs, time_user, time_users, variants
 
 
@@ -32,9 +33,8 @@ def on_the_calling_thread(h, w, dtype, seed=0):
     """Forward + backward of eager ``F.layer_norm`` and of ours (:func:`layer_norm_op`), each timed with
     autograd's engine running the backward on its worker thread for the GPU (the default) and on the
     thread that calls ``.backward()`` (``torch.autograd.set_multithreading_enabled(False)``), the two
-    settings timed one after the other: ``{name: UserTiming}``, names ``"<variant>, <thread>"`` with
-    thread ``"worker thread"`` or ``"calling thread"``, the two settings in alternating rounds
-    (:func:`on_each_thread`); under each setting the two variants' loops and calls are interleaved. The
+    settings in alternating rounds (:func:`on_each_thread`): ``{name: UserTiming}``, names
+    ``"<variant>, <thread>"`` with thread ``"worker thread"`` or ``"calling thread"``; under each setting the two variants' loops and calls are interleaved. The
     gradients are checked against torch first, under the calling-thread setting."""
     x, wt, b, dy = inputs(h, w, dtype, seed)
     fns = {k: f for k, f in variants(w).items() if k in (EAGER, OURS)}
@@ -50,29 +50,14 @@ def on_each_thread(fns, x, wt, b, dy, rounds=None):
     that a drift of the host falls on both: ``{"<name>, <thread>": UserTiming}`` (each figure the median
     of the rounds'), each name's two rows together."""
     steps = {name: fwd_bwd(f) for name, f in fns.items()}
-    taken = {"worker thread": [], "calling thread": []}
-    for r in range(rounds or by_mode(gpu=3, cpu=1)):
-        for thread in (("worker thread", "calling thread") if r % 2 == 0 else ("calling thread", "worker thread")):
-            with torch.autograd.set_multithreading_enabled(thread == "worker thread"):
-                taken[thread].append(time_users(steps, x, wt, b, dy))
-    out = {}
-    for name in fns:
-        for thread, runs in taken.items():
-            out[f"{name}, {thread}"] = median_timing([run[name] for run in runs])
-    return out
 
-
-def median_timing(runs):
-    """One :class:`~gpu_course.user_timing.UserTiming` of several rounds of one function: the GPU runs pooled,
-    the loop and CPU figures the medians of the rounds'."""
-    import statistics
-
-    from ...rounds import pooled
-    from ...user_timing import UserTiming
-    if len(runs) == 1:
-        return runs[0]
-    return UserTiming(pooled([r.gpu for r in runs]), statistics.median(r.loop_ms for r in runs),
-                      statistics.median(r.cpu_ms for r in runs))
+    def timed(on_worker):
+        with torch.autograd.set_multithreading_enabled(on_worker):
+            return time_users(steps, x, wt, b, dy)
+    taken = interleaved_rounds({"worker thread": lambda: timed(True), "calling thread": lambda: timed(False)},
+                               rounds=rounds or by_mode(gpu=3, cpu=1), timer=lambda f, budget_ms: f())
+    return {f"{name}, {thread}": pooled_user([run[name] for run in runs])
+            for name in fns for thread, runs in taken.items()}
 
 
 def node_comparison(h, w, dtype, seed=0):
