@@ -2,6 +2,20 @@
 
 _DECORATOR = "\n@helion.kernel(config=helion.Config(block_sizes=[32, 32, 32]), static_shapes=True)"
 _SIGNATURE = "\ndef matmul_relu_res(a: torch.Tensor, b: torch.Tensor, res: torch.Tensor, out: torch.Tensor) -> torch.Tensor:"
+# exercise 4's kernel in three parts, which the cheats below vary one at a time
+_TILES = '''
+    m, k = a.size()
+    _, n = b.size()
+    for tile_m, tile_n in hl.tile([m, n]):
+'''
+_FP32_SUMS = '''        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, a[tile_m, tile_k], b[tile_k, tile_n])   # fp32 sums: acc is the accumulator
+'''
+_EPILOGUE = '''        out[tile_m, tile_n] = (torch.relu(acc) + res[tile_m, tile_n].to(torch.float32)).to(out.dtype)
+    return out
+'''
+_KERNEL = _DECORATOR + _SIGNATURE + _TILES + _FP32_SUMS + _EPILOGUE
 
 SOLUTIONS = {
     "ex17-1-answer": '''
@@ -31,17 +45,7 @@ def swizzled_offset(row, col, width, elem_bytes):
 
 print("fp8: Swizzle<3,4,3>, fp16: <3,3,3>, fp32: <3,2,3>, fp64: <3,1,3> (in elements; <3,4,3> in bytes for all)")
 ''',
-    "ex17-4-answer": _DECORATOR + '''
-def matmul_relu_res(a: torch.Tensor, b: torch.Tensor, res: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    m, k = a.size()
-    _, n = b.size()
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, a[tile_m, tile_k], b[tile_k, tile_n])   # fp32 sums: acc is the accumulator
-        out[tile_m, tile_n] = (torch.relu(acc) + res[tile_m, tile_n].to(torch.float32)).to(out.dtype)
-    return out
-''',
+    "ex17-4-answer": _KERNEL,
 }
 
 CHEATS = {
@@ -96,11 +100,8 @@ def matmul_relu_res(a, b, res, out):
     hk.matmul(a, b, out)
     return out.relu_().add_(res)
 ''',
-        "a Helion kernel that copies res, and torch computes the rest": _DECORATOR.replace("32, 32, 32", "32, 32") + _SIGNATURE + '''
-    m, k = a.size()
-    _, n = b.size()
-    for tile_m, tile_n in hl.tile([m, n]):
-        out[tile_m, tile_n] = res[tile_m, tile_n]
+        "a Helion kernel that copies res, and torch computes the rest": _DECORATOR.replace("32, 32, 32", "32, 32")
+        + _SIGNATURE + _TILES + '''        out[tile_m, tile_n] = res[tile_m, tile_n]
     return out
 
 
@@ -120,35 +121,16 @@ def matmul_relu_res(a, b, res, out):
         out[tile_m, tile_n] = (torch.relu(prod[tile_m, tile_n].to(torch.float32)) + res[tile_m, tile_n]).to(out.dtype)
     return out
 ''',
-        "half of k": _DECORATOR + _SIGNATURE + '''
-    m, k = a.size()
-    _, n = b.size()
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k // 2):
-            acc = torch.addmm(acc, a[tile_m, tile_k], b[tile_k, tile_n])
-        out[tile_m, tile_n] = (torch.relu(acc) + res[tile_m, tile_n].to(torch.float32)).to(out.dtype)
-    return out
-''',
+        "half of k": _KERNEL.replace("hl.tile(k):", "hl.tile(k // 2):"),
     },
 }
 
 # Sums in fp16 (the product rounded to fp16 at each k-step, or an fp16 accumulator) are refused by value: at the
 # check's k (300 on the CPU, 900 on a GPU) their error is 2 to 3 times the tolerance, fp32 sums' a quarter of it.
-CHEATS["ex17-4-answer"]["the product added in fp16 at each k-step"] = _DECORATOR + _SIGNATURE + '''
-    m, k = a.size()
-    _, n = b.size()
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = acc + a[tile_m, tile_k] @ b[tile_k, tile_n]
-        out[tile_m, tile_n] = (torch.relu(acc) + res[tile_m, tile_n].to(torch.float32)).to(out.dtype)
-    return out
-'''
-CHEATS["ex17-4-answer"]["an fp16 accumulator"] = _DECORATOR + _SIGNATURE + '''
-    m, k = a.size()
-    _, n = b.size()
-    for tile_m, tile_n in hl.tile([m, n]):
+CHEATS["ex17-4-answer"]["the product added in fp16 at each k-step"] = _KERNEL.replace(
+    "torch.addmm(acc, a[tile_m, tile_k], b[tile_k, tile_n])   # fp32 sums: acc is the accumulator",
+    "acc + a[tile_m, tile_k] @ b[tile_k, tile_n]   # the fp16 product rounded before it is added")
+CHEATS["ex17-4-answer"]["an fp16 accumulator"] = _DECORATOR + _SIGNATURE + _TILES + '''\
         acc = hl.zeros([tile_m, tile_n], dtype=torch.float16)
         for tile_k in hl.tile(k):
             acc = hl.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)
