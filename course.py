@@ -633,7 +633,7 @@ def version(name):
         return None
 print(json.dumps({"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
                   "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
-                               **{n: version(n) for n in ("triton", "numba", "numba-cuda", "numpy")}}}))
+                               **{n: version(n) for n in ("triton", "numba", "numba-cuda", "numpy", "helion")}}}))
 """
 
 

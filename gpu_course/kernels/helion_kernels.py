@@ -47,10 +47,10 @@ def _kernel(fn):
     """``fn`` as a Helion kernel: choosing among its :data:`GPU_CONFIGS` on a GPU, its one :data:`CPU_CONFIGS` entry
     in cpu mode. Shapes are static (Helion's default): each new shape is a new compilation, as with the course's
     Triton kernels' autotuning keys."""
-    name = fn.__name__
-    if ON_GPU:
-        return helion.kernel(fn, configs=GPU_CONFIGS[name], static_shapes=True)
-    return helion.kernel(fn, config=CPU_CONFIGS[name], static_shapes=True)
+    if ON_GPU:   # the search's log and progress bar off: the notebook prints what it chose
+        return helion.kernel(fn, configs=GPU_CONFIGS[fn.__name__], static_shapes=True,
+                             autotune_log_level=0, autotune_progress_bar=False)
+    return helion.kernel(fn, config=CPU_CONFIGS[fn.__name__], static_shapes=True)
 
 
 def softmax_rows(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

@@ -109,7 +109,7 @@ def loc_table(rows: dict) -> str:
 
 
 def versions_line() -> str:
-    """``"triton 3.6.0 · helion 1.5.1"``, each package saying where it is missing."""
+    """``"triton 3.6.0 · helion 1.4.0"``, each package saying where it is missing."""
     from importlib.metadata import PackageNotFoundError, version
     parts = []
     for name in ("triton", "helion"):

@@ -618,7 +618,7 @@ def test_execute_runs_a_notebook_in_place_and_records_device_and_versions(tmp_pa
     meta = out.metadata["course"]
     assert meta["outputs_from"] == "CPU" and meta["torch"] == torch.__version__
     assert meta["versions"]["torch"] == torch.__version__ and set(meta["versions"]) == \
-        {"python", "torch", "triton", "numba", "numba-cuda", "numpy"}
+        {"python", "torch", "triton", "numba", "numba-cuda", "numpy", "helion"}
 
 
 @pytest.mark.slow  # builds and installs a wheel, then the emulation's headers from it (~25 s)
