@@ -3,7 +3,8 @@
 (:class:`gpu_course.triton_launch.Launcher`, the compiled kernel's own launcher), beside cuBLAS.
 
 * :func:`normal_path` wraps a function so that its launches take ``kernel[grid]`` (what a call cost before);
-* :func:`profile_call` is a cProfile of one call: which Python functions the time goes to;
+* :func:`call_profile` / :func:`profile_call` is a cProfile of one call, kept to the calling thread's
+  functions: which functions the time goes to;
 * :func:`paths_rounds` times cuBLAS and both paths in interleaved rounds (GPU time, time per step of a
   back-to-back loop, CPU per call; :mod:`gpu_course.rounds`), :func:`paths_table` prints them with the
   rounds' range of each loop ratio, :func:`loop_ratios` and :func:`cpu_us` give a claim its figures;
@@ -14,9 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import cProfile
+import importlib.util
 import io
+import os
 import pstats
 import statistics
+import sys
+import threading
+from dataclasses import dataclass
 
 import torch
 
@@ -36,25 +42,126 @@ def normal_path(fn):
     return through
 
 
-def profile_call(fn, *args, top: int = 8, **kwargs) -> str:
-    """The ``top`` functions by own time (cProfile) of one call of ``fn(*args, **kwargs)``, after two
-    warm-up calls (the first compiles or tunes); one line each: calls, own µs, cumulative µs, name.
-    cProfile's own bookkeeping inflates every figure: read the shares, not the totals."""
+KEEP = ("triton", "torch", "gpu_course")  # where Python cannot tell threads apart: the call's own packages
+
+
+def _package_dirs(names) -> tuple:
+    """The directories of the importable packages among ``names`` (each ending with a separator)."""
+    dirs = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        for d in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.join(os.path.realpath(d), ""))
+    return tuple(dirs)
+
+
+def _one_call(fn, args, kwargs):
+    """The profiled call's own frame: what it calls is the call."""
+    return fn(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _this_threads_functions():
+    """A set that fills, inside the block, with the (file, line, name) of each Python function started on this
+    thread (``sys.monitoring``'s PY_START, Python 3.12 on); None where that cannot be asked: before 3.12 (there
+    cProfile sees the thread that enabled it only), or when no monitoring tool id is free."""
+    mon = getattr(sys, "monitoring", None)
+    tool = next((t for t in (3, 4) if mon.get_tool(t) is None), None) if mon else None
+    if tool is None:
+        yield None
+        return
+    me, seen = threading.get_ident(), set()
+
+    def started(code, offset):
+        if threading.get_ident() == me:
+            seen.add((code.co_filename, code.co_firstlineno, code.co_name))
+    mon.use_tool_id(tool, "gpu_course.launch_paths")
+    try:
+        mon.register_callback(tool, mon.events.PY_START, started)
+        mon.set_events(tool, mon.events.PY_START)
+        yield seen
+    finally:
+        mon.set_events(tool, 0)
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.free_tool_id(tool)
+
+
+@dataclass(frozen=True)
+class CallProfile:
+    """The functions of one profiled call (:func:`call_profile`): ``rows`` of (calls, own s, cumulative s,
+    name, where), the most own time first; ``left_out``, how many other functions the profiler saw."""
+    rows: tuple
+    left_out: int
+
+    def table(self, top: int = 8) -> str:
+        """The count, the total own time and the ``top`` rows, one line each."""
+        total = sum(r[1] for r in self.rows)
+        n, out = len(self.rows), self.left_out
+        lines = [f"{n} function{'s' * (n != 1)} ran in this call, on the calling thread "
+                 f"({out} other{'s' * (out != 1)} that the profiler saw left out)",
+                 f"{total * 1e6:.0f} µs under the profiler; the {min(top, n)} with the most own time:",
+                 f"{'calls':>6} {'own µs':>8} {'cum µs':>8}  function"]
+        for ncalls, tt, ct, name, where in self.rows[:top]:
+            lines.append(f"{ncalls:>6} {tt * 1e6:>8.1f} {ct * 1e6:>8.1f}  {name} ({where})")
+        return "\n".join(lines)
+
+
+def call_profile(fn, *args, keep: tuple = KEEP, **kwargs) -> CallProfile:
+    """cProfile of one call of ``fn(*args, **kwargs)``, after two warm-up calls (the first compiles or
+    tunes), kept to the calling thread's functions. Since Python 3.12 cProfile listens through
+    ``sys.monitoring`` and sees every thread (in a notebook, Jupyter's messaging runs beside the call, notably
+    while Triton's launch lets go of Python's lock): the Python functions kept are those that started on the
+    calling thread, and the built-ins those called. Where that cannot be asked (no monitoring tool id free),
+    the functions defined in the packages ``keep`` stand in, with what they called. cProfile's own
+    bookkeeping inflates every figure: read the count and the names more than the times."""
     for _ in range(2):
         fn(*args, **kwargs)
     prof = cProfile.Profile()
-    prof.enable()
-    fn(*args, **kwargs)
-    prof.disable()
-    stats = pstats.Stats(prof, stream=io.StringIO())
-    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]
-    total = sum(v[2] for v in stats.stats.values())
-    lines = [f"{len(stats.stats)} Python functions, {total * 1e6:.0f} µs under the profiler; the {top} "
-             "with the most own time:", f"{'calls':>6} {'own µs':>8} {'cum µs':>8}  function"]
-    for (file, line, name), (_cc, ncalls, tt, ct, _callers) in rows:
-        where = file.rsplit("/", 2)[-2:] if "/" in file else [file]
-        lines.append(f"{ncalls:>6} {tt * 1e6:>8.1f} {ct * 1e6:>8.1f}  {name} ({'/'.join(where)}:{line})")
-    return "\n".join(lines)
+    with _this_threads_functions() as ours:
+        prof.enable()
+        _one_call(fn, args, kwargs)
+        prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO()).stats
+    if ours is None and sys.version_info < (3, 12):   # cProfile saw this thread only
+        ours = {f for f in stats if f[0] != "~"}
+    return _call_rows(stats, ours, _package_dirs(keep))
+
+
+def _call_rows(stats: dict, ours, dirs: tuple = ()) -> CallProfile:
+    """:func:`call_profile`'s filter, on ``pstats.Stats.stats`` (func -> (cc, nc, tt, ct, callers), a caller's
+    value (nc, cc, tt, ct)). The Python functions of ``ours`` (the calling thread's; but :func:`_one_call`, the
+    call's frame), and the built-ins they called, counted from those calls only. With ``ours`` None: the
+    functions defined under ``dirs``, and, grown from them, every function they called, counted from those
+    calls only; through a Python function the growth goes on, through a built-in it stops (another thread's
+    function that starts while the call waits in a built-in is recorded under it)."""
+    root = next((f for f in stats if f[2] == "_one_call" and f[0].endswith("launch_paths.py")), None)
+    python = {f for f in stats if f != root and f[0] != "~"}
+    own = python & set(ours) if ours is not None else {f for f in python if os.path.realpath(f[0]).startswith(dirs)}
+    figures = {f: stats[f][1:4] for f in own}          # calls, own s, cumulative s
+    callers_ok = own | {root}
+    profiler = {f for f in stats if f[0] == "~" and "_lsprof.Profiler" in f[2]}   # its own disable()
+    grown = True
+    while grown:                                       # what the call's functions called, from those calls only
+        grown = False
+        for f, (_cc, _nc, _tt, _ct, callers) in stats.items():
+            edges = [v for c, v in callers.items() if c in callers_ok]
+            if f in figures or f == root or f in profiler or not edges or (ours is not None and f in python):
+                continue
+            figures[f] = tuple(sum(v[i] for v in edges) for i in (0, 2, 3))
+            if f[0] != "~":                            # a Python function: its callees are the call's too
+                callers_ok.add(f)
+            grown = True
+    rows = []
+    for (file, line, name), (nc, tt, ct) in figures.items():
+        where = "built-in" if file == "~" else "/".join(file.rsplit("/", 2)[-2:]) + f":{line}"
+        rows.append((nc, tt, ct, name, where))
+    rows.sort(key=lambda r: -r[1])
+    return CallProfile(tuple(rows), len(set(stats) - set(figures) - {root} - profiler))
+
+
+def profile_call(fn, *args, top: int = 8, keep: tuple = KEEP, **kwargs) -> str:
+    """:func:`call_profile`'s table: the count of the call's functions and the ``top`` by own time."""
+    return call_profile(fn, *args, keep=keep, **kwargs).table(top)
 
 
 def paths_rounds(fns: dict, rounds: int = 5) -> dict:

@@ -27,7 +27,7 @@ WHERE = "on Linux, in WSL2 on Windows, on Colab, or in the course's dev containe
 OPTIONAL = {"triton": ("Triton", "it has wheels for Linux only", WHERE, {"triton", "tl"}),
             "helion": ("Helion", "an optional package", "where `pip install helion` works: " + WHERE, {"helion", "hl"}),
             "cutlass": ("CuTe DSL", "an optional package", "where `pip install nvidia-cutlass-dsl` works: on Linux, in "
-                        "WSL2, on Colab", {"cutlass", "cute"})}
+                        "WSL2, on Colab", {"cutlass", "cute", "ck"})}
 ALWAYS_MISSING = OPTIONAL["triton"][3]
 _skipped_names: dict = dict.fromkeys(ALWAYS_MISSING, "triton")   # a name a skipped cell bound -> its package
 _installed = False

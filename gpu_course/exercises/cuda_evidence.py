@@ -1,15 +1,17 @@
 """Evidence of the method of a CUDA C kernel, read from what the course's own launch executed
-(:class:`.cuda_launch.CudaExecution`): in cpu mode the emulation's counts per thread, on a GPU the
-compiled kernel's SASS. Each function takes the kernel's name and the execution and returns None
-(the evidence holds), a sentence saying what the kernel did not do, or False when nothing was
-counted or read (the caller then falls back on the source's text).
+(:class:`.cuda_launch.CudaExecution`): the emulation's counts per thread (in cpu mode, and on a GPU from
+running the answer in the emulation too, :mod:`.cuda_emulated`), and on a GPU the compiled kernel's SASS as
+well (where the counts hold, the SASS must hold the instructions too). Each function takes the kernel's
+name and the execution and returns None (the evidence holds), a sentence saying what the kernel did not
+do, or False when nothing was counted or read (the caller then falls back on the source's text).
 
 In cpu mode code that does not run leaves no count: a ``__shared__`` array declared and never
 used, a ``__syncthreads()`` under ``#if 0`` or in an ``if`` that is never true, a shuffle in a
 branch no thread takes. On a GPU the compiler removes dead code (unused arrays, ``#if 0``,
 branches it can prove untaken); a branch whose condition depends on the arguments stays in the
-SASS, so the GPU's evidence is that the instructions are there, not that they ran; the split of
-the work between threads is counted only in cpu mode.
+SASS, so the SASS's evidence is that the instructions are there, not that they ran: what ran, and
+the split of the work between threads, is the emulation's count (on a GPU whose host compiler cannot
+build the emulation, the SASS alone is read).
 
 >>> import torch
 >>> from .cuda_launch import CountedLaunch, CudaExecution
@@ -23,7 +25,6 @@ the work between threads is counted only in cpu mode.
 from __future__ import annotations
 
 import torch
-from .. import mode
 
 SHUFFLES = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
             "__shfl_xor_sync": "shfl_xor"}
@@ -31,6 +32,10 @@ _SASS_SHUFFLE = {"shfl_idx": "SHFL.IDX", "shfl_up": "SHFL.UP", "shfl_down": "SHF
 MMA = {"wmma::mma_sync", "nvcuda::wmma::mma_sync", "mma_sync"}  # a tensor-core product (WMMA)
 EXECUTED = {"__syncthreads", "atomicAdd", *SHUFFLES, *MMA}  # calls whose execution calls() checks
 _GLOBAL = ("gload", "gstore", "gatomic")
+# Fewer global accesses than this in a launch say nothing about how its work was split. The emulation counts
+# accesses through the kernel's typed pointers: a float4 load through reinterpret_cast<const float4*> is not
+# counted, so a float4 kernel's count may hold only its scalar tail.
+MIN_COUNTED = 64
 
 
 def _first(mask: torch.Tensor):
@@ -70,7 +75,8 @@ def shared_used(name: str, ex) -> str | None | bool:
                         f"{_n(int(work[b, t]), 'time')}, stored {_n(int(st[b, t]), 'value')} into shared memory "
                         f"and loaded {int(ld[b, t])}: every thread stages its part in shared memory and reads "
                         f"it back from there")
-        return None
+        if ex.sass is None:
+            return None
     if ex.sass is not None:
         s = ex.sass
         if not (s["shared_store"] or s["shared_atomic"]):
@@ -91,7 +97,8 @@ def barrier_passed(name: str, ex) -> str | None | bool:
                 if int(bar.sum()) == 0:
                     return f"{name} passed no __syncthreads() {_not_run(name)}"
                 return f"{L.where(b, t)} of {name} passed no __syncthreads() when the check launched it"
-        return None
+        if ex.sass is None:
+            return None
     if ex.sass is not None:
         return None if ex.sass["barrier"] else f"the compiled {name} holds no __syncthreads() (BAR.SYNC)"
     return False
@@ -114,7 +121,9 @@ def shuffled(name: str, ex, call: str) -> str | None | bool:
                 return (f"in the check's launch, {L.where(b, t)} of {name} accessed global memory "
                         f"{_n(int(work[b, t]), 'time')} and no thread of its block executed {call}: every "
                         f"block combines its threads' values with shuffles")
-        return combined_by_shuffles(name, ex, call)
+        why = combined_by_shuffles(name, ex, call)
+        if why or ex.sass is None:
+            return why
     if ex.sass is not None:
         return None if ex.sass[fld] else f"the compiled {name} holds no {call} ({_SASS_SHUFFLE[fld]})"
     return False
@@ -215,7 +224,8 @@ def mma_reaches_output(name: str, ex, first, call: str = "wmma::mma_sync") -> st
     ``mma_sync`` on zero fragments beside a product computed otherwise leaves it as it was. None where it cannot be
     launched again."""
     again = getattr(ex, "again", None)
-    if again is None or not isinstance(first, torch.Tensor) or mode.ON_GPU:
+    first = ex.first if getattr(ex, "first", None) is not None else first   # on a GPU: the emulation's output
+    if again is None or not isinstance(first, torch.Tensor) or not ex.launches:
         return None
     from ..hardware import temporary_env
     with temporary_env("CUDA_EMU_WMMA_SCALE", "2"):
@@ -244,7 +254,8 @@ def mma_ran(name: str, ex, call: str = "wmma::mma_sync") -> str | None | bool:
                 b, t = _first(bad)
                 return (f"in the check's launch, {L.where(b, t)} of {name} stored results and executed no {call}: "
                         f"the products are computed by the tensor cores, through wmma::mma_sync")
-        return None
+        if ex.sass is None:
+            return None
     if ex.sass is not None:
         return None if ex.sass["mma"] else f"the compiled {name} holds no tensor-core instruction ({call}: HMMA)"
     return False
@@ -255,7 +266,8 @@ def atomics_ran(name: str, ex, call: str = "atomicAdd") -> str | None | bool:
     if ex.launches:
         if sum(int(L.field("gatomic", "satomic").sum()) for L in ex.launches) == 0:
             return f"{name} executed no {call} {_not_run(name)}"
-        return None
+        if ex.sass is None:
+            return None
     if ex.sass is not None:
         return None if (ex.sass["atomic"] or ex.sass["shared_atomic"]) else \
             f"the compiled {name} holds no atomic operation ({call})"
@@ -279,22 +291,39 @@ def shared_atomics(name: str, ex, bins: int | None = None) -> str | None | bool:
                     f"atomic updates in global memory for {bins} counters: privatized counters are counted in "
                     f"shared memory, and each block adds each of its counters to global memory once "
                     f"(at most {bins * blocks:,})")
-        return None
+        if ex.sass is None:
+            return None
     if ex.sass is not None:
         return None if ex.sass["shared_atomic"] else \
             f"the compiled {name} holds no atomic on shared memory (ATOMS): the counters are not privatized"
     return False
 
 
+def counts_split(ex) -> bool:
+    """Whether a launch of ``ex`` counted enough global accesses (:data:`MIN_COUNTED`) to judge the split of
+    its work by them.
+
+    >>> from .cuda_launch import CountedLaunch, CudaExecution
+    >>> F = ("gload", "gstore", "gatomic")
+    >>> tail = torch.zeros(1, 1, 3, dtype=torch.int64); tail[0, 0, :2] = 3   # a float4 kernel's counted tail
+    >>> counts_split(CudaExecution("k", [CountedLaunch("k", (1, 1, 1), (1, 1, 1), tail, F)]))
+    False
+    >>> counts_split(CudaExecution("k", [CountedLaunch("k", (1, 1, 1), (1, 1, 1), tail * 20, F)]))
+    True
+    """
+    return any(int(L.field(*_GLOBAL).sum()) >= MIN_COUNTED for L in ex.launches)
+
+
 def work_split(name: str, ex, share: float = 1 / 16) -> str | None | bool:
     """No thread made more than ``share`` of the launch's global memory accesses (counted when
-    there are at least 64). Only counted in cpu mode; on a GPU it holds (None)."""
+    there are at least 64). Where nothing was counted and the SASS was read (a GPU whose host compiler cannot
+    build the emulation), it holds (None)."""
     if not ex.launches:
         return None if ex.sass is not None else False
     for L in ex.launches:
         w = L.field(*_GLOBAL)
         total = int(w.sum())
-        if total < 64:
+        if total < MIN_COUNTED:
             continue
         top = int(w.max())
         if top > total * share:

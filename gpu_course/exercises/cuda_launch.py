@@ -254,15 +254,19 @@ def _coords(i: int, dims: tuple) -> str:
 
 @dataclass
 class CudaExecution:
-    """What ran in the course's own launch of a CUDA C kernel: ``launches`` (cpu mode: counted per
-    thread, :class:`CountedLaunch`), ``sass`` (gpu mode: kinds of instructions of the compiled
-    kernel, see :func:`.compiled.sass_ops`; None where it could not be read, ``sass_error`` says why)."""
+    """What ran in the course's own launch of a CUDA C kernel: ``launches`` (counted per thread,
+    :class:`CountedLaunch`, by the emulation: in cpu mode, and on a GPU by :mod:`.cuda_emulated`'s second
+    run), ``sass`` (gpu mode: kinds of instructions of the compiled kernel, see :func:`.compiled.sass_ops`;
+    None where it could not be read, ``sass_error`` says why)."""
     kernel: str
     launches: list = field(default_factory=list)
     sass: Counter | None = None
     sass_error: str = ""
     elements: int = 0   # elements of the distinct buffers the launches were given (inputs and output)
-    learner: "CudaExecution | None" = None   # cpu mode: the learner's own launches of the kernel, counted too
+    learner: "CudaExecution | None" = None   # the learner's own launches of the kernel, counted too
+    again: object = None    # launches it again on the counted memory (returns the output): the products doubled
+    first: object = None    # the output of the counted launch (on a GPU, the emulation's), to compare with again's
+    note: str = ""          # on a GPU, why nothing was counted (no host compiler for the emulation), for the verdict
 
     @property
     def counted(self) -> bool:
@@ -316,18 +320,22 @@ def _holder(ptr: int, tensors: list, device: str):
     return None
 
 
-def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), zeroed: bool = False):
+def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), zeroed: bool = False,
+               module=None):
     """Make the learner's launches of kernel ``name`` recorded in ``launch`` (a CUDA C
     :class:`~gpu_course.launches.Launch` with ``calls``) again on the check's memory; return
     ``(output as the kernel wrote it, CudaExecution, memory)``. Raises :class:`CudaLaunchError`
     when the launch cannot be made (with a message for the learner); errors of the kernel itself
-    (an out-of-bounds access ...) propagate."""
+    (an out-of-bounds access ...) propagate. ``module``: ``(module, launcher function)`` to launch
+    it with (on a GPU, the emulated build of :mod:`.cuda_emulated`, whose launches are counted as in
+    cpu mode), else :func:`launcher`'s."""
     from .replay import Memory
     calls = [c for c in launch.calls if c.name == name]
     if not calls:
         raise CudaLaunchError(f"the module recorded no launch configuration of {name} (it keeps no launch log)")
     params = kernel_params(source, name)
-    mod, fn = launcher(source, name)
+    mod, fn = module if module is not None else launcher(source, name)
+    emulated = hasattr(mod, "_cuda_emu_count")
     device = output.device.type
     tensors = _host_tensors(launch)
     mem = Memory(output, list(inputs))
@@ -373,7 +381,7 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
     ex = CudaExecution(name)
     distinct = {(b.data_ptr(), b.numel()) for _, bufs, *_ in prepared for b in bufs if b.numel()}
     ex.elements = sum(n for _, n in distinct)
-    counting = not mode.ON_GPU and hasattr(mod, "_cuda_emu_count")
+    counting = emulated and (module is not None or not mode.ON_GPU)
     if counting:
         mod._cuda_emu_count(True)
     try:
@@ -391,7 +399,7 @@ def own_launch(source: str, name: str, launch, output: torch.Tensor, inputs=(), 
     finally:
         if counting:
             mod._cuda_emu_count(False)
-    if mode.ON_GPU:
+    if mode.ON_GPU and not counting:
         try:
             ex.sass = _sass_of(mod, name)
         except Exception as e:  # noqa: BLE001  no cuobjdump, a module without a file ...

@@ -143,17 +143,19 @@ def dot_inputs(*tensors):
 
 
 def splits_work(share: float = 1 / 16, *, items: int | None = None, per_thread: int | None = None):
-    """Evidence (CUDA C): the work is split between threads: in the course's own launch no thread
-    made more than ``share`` of the kernel's global memory accesses (loads, stores, atomics),
-    counted per thread by the emulation (cpu mode; on a GPU there is no count to read, and it
-    holds). A kernel where one thread loops over everything is refused.
+    """Evidence (CUDA C): the work is split between threads: in the course's own launch and in the
+    learner's, no thread made more than ``share`` of the kernel's global memory accesses (loads, stores,
+    atomics), counted per thread by the emulation (in cpu mode, and on a GPU by running the answer in the
+    emulation too, see :mod:`.cuda_emulated`). A kernel where one thread loops over everything is refused; a
+    grid-stride loop, whatever its grid, is a split.
 
-    With ``items`` (the elements the learner's call covers), in both modes: the learner's launches
-    of the kernel started at least ``items * share`` threads in all (grid × block, from the module's
-    launch log; on a GPU the evidence of the split). With ``per_thread`` too: at most 1.5 threads per
-    ``per_thread`` items (plus one block), and, where the emulation counts them (cpu mode), at most
-    1.5 global loads per ``per_thread`` items (plus ``per_thread``, for a tail done one by one):
-    each thread covers ``per_thread`` items with wide loads (a ``float4`` for 4 floats)."""
+    With ``items`` (the elements the learner's call covers), where nothing was counted (a GPU whose host
+    compiler cannot build the emulation): the learner's launches of the kernel started at least
+    ``items * share`` threads in all (grid × block, from the module's launch log). With ``per_thread``
+    too, in both cases: at most 1.5 threads per ``per_thread`` items (plus one block), and, where the
+    emulation counts them, at most 1.5 global loads per ``per_thread`` items (plus ``per_thread``, for a
+    tail done one by one): each thread covers ``per_thread`` items with wide loads (a ``float4`` for 4
+    floats)."""
     def holds(a: Attempt):
         return _ask(a, "work_split", "splits_work", share, items, per_thread)
     return _evidence(holds)
@@ -172,8 +174,8 @@ def shared_atomics():
 def aggregated(items: int, at_most: float = 0.5):
     """Evidence (CUDA C, for notebook 09's aggregation exercise): the kernel made at most
     ``at_most * items`` atomic updates in shared memory in the course's own launch and in the learner's
-    (counted by the emulation in cpu mode): a thread that meets a run of equal bins counts it in a register and makes
-    one atomic for the run. On a GPU there is no count to read, and it holds."""
+    (counted by the emulation, in cpu mode and on a GPU, see :mod:`.cuda_emulated`): a thread that meets a run of
+    equal bins counts it in a register and makes one atomic for the run. Where nothing was counted, it holds."""
     def judge(name, ex):
         if ex is None or not getattr(ex, "launches", None):
             return None

@@ -264,8 +264,15 @@ def judge(problem: KernelProblem, answer, scopes) -> Verdict:
         if isinstance(why, Verdict):
             return why
         if why:
-            return Verdict(False, [f"❌ {problem.title}: not yet: {why}"])
-    return Verdict(True, [f"✅ {problem.title}: correct (your {t.kind.label} kernel {t.label} wrote the result)"])
+            return Verdict(False, [f"❌ {problem.title}: not yet: {why}"] + _notes(t))
+    return Verdict(True, [f"✅ {problem.title}: correct (your {t.kind.label} kernel {t.label} wrote the result)"]
+                   + _notes(t))
+
+
+def _notes(t: Trial) -> list[str]:
+    """What the verdict adds about how it was reached (on a GPU without the emulation's counts: why)."""
+    note = getattr(t.execution, "note", "")
+    return [f"    {note}"] if note else []
 
 
 def judge_kernel(title: str, answer, *, kind: str, run, reference, kernel=None, build=None,

@@ -87,6 +87,30 @@ def matmul_bias_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: 
     return out
 
 
+# A GPU with less shared memory per block than Hopper's 227 KB (Colab's T4: 64 KB) keeps the matmul configs whose
+# pipeline fits it, in fp16, the type notebook 17 runs them in; where none does, this small one.
+MATMUL_CONFIGS = GPU_CONFIGS["matmul"]   # the list above, for Hopper (227 KB per block)
+SMALL_MATMUL = helion.Config(block_sizes=[64, 64, 32], num_warps=4, num_stages=2, l2_groupings=[8])
+
+
+def fitting_matmul_configs(configs, itemsize=2) -> list:
+    """The ``configs`` whose pipeline (``num_stages`` blocks of a, ``block_m x block_k``, and of b,
+    ``block_k x block_n``: the course's model, as ``triton_matmul.stages_that_fit``) fits this GPU's shared memory
+    per block, or ``[SMALL_MATMUL]`` where none does. All of them in cpu mode, where nothing is compiled for a GPU.
+
+    >>> from gpu_course.hardware import acting_as_profile
+    >>> with acting_as_profile("t4"):   # 64 KB: only the 128 x 128 x 32 tile in 4 stages (exactly 64 KB) fits
+    ...     [c.block_sizes for c in fitting_matmul_configs(MATMUL_CONFIGS)]
+    [[128, 128, 32]]
+    """
+    from ..hardware import fits_shared_memory
+    fit = [c for c in configs
+           if fits_shared_memory((c.block_sizes[0] + c.block_sizes[1]) * c.block_sizes[2] * itemsize * c.num_stages,
+                                 "a matmul tile")[0]]
+    return fit or [SMALL_MATMUL]
+
+
+GPU_CONFIGS["matmul"] = GPU_CONFIGS["matmul_bias_gelu"] = fitting_matmul_configs(MATMUL_CONFIGS)
 softmax_rows = _kernel(softmax_rows)
 matmul = _kernel(matmul)
 matmul_bias_gelu = _kernel(matmul_bias_gelu)

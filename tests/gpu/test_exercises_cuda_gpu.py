@@ -1,7 +1,8 @@
 """CUDA C kernel exercises on a real GPU: the split build logs each launch (grid, block, arguments),
 the course launches the learner's kernel itself through a generated launcher, and the evidence of
-the technique is read from the compiled kernel's SASS (``cuobjdump -sass``), where dead code is
-gone. Skipped on the CPU.
+the technique is read from what each thread did, counted by running the answer in the CPU emulation
+too, and from the compiled kernel's SASS (``cuobjdump -sass``), where dead code is gone (alone where
+the emulation cannot build). Skipped on the CPU.
 
     pytest -p no:cacheprovider -q tests/gpu/test_exercises_cuda_gpu.py
 """
@@ -91,7 +92,18 @@ def test_sass_of_the_built_module_is_read():
 STAGED = [utils.uses_shared_memory(), utils.calls("__syncthreads")]
 
 
-def test_shared_memory_and_barriers_are_read_from_sass(capsys):
+@pytest.fixture(params=["counted", "sass"])
+def evidence_from(request, monkeypatch):
+    """Each evidence test twice: as the check runs on a GPU (the answer also run in the CPU emulation, which counts
+    what each thread did, gpu_course/exercises/cuda_emulated.py), and as on a GPU machine whose host compiler cannot
+    build the emulation (the compiled kernel's SASS alone)."""
+    if request.param == "sass":
+        from gpu_course.exercises import cuda_emulated
+        monkeypatch.setitem(cuda_emulated._PROBE, "why", "no C++ compiler found (a test)")
+    return request.param
+
+
+def test_shared_memory_and_barriers_are_read_from_sass(capsys, evidence_from):
     x = torch.randn(10_000, device="cuda")
     ref = lambda: torch.relu(x)  # noqa: E731
     ok = verdict(capsys, elementwise(TILED), x, ref, evidence=STAGED)
@@ -100,9 +112,14 @@ def test_shared_memory_and_barriers_are_read_from_sass(capsys):
     no_sync = verdict(capsys, elementwise(TILED.replace("__syncthreads();", "")), x, ref,
                       evidence=[utils.calls("__syncthreads")])
     assert ok.startswith("✅"), ok
-    assert "the compiled k never stores into shared memory" in dead, dead
-    assert "the compiled k never stores into shared memory" in unused, unused
-    assert "the compiled k holds no __syncthreads() (BAR.SYNC)" in no_sync, no_sync
+    if evidence_from == "counted":
+        assert "k never stored into shared memory when the check launched it" in dead, dead
+        assert "k never stored into shared memory when the check launched it" in unused, unused
+        assert "k passed no __syncthreads() when the check launched it" in no_sync, no_sync
+    else:
+        assert "the compiled k never stores into shared memory" in dead, dead
+        assert "the compiled k never stores into shared memory" in unused, unused
+        assert "the compiled k holds no __syncthreads() (BAR.SYNC)" in no_sync, no_sync
 
 
 SUM = utils.cuda_begin + r"""
@@ -119,7 +136,7 @@ void f(torch::Tensor x, torch::Tensor out) {
 """
 
 
-def test_shuffles_are_read_from_sass(capsys):
+def test_shuffles_are_read_from_sass(capsys, evidence_from):
     x = torch.randn(100_000, device="cuda")
     ref = lambda: x.double().sum().reshape(1)  # noqa: E731
     warp = SUM.replace("SHUFFLE", "for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);")
@@ -129,7 +146,8 @@ def test_shuffles_are_read_from_sass(capsys):
     ok = verdict(capsys, warp, x, ref, out_n=1, atol=1e-2, rtol=1e-4, evidence=[utils.calls("__shfl_down_sync")])
     dead = verdict(capsys, staged, x, ref, out_n=1, atol=1e-2, rtol=1e-4, evidence=[utils.calls("__shfl_down_sync")])
     assert ok.startswith("✅"), ok
-    assert "the compiled k holds no __shfl_down_sync (SHFL.DOWN)" in dead, dead
+    assert ("k executed no __shfl_down_sync when the check launched it" if evidence_from == "counted"
+            else "the compiled k holds no __shfl_down_sync (SHFL.DOWN)") in dead, dead
 
 
 HIST = utils.cuda_begin + r"""
@@ -150,7 +168,7 @@ void f(torch::Tensor x, torch::Tensor counts) {
 """
 
 
-def test_shared_atomics_are_read_from_sass(capsys):
+def test_shared_atomics_are_read_from_sass(capsys, evidence_from):
     x = (torch.rand(100_000, device="cuda") * 256).to(torch.uint8)
     ref = lambda: torch.bincount(x.long(), minlength=256).int()  # noqa: E731
     ev = [utils.uses_shared_memory(), utils.calls("atomicAdd"), utils.shared_atomics()]
@@ -159,4 +177,5 @@ def test_shared_atomics_are_read_from_sass(capsys):
                    .replace("if (local[b] > 0) atomicAdd(&counts[b], local[b]);", "if (local[b] != 0) counts[b] = -1;"),
                    x, ref, out_n=256, out_dtype=torch.int32, evidence=[utils.shared_atomics()])
     assert ok.startswith("✅"), ok
-    assert "holds no atomic on shared memory (ATOMS)" in glob, glob
+    assert ("atomic updates in global memory and 0 in shared memory" if evidence_from == "counted"
+            else "holds no atomic on shared memory (ATOMS)") in glob, glob

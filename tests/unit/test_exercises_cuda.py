@@ -279,13 +279,14 @@ def test_3_one_thread_doing_all_the_work_is_refused(capsys):
 
 
 def test_3_threads_started_and_wide_loads_from_the_launch_log(capsys):
-    """splits_work(items=...) reads the launch's grid and block (a GPU has no per-thread count);
-    per_thread=4 also asks for one float4 load per thread (cpu mode: the counted loads)."""
+    """splits_work(items=...): where each thread's accesses are counted, they decide (the number of threads
+    started stands for them only where nothing counted them: tests/unit/test_exercises_gpu_counts.py);
+    per_thread=4 also asks for one float4 load per thread (the launch log's threads, the counted loads)."""
     loop = elementwise("    if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);").replace(
         "k<<<cdiv(n, 256), 256>>>", "k<<<1, 1>>>")
     why = verdict(capsys, loop, "k", evidence=[utils.splits_work(items=1000)])
-    assert why == ("❌ t: not yet: k was launched with 1 threads in all for 1,000 elements (at least 62 "
-                   "expected): split the work so that each thread handles its own part"), why
+    assert why == ("❌ t: not yet: in the check's launch of k (1 block of 1 threads), thread 0 of block 0 made 2000 "
+                   "of the 2000 global memory accesses: split the work so that each thread handles its own part"), why
     assert verdict(capsys, RELU, "k", evidence=[utils.splits_work(items=1000)]) == OK
     why = verdict(capsys, RELU, "k", evidence=[utils.splits_work(items=1000, per_thread=4)])
     assert "launched with 1,024 threads for 1,000 elements: with 4 elements per thread" in why, why

@@ -60,3 +60,22 @@ def test_the_helion_kind_owns_helion_kernels_and_finds_the_triton_they_generate(
     x = torch.randn(37, 100, device=utils.DEVICE)
     out = hk.softmax_rows(x, torch.empty_like(x))
     assert [f.__name__ for f in generated_kernels(hk.softmax_rows, (x, out))] == ["_helion_softmax_rows"]
+
+
+def test_a_gpu_with_little_shared_memory_keeps_the_matmul_configs_that_fit_or_a_small_one():
+    from gpu_course.hardware import acting_as_profile
+    with acting_as_profile("t4"):
+        assert [c.block_sizes for c in hk.fitting_matmul_configs(hk.MATMUL_CONFIGS)] == [[128, 128, 32]]
+        assert hk.fitting_matmul_configs(hk.MATMUL_CONFIGS[:3]) == [hk.SMALL_MATMUL]   # none of these fits 64 KB
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode's rule: a GPU times a configs list")
+def test_a_helion_answer_with_a_configs_list_is_refused_in_cpu_mode_with_the_fix():
+    import helion
+    from gpu_course.exercises.kinds.helion import one_config_on_the_cpu
+    one_config_on_the_cpu(hk.matmul)                                 # one config: runs
+    listed = helion.kernel(hk.matmul.fn, configs=hk.MATMUL_CONFIGS[:2])
+    with pytest.raises(ValueError, match=r"has 2 configs: in cpu mode .*config=helion.Config"):
+        one_config_on_the_cpu(listed)
+    with pytest.raises(ValueError, match="has no config"):
+        one_config_on_the_cpu(helion.kernel(hk.matmul.fn))

@@ -2,9 +2,10 @@
 with ``<<<blocks, threads>>>``; ``build(source)`` (``load_cuda``) turns it into a module whose launch
 counters and log (:mod:`gpu_course.module_launches`) say what ran, and what torch did inside the host
 functions is watched (:class:`..host_torch.HostTorch`). The course's own launch is
-:func:`..cuda_launch.own_launch` (what executed: the emulation's counts per thread in cpu mode, the
-SASS on a GPU), read by the evidence through :mod:`..cuda_evidence`, or, where nothing was counted,
-the kernel's tokens.
+:func:`..cuda_launch.own_launch` (what executed: the emulation's counts per thread in cpu mode; on a
+GPU the SASS, and the same counts from running the answer in the CPU emulation too,
+:mod:`..cuda_emulated`), read by the evidence through :mod:`..cuda_evidence`, or, where nothing was
+counted or compiled, the kernel's tokens.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ... import mode
 from . import Kind, SetupError, register
 
 _COURSE_DIR = Path(__file__).resolve().parents[2]  # gpu_course/: where the course's own .cu kernels are
@@ -130,7 +132,14 @@ class CudaKind(Kind):
         name = _module_name_of(trial.module)
         if name in trial.seen.uncounted:
             label = trial.kname or f"your {self.label} kernel"
-            return [], [(None, f"cannot tell whether {label} ran: {trial.seen.uncounted[name]}")]
+            why = trial.seen.uncounted[name]
+            log = str(getattr(trial.module, "build_log", "") or "")
+            if "built as one nvcc unit" in log:   # gpu_build's fallback (load_inline): no launch counters
+                reason = log.split("(the split build did not apply: ", 1)[-1].rstrip(")") \
+                    if "did not apply" in log else ""
+                why = ("your source was built as one nvcc unit by torch's load_inline, which keeps no launch log for "
+                       "the check to read" + (f" (the course's split build did not apply: {reason})" if reason else ""))
+            return [], [(None, f"cannot tell whether {label} ran: {why}")]
         mine = [L for L in trial.seen.of(self.key) if L.finished and (trial.kname is None or L.name == trial.kname)
                 and L.kernel is trial.module and L.name in trial.kernels]
         return mine, []
@@ -150,11 +159,13 @@ class CudaKind(Kind):
             return (f"the check launched {label} itself (your launch configuration and arguments, on fresh "
                     f"memory) and it raised {first_line(e)}"), None, None
         why = self.replayed_problem(trial, mem, got, "your launch configuration and arguments", "host function")
-        if execution is not None:   # to launch it again with the products perturbed
+        if execution is not None and not mode.ON_GPU:   # to launch it again with the products perturbed
             execution.again = lambda: own_launch(*args)[0]
         mine = getattr(trial, "learner_counts", None)
         if execution is not None and mine is not None and mine.launches and execution.launches:
             execution.learner = mine
+        if why is None and execution is not None and mode.ON_GPU and trial.kname:
+            why = _counted_on_cpu(trial, execution)
         return why, got, execution
 
     def configs(self, attempt, what: str) -> list:
@@ -233,9 +244,13 @@ class CudaKind(Kind):
         return None
 
     def work_split(self, a, share: float, items: int | None, per_thread: int | None) -> str | None:
-        """See :func:`..evidence.splits_work`."""
+        """See :func:`..evidence.splits_work`. Where each thread's accesses were counted (the emulation, in
+        either mode) they are the evidence of the split, and the number of threads started is not: a grid-stride
+        loop over a grid of any size splits the work as well as one thread per element."""
+        from ..cuda_evidence import counts_split
+        counted = a.execution is not None and counts_split(a.execution)   # float4 accesses are not counted
         if items is not None:
-            why = _threads_started(a, items, share, per_thread)
+            why = _threads_started(a, items, share, per_thread, fewest=not counted)
             if why:
                 return why
         if a.execution is None:
@@ -278,18 +293,42 @@ class CudaKind(Kind):
         return None
 
 
-def _threads_started(a, items: int, share: float, per_thread: int | None) -> str | None:
-    """Why the learner's launches started too few (or, with ``per_thread``, too many) threads for
-    ``items`` elements, from the grids and blocks of the launch log; None when they fit or nothing
-    was logged."""
+def _counted_on_cpu(trial, execution) -> str | None:
+    """On a GPU, the counts of cpu mode (:func:`..cuda_emulated.counted_run`): the answer run again in the CPU
+    emulation, the learner's launch and the course's counted per thread into ``execution`` (whose SASS stays);
+    why the emulated runs refuse the answer, or None. Where the emulation cannot build on this machine, nothing
+    is counted and ``execution.note`` says why (the verdict shows it)."""
+    from ..cuda_emulated import EmulatedRunError, counted_run, toolchain_problem
+    problem = toolchain_problem()
+    if problem:
+        execution.note = (f"(what each thread does was not counted: the check runs your kernel in the CPU emulation "
+                          f"for that, and it cannot build on this machine: {problem}; only the compiled kernel's "
+                          f"instructions were read)")
+        return None
+    try:
+        counted, learner = counted_run(trial)
+    except EmulatedRunError as e:
+        return str(e)
+    execution.launches, execution.elements = counted.launches, counted.elements
+    execution.again, execution.first = counted.again, counted.first
+    if learner.launches and counted.launches:
+        execution.learner = learner
+    return None
+
+
+def _threads_started(a, items: int, share: float, per_thread: int | None, fewest: bool = True) -> str | None:
+    """Why the learner's launches started too few (with ``fewest``: what stands for the count of each thread's
+    work where nothing counted it) or, with ``per_thread``, too many threads for ``items`` elements, from the
+    grids and blocks of the launch log; None when they fit or nothing was logged."""
     configs = [(c.grid, c.block) for L in a.launches for c in L.calls]
     if not configs:
         return None
     count = lambda d: d[0] * d[1] * d[2]  # noqa: E731
     threads = sum(count(g) * count(b) for g, b in configs)
     least = int(items * share)
-    if threads < least:
-        return (f"{a.name} was launched with {threads:,} threads in all for {items:,} elements (at least "
+    if fewest and threads < least:
+        return (f"{a.name} was launched with {threads:,} thread{'s' if threads != 1 else ''} in all for {items:,} "
+                f"elements (at least "
                 f"{least:,} expected): split the work so that each thread handles its own part")
     if per_thread:
         most = int(1.5 * -(-items // per_thread)) + max(count(b) for _, b in configs)

@@ -36,6 +36,7 @@ class HelionKind(TritonKind):
         original = Kernel.__call__
 
         def noting(kernel, *args, **kwargs):
+            one_config_on_the_cpu(kernel)
             try:
                 return original(kernel, *args, **kwargs)
             finally:
@@ -73,6 +74,19 @@ class HelionKind(TritonKind):
             return bool(sources) and all(is_stub_tree(function_tree(py_function(s))) for s in sources)
         except (OSError, TypeError, ValueError, SyntaxError):
             return False
+
+
+def one_config_on_the_cpu(kernel) -> None:
+    """Refuse, with the fix, a Helion kernel that would search for its config in cpu mode: Helion times each config
+    of a ``configs=[...]`` list (or of its autotuner's search) on the first call, which Triton's interpreter cannot
+    do (Helion fails there with a bare AssertionError)."""
+    from ...mode import ON_GPU
+    if ON_GPU or len(getattr(kernel, "configs", [None])) == 1:
+        return
+    given = f"{len(kernel.configs)} configs" if kernel.configs else "no config"
+    raise ValueError(f"{name_of(kernel)} has {given}: in cpu mode a Helion kernel needs exactly one, "
+                     f"@helion.kernel(config=helion.Config(block_sizes=[...])), because Helion would time each "
+                     f"config on the first call and Triton's interpreter times nothing")
 
 
 def generated_kernels(kernel, args) -> list:

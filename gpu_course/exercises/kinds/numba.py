@@ -1,7 +1,8 @@
 """The Numba kind: a ``@cuda.jit`` kernel launched as ``kernel[blocks, threads](...)``, recorded through
 :mod:`gpu_course.interpose.numba`'s launch events; the course's own launch records, in the simulator,
 which threads of which block wrote and read each shared array and the barriers each thread passed
-(cpu mode), or reads the compiled kernel's PTX (GPU). Its evidence: shared memory (executed, or in
+(cpu mode; on a GPU by launching it again in the simulator, :mod:`..numba_simulated`), or reads the
+compiled kernel's PTX (GPU, where the simulator cannot run it). Its evidence: shared memory (executed, or in
 the kernel's AST), the shapes of the tiles staged there, and the barriers passed.
 """
 from __future__ import annotations
@@ -51,6 +52,8 @@ class NumbaKind(PythonKind):
         mine = getattr(trial, "learner_execution", None)
         if execution is not None and mine is not None and mine.counted and mine.blocks:
             execution.learner = mine
+        if why is None and execution is not None and mode.ON_GPU:
+            why = _counted_in_simulator(trial, execution)
         return why, got, execution
 
     @staticmethod
@@ -143,6 +146,23 @@ class NumbaKind(PythonKind):
                 return (f"the compiled {a.name} holds {n} barrier(s); the exercise needs "
                         f"{compiled_at_least}{why}")
         return None
+
+
+def _counted_in_simulator(trial, execution) -> str | None:
+    """On a GPU, the counts of cpu mode (:func:`..numba_simulated.simulated_run`): the course's launch made again in
+    Numba's simulator, counted into ``execution``; why it refuses the answer, or None. Where the simulator cannot run
+    the kernel, nothing is counted (the PTX is read) and ``execution.note`` says why (the verdict shows it)."""
+    from ..numba_simulated import SimulatedRunError, simulated_run
+    from ..runner import first_line
+    try:
+        simulated_run(trial, execution)
+    except SimulatedRunError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001  what the simulator does not run (the GPU did)
+        execution.note = (f"(what each thread does was not counted: the check launches your kernel in Numba's CUDA "
+                          f"simulator for that, and there it raised {first_line(e)}; only the compiled kernel's "
+                          f"instructions were read)")
+    return None
 
 
 class _GlobalArrays:
