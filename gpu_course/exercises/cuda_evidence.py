@@ -32,9 +32,9 @@ _SASS_SHUFFLE = {"shfl_idx": "SHFL.IDX", "shfl_up": "SHFL.UP", "shfl_down": "SHF
 MMA = {"wmma::mma_sync", "nvcuda::wmma::mma_sync", "mma_sync"}  # a tensor-core product (WMMA)
 EXECUTED = {"__syncthreads", "atomicAdd", *SHUFFLES, *MMA}  # calls whose execution calls() checks
 _GLOBAL = ("gload", "gstore", "gatomic")
-# Fewer global accesses than this in a launch say nothing about how its work was split. The emulation counts
-# accesses through the kernel's typed pointers: a float4 load through reinterpret_cast<const float4*> is not
-# counted, so a float4 kernel's count may hold only its scalar tail.
+# Fewer global accesses than this in a launch say nothing about how its work was split (a few scalar ones,
+# with the bulk of the work done where the emulation does not count it); the number of threads started stands
+# for the split then.
 MIN_COUNTED = 64
 
 
@@ -305,7 +305,7 @@ def counts_split(ex) -> bool:
 
     >>> from .cuda_launch import CountedLaunch, CudaExecution
     >>> F = ("gload", "gstore", "gatomic")
-    >>> tail = torch.zeros(1, 1, 3, dtype=torch.int64); tail[0, 0, :2] = 3   # a float4 kernel's counted tail
+    >>> tail = torch.zeros(1, 1, 3, dtype=torch.int64); tail[0, 0, :2] = 3   # 3 loads and 3 stores
     >>> counts_split(CudaExecution("k", [CountedLaunch("k", (1, 1, 1), (1, 1, 1), tail, F)]))
     False
     >>> counts_split(CudaExecution("k", [CountedLaunch("k", (1, 1, 1), (1, 1, 1), tail * 20, F)]))
@@ -330,7 +330,7 @@ def work_split(name: str, ex, share: float = 1 / 16) -> str | None | bool:
             b, t = _first(w == top)
             nb = L.counts.shape[0]
             return (f"in the check's launch of {name} ({nb} block{'s' if nb != 1 else ''} of "
-                    f"{L.counts.shape[1]} threads), {L.where(b, t)} made {top} of the {total} global memory "
+                    f"{L.counts.shape[1]} thread{'s' if L.counts.shape[1] != 1 else ''}), {L.where(b, t)} made {top} of the {total} global memory "
                     f"accesses: split the work so that each thread handles its own part")
         # within each block too: one thread doing its block's part while the others idle is no split
         nt = L.counts.shape[1]

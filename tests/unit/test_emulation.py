@@ -880,3 +880,17 @@ def test_a_member_through_arrow_right_after_a_for_if_or_while_header_is_a_counte
     out = cuda_emu.transform(src).text
     for access in ("(o + j)", "(a + j)", "(o)", "(o + n)"):
         assert f"::cuda_emu::arrow({access})->v" in out, (access, out)
+
+
+def test_a_subscript_of_a_pointer_cast_is_a_counted_access():
+    # reinterpret_cast<const float4*>(x)[i] and ((float4*)out)[i], the vector kernels' idiom, were once indexed
+    # without gat: their float4 accesses went uncounted, and a float4 kernel's counts held only its tail
+    src = ("__global__ void k(const float* x, float* out, int n) {\n    int i = threadIdx.x;\n"
+           "    float4 v = reinterpret_cast<const float4*>(x)[i];\n    ((float4*)out)[i] = v;\n"
+           "    float a = reinterpret_cast<const float4*>(x)[i].x;\n"
+           "    const float4* p = &reinterpret_cast<const float4*>(x)[i];\n}\n")
+    out = cuda_emu.transform(src).text
+    assert '::cuda_emu::gat<0>(::cuda_emu::rcast<const float4*>(x), 3, "reinterpret_cast<const float4*>(x)", (i))' \
+        in out, out
+    assert '::cuda_emu::gat<1>(((float4*)out), 4, "((float4*)out)", (i)) = v' in out, out
+    assert "::cuda_emu::rcast<const float4*>(x)[i].x" in out and "&::cuda_emu::rcast<const float4*>(x)[i]" in out

@@ -285,7 +285,7 @@ def test_3_threads_started_and_wide_loads_from_the_launch_log(capsys):
     loop = elementwise("    if (i == 0) for (int j = 0; j < n; ++j) out[j] = fmaxf(x[j], 0.0f);").replace(
         "k<<<cdiv(n, 256), 256>>>", "k<<<1, 1>>>")
     why = verdict(capsys, loop, "k", evidence=[utils.splits_work(items=1000)])
-    assert why == ("❌ t: not yet: in the check's launch of k (1 block of 1 threads), thread 0 of block 0 made 2000 "
+    assert why == ("❌ t: not yet: in the check's launch of k (1 block of 1 thread), thread 0 of block 0 made 2000 "
                    "of the 2000 global memory accesses: split the work so that each thread handles its own part"), why
     assert verdict(capsys, RELU, "k", evidence=[utils.splits_work(items=1000)]) == OK
     why = verdict(capsys, RELU, "k", evidence=[utils.splits_work(items=1000, per_thread=4)])
@@ -298,6 +298,16 @@ def test_3_threads_started_and_wide_loads_from_the_launch_log(capsys):
         reinterpret_cast<float4*>(out)[i] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f)); }"""
                       ).replace("cdiv(n, 256)", "cdiv(n / 4, 256)")
     assert verdict(capsys, vec, "k", evidence=[utils.splits_work(items=1000, per_thread=4)]) == OK
+    # float4 accesses through a cast are counted too: one thread looping over the vectors is refused by them
+    vec_loop = elementwise("""    if (i == 0) for (int j = 0; j < n / 4; ++j) { float4 v = reinterpret_cast<const float4*>(x)[j];
+        reinterpret_cast<float4*>(out)[j] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f)); }"""
+                           ).replace("k<<<cdiv(n, 256), 256>>>", "k<<<1, 1>>>")
+    why = verdict(capsys, vec_loop, "k", evidence=[utils.splits_work(items=1000, per_thread=4)])
+    assert "thread 0 of block 0 made 500 of the 500 global memory accesses" in why, why
+    c_cast = vec_loop.replace("reinterpret_cast<const float4*>(x)", "((const float4*)x)").replace(
+        "reinterpret_cast<float4*>(out)", "((float4*)out)")   # C-style casts: the same accesses
+    why = verdict(capsys, c_cast, "k", evidence=[utils.splits_work(items=1000, per_thread=4)])
+    assert "thread 0 of block 0 made 500 of the 500 global memory accesses" in why, why
 
 
 # ----------------------------------------------------------------------------------------------

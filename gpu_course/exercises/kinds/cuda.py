@@ -248,7 +248,7 @@ class CudaKind(Kind):
         either mode) they are the evidence of the split, and the number of threads started is not: a grid-stride
         loop over a grid of any size splits the work as well as one thread per element."""
         from ..cuda_evidence import counts_split
-        counted = a.execution is not None and counts_split(a.execution)   # float4 accesses are not counted
+        counted = a.execution is not None and counts_split(a.execution)
         if items is not None:
             why = _threads_started(a, items, share, per_thread, fewest=not counted)
             if why:

@@ -300,6 +300,49 @@ def rewrite_derefs(src: str, toks: list[Tok], match: dict[int, int], body: tuple
         rw.replace(t.start, t.end, "")
 
 
+def _c_pointer_cast(toks: list[Tok], i: int, match: dict[int, int]) -> bool:
+    """Whether ``toks[i]`` opens a C-style cast to a pointer type: ``(const float4*)``, names and ``::`` and
+    qualifiers inside, a ``*`` last, and an operand right after."""
+    if toks[i].text != "(" or i not in match:
+        return False
+    j = match[i]
+    inner = toks[i + 1:j]
+    return (len(inner) >= 2 and inner[-1].text == "*" and inner[0].kind == "id"
+            and all(u.kind == "id" or u.text in ("::", "*") for u in inner)
+            and j + 1 < len(toks) and (toks[j + 1].kind == "id" or toks[j + 1].text == "("))
+
+
+def rewrite_cast_subscripts(src: str, toks: list[Tok], match: dict[int, int], body: tuple[int, int],
+                            rw: Rewriter) -> None:
+    """``reinterpret_cast<T*>(expr)[i]`` and ``((T*)expr)[i]`` in device code (a ``float4`` load or store through
+    a cast, the vector kernels' idiom) -> ``::cuda_emu::gat<K>(reinterpret_cast<T*>(expr), LINE, "...", (i))``: the same element,
+    bounds-checked and counted as one access, like ``p[i]`` on a named pointer; without this the counts of a
+    vector kernel held only its scalar tail. Addresses (``&reinterpret_cast<T*>(p)[i]``) and members
+    (``...[i].x``) are left alone, as for names."""
+    a, b = body
+    for i in range(a + 1, b - 1):
+        t = toks[i]
+        if t.text == "reinterpret_cast" and toks[i + 1].text == "<":
+            gt = cxx.angle_close(toks, i + 1, match, b)
+            if gt is None or gt + 1 >= b or toks[gt + 1].text != "(" or gt + 1 not in match:
+                continue
+            lb = match[gt + 1] + 1
+        elif t.text == "(" and i in match and _c_pointer_cast(toks, i + 1, match):
+            lb = match[i] + 1      # ((const float4*)x)[i]
+        else:
+            continue
+        if lb >= b or toks[lb].text != "[" or lb not in match or toks[i - 1].text == "*":
+            continue   # not subscripted, or *reinterpret_cast<T*>(p) (rewrite_derefs)
+        rb = match[lb]
+        kind = _access_kind(toks, i, rb)
+        if kind is None:
+            continue
+        var = " ".join(src[t.start:toks[lb - 1].end].split()).replace("\\", "\\\\").replace('"', '\\"')
+        rw.wrap(t.start, toks[rb].end, f"::cuda_emu::gat<{kind}>(", "")
+        rw.replace(toks[lb].start, toks[lb].end, f', {t.line}, "{var}", (')
+        rw.replace(toks[rb].start, toks[rb].end, "))")
+
+
 _MEM_CALLS = {"memcpy": "dmemcpy", "memmove": "dmemcpy", "memset": "dmemset",
               "__builtin_memcpy": "dmemcpy", "__builtin_memmove": "dmemcpy", "__builtin_memset": "dmemset"}
 

@@ -12,8 +12,8 @@ from ...errors import CudaEmulationError
 from ...parsed import ParsedSource, parse
 from .launches import kernel_templates, plain_kernels, rewrite_launch, simple_rewrites
 from .loops import checked_divisors, loop_ticks
-from .pointers import (checked_param, local_pointers, rewrite_accesses, rewrite_arrows, rewrite_derefs,
-                       rewrite_mem_calls, rewrite_other_accesses)
+from .pointers import (checked_param, local_pointers, rewrite_accesses, rewrite_arrows, rewrite_cast_subscripts,
+                       rewrite_derefs, rewrite_mem_calls, rewrite_other_accesses)
 from .rewriter import Rewriter, param_name, split_params
 
 
@@ -182,6 +182,7 @@ def transform(source: str | ParsedSource, *, checked: bool = True, origin: str =
         shared_names = {n for n, _, _ in shared}
         for body in device_bodies:
             rewrite_derefs(src, toks, match, body, pointer_params.get(body, set()), rw)
+            rewrite_cast_subscripts(src, toks, match, body, rw)
             rewrite_other_accesses(src, toks, match, body, shared_names | pointer_params.get(body, set()),
                                    decl_ranges, rw)
             rewrite_mem_calls(toks, body, rw)
