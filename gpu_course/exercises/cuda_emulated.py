@@ -148,11 +148,11 @@ def counted_run(trial):
     learner's launch)``, each a :class:`.cuda_launch.CudaExecution` counted per thread, the first with
     ``again`` and ``first`` set. Raises :class:`EmulatedRunError` for what refuses the answer there; errors
     of the toolchain propagate (the caller has probed it)."""
-    from ..checking import check
     from ..cuda import appending
     from ..launches import launches
     from .cuda_launch import CudaExecution, CudaLaunchError, counted_launches, launcher_source, own_launch
     from .host_torch import HostTorch
+    from .kinds import result_problem
     from .runner import first_line
     source, kname, label = trial.source, trial.kname, trial.label
     try:
@@ -191,12 +191,9 @@ def counted_run(trial):
     if not writers or writers[-1].name != kname:
         raise EmulatedRunError(f"when the check ran your host function {_WHERE}, {kname} did not write the "
                                f"output last (it does on the GPU): the same code must do the same work on both")
-    try:
-        check(out, trial.ref, atol=trial.problem.atol, rtol=trial.problem.rtol, name=trial.value_name)
-    except Exception as e:  # noqa: BLE001
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise EmulatedRunError(f"when the check ran your host function {_WHERE}, the result differed: "
-                               f"{first}") from None
+    first = result_problem(trial, out)
+    if first:
+        raise EmulatedRunError(f"when the check ran your host function {_WHERE}, the result differed: {first}")
     inputs = [copies.cpu(x) for x in trial.inputs]
     args = (source, kname, writers[-1], out, inputs, host.zeroed(out))
     try:

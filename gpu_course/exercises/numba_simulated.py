@@ -76,7 +76,7 @@ def simulated_run(trial, execution) -> None:
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
     from .. import simulator_fix
-    from ..checking import check
+    from .kinds import result_problem
     from .kinds.numba import _GlobalArrays
     from .replay import Execution, counting
     simulator_fix.install()   # the simulator's shared arrays, thread-safe
@@ -104,12 +104,10 @@ def simulated_run(trial, execution) -> None:
     if result is None:
         raise SimulatedRunError("the output is none of the arrays the kernel was given")
     got = torch.from_numpy(np.ascontiguousarray(result)).reshape(trial.out.shape)
-    try:
-        check(got, trial.ref, atol=trial.problem.atol, rtol=trial.problem.rtol, name=trial.value_name)
-    except Exception as e:  # noqa: BLE001
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    first = result_problem(trial, got)
+    if first:
         raise SimulatedRunError(f"the check launched {trial.label} again in Numba's CUDA simulator, where it counts "
-                                f"what each thread does, and it did not compute the result: {first}") from None
+                                f"what each thread does, and it did not compute the result: {first}")
     for name in ("blocks", "threads", "shared", "barriers", "gloads", "elements", "programs"):
         setattr(execution, name, getattr(ex, name))
     execution.counted = True

@@ -99,6 +99,43 @@ def mma_k_tile(tiled_mma, acc, tCrA, tCrB, stage):
     cute.nvgpu.warpgroup.commit_group()
 
 
+def operands_and_ring(smem, tma_atom_a, mA, tma_atom_b, mB, a_smem_layout, b_smem_layout, tiled_mma,
+                      BLOCK_M, BLOCK_N, BLOCK_K, num_stages):
+    """Both kernels' start (a plain function: it runs as the kernel is traced, its operations into the kernel):
+    the ring's barriers (full[s] and empty[s]) and the ``num_stages`` stages of ``a`` and ``b`` in shared memory,
+    the ring over them (full: one arrive and a stage's bytes; empty: an arrive from every multiplying warp), and
+    every tile's strips of ``a`` and ``b`` split into TMA boxes: (TMA, tile row or column, k-tile). Returns
+    ``sA, sB, ring, tAsA, tAgA, tBsB, tBgB, k_tiles``."""
+    barriers = smem.allocate_array(cutlass.Int64, 2 * num_stages)
+    sA = smem.allocate_tensor(F16, a_smem_layout.outer, 1024, swizzle=a_smem_layout.inner)
+    sB = smem.allocate_tensor(F16, b_smem_layout.outer, 1024, swizzle=b_smem_layout.inner)
+    stage_bytes = cute.size_in_bytes(F16, cute.slice_(a_smem_layout, (None, None, 0))) + \
+        cute.size_in_bytes(F16, cute.slice_(b_smem_layout, (None, None, 0)))
+    ring = pipeline.PipelineTmaAsync.create(
+        barrier_storage=barriers, num_stages=num_stages, tx_count=stage_bytes,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, cute.size(tiled_mma) // 32),
+        cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
+    pipeline.pipeline_init_arrive(is_relaxed=True)
+    tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
+        tma_atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2),
+        cute.group_modes(cute.local_tile(mA, (BLOCK_M, BLOCK_K), (None, None)), 0, 2))
+    tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
+        tma_atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2),
+        cute.group_modes(cute.local_tile(mB, (BLOCK_N, BLOCK_K), (None, None)), 0, 2))
+    return sA, sB, ring, tAsA, tAgA, tBsB, tBgB, cute.size(tAgA, mode=[2])
+
+
+def warpgroup_operands(tiled_mma, warpgroup, sA, sB, mC, BLOCK_M, BLOCK_N):
+    """What multiplying warpgroup ``warpgroup`` (0, 1, ...) hands its wgmmas (a plain function, as above): the
+    descriptors of its slice of the shared tiles, one a stage (a wgmma reads them for the whole warpgroup), and its
+    fp32 accumulator, the shape of its part of a tile. Returns ``tCrA, tCrB, acc``."""
+    thr_mma = tiled_mma.get_slice(cute.make_layout(BLOCK_M // 64, stride=128)(warpgroup))
+    acc = cute.make_rmem_tensor(thr_mma.partition_C(cute.local_tile(mC, (BLOCK_M, BLOCK_N), (0, 0))).shape,
+                                cutlass.Float32)
+    return tiled_mma.make_fragment_A(thr_mma.partition_A(sA)), tiled_mma.make_fragment_B(thr_mma.partition_B(sB)), acc
+
+
 @cute.jit
 def store_tile(acc, tiled_mma, mma_tidx, mC, mBias, sC, tma_atom_c, store_ring, epi_sync, is_store_thread,
                pid_m, pid_n, epi_tile: cutlass.Constexpr, BLOCK_M: cutlass.Constexpr, BLOCK_N: cutlass.Constexpr,
@@ -174,32 +211,12 @@ def matmul_kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.C
         cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_a)
         cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_b)
 
-    smem = SmemAllocator()
-    barriers = smem.allocate_array(cutlass.Int64, 2 * num_stages)
-    sA = smem.allocate_tensor(F16, a_smem_layout.outer, 1024, swizzle=a_smem_layout.inner)
-    sB = smem.allocate_tensor(F16, b_smem_layout.outer, 1024, swizzle=b_smem_layout.inner)
-    stage_bytes = cute.size_in_bytes(F16, cute.slice_(a_smem_layout, (None, None, 0))) + \
-        cute.size_in_bytes(F16, cute.slice_(b_smem_layout, (None, None, 0)))
+    sA, sB, ring, tAsA, tAgA, tBsB, tBgB, k_tiles = operands_and_ring(
+        SmemAllocator(), tma_atom_a, mA, tma_atom_b, mB, a_smem_layout, b_smem_layout, tiled_mma,
+        BLOCK_M, BLOCK_N, BLOCK_K, num_stages)
     mma_threads = cute.size(tiled_mma)
-    ring = pipeline.PipelineTmaAsync.create(
-        barrier_storage=barriers, num_stages=num_stages, tx_count=stage_bytes,   # full: one arrive + a stage's bytes
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, mma_threads // 32),   # empty: every warp
-        cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
-    pipeline.pipeline_init_arrive(is_relaxed=True)
-    tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
-        tma_atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2),
-        cute.group_modes(cute.local_tile(mA, (BLOCK_M, BLOCK_K), (None, None)), 0, 2))
-    tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
-        tma_atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2),
-        cute.group_modes(cute.local_tile(mB, (BLOCK_N, BLOCK_K), (None, None)), 0, 2))
-    k_tiles = cute.size(tAgA, mode=[2])
-    warpgroup = cute.arch.make_warp_uniform(tidx // 128)
-    thr_mma = tiled_mma.get_slice(cute.make_layout(BLOCK_M // 64, stride=128)(warpgroup))
-    tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
-    tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-    acc = cute.make_rmem_tensor(thr_mma.partition_C(cute.local_tile(mC, (BLOCK_M, BLOCK_N), (0, 0))).shape,
-                                cutlass.Float32)
+    tCrA, tCrB, acc = warpgroup_operands(tiled_mma, cute.arch.make_warp_uniform(tidx // 128), sA, sB, mC,
+                                         BLOCK_M, BLOCK_N)
     pipeline.pipeline_init_wait()
 
     producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, num_stages)
@@ -261,29 +278,12 @@ def matmul_kernel_ws(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cut
         cute.nvgpu.cpasync.prefetch_descriptor(tma_atom_b)
 
     smem = SmemAllocator()
-    barriers = smem.allocate_array(cutlass.Int64, 2 * num_stages)     # full[s] and empty[s]
-    sA = smem.allocate_tensor(F16, a_smem_layout.outer, 1024, swizzle=a_smem_layout.inner)
-    sB = smem.allocate_tensor(F16, b_smem_layout.outer, 1024, swizzle=b_smem_layout.inner)
+    sA, sB, ring, tAsA, tAgA, tBsB, tBgB, k_tiles = operands_and_ring(
+        smem, tma_atom_a, mA, tma_atom_b, mB, a_smem_layout, b_smem_layout, tiled_mma,
+        BLOCK_M, BLOCK_N, BLOCK_K, num_stages)
     # the epilogue's buffers are its own here: the copies of the next tile go on while a tile is stored
     sC = smem.allocate_tensor(F16, epi_smem_layout.outer, 1024, swizzle=epi_smem_layout.inner)
-    stage_bytes = cute.size_in_bytes(F16, cute.slice_(a_smem_layout, (None, None, 0))) + \
-        cute.size_in_bytes(F16, cute.slice_(b_smem_layout, (None, None, 0)))
     mma_threads = cute.size(tiled_mma)
-    ring = pipeline.PipelineTmaAsync.create(
-        barrier_storage=barriers, num_stages=num_stages, tx_count=stage_bytes,
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, mma_threads // 32),
-        cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
-    pipeline.pipeline_init_arrive(is_relaxed=True)
-
-    # every tile's strips, split into TMA boxes: (TMA, tile row or column, k-tile)
-    tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
-        tma_atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2),
-        cute.group_modes(cute.local_tile(mA, (BLOCK_M, BLOCK_K), (None, None)), 0, 2))
-    tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
-        tma_atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2),
-        cute.group_modes(cute.local_tile(mB, (BLOCK_N, BLOCK_K), (None, None)), 0, 2))
-    k_tiles = cute.size(tAgA, mode=[2])
     tiles = tiles_m * tiles_n
     pipeline.pipeline_init_wait()
 
@@ -300,11 +300,7 @@ def matmul_kernel_ws(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cut
     else:                                            # the consumers: 64 rows of each tile a warpgroup
         cute.arch.setmaxregister_increase(232)
         mma_tidx = tidx - 128
-        thr_mma = tiled_mma.get_slice(cute.make_layout(BLOCK_M // 64, stride=128)(warpgroup - 1))
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # descriptors of the shared tiles, per stage
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        acc = cute.make_rmem_tensor(thr_mma.partition_C(cute.local_tile(mC, (BLOCK_M, BLOCK_N), (0, 0))).shape,
-                                    cutlass.Float32)
+        tCrA, tCrB, acc = warpgroup_operands(tiled_mma, warpgroup - 1, sA, sB, mC, BLOCK_M, BLOCK_N)
         consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, num_stages)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, num_stages)
         store_ring = pipeline.PipelineTmaStore.create(

@@ -14,11 +14,23 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-__all__ = ["Kind", "SetupError", "register", "unregister", "get", "names", "supporting", "kind_of"]
+__all__ = ["Kind", "SetupError", "register", "unregister", "get", "names", "supporting", "kind_of", "result_problem"]
 
 
 class SetupError(Exception):
     """Evidence that does not apply to the exercise's kind: the check's fault, not the learner's."""
+
+
+def result_problem(trial, got) -> str | None:
+    """The first line of what :func:`...checking.check` finds wrong with ``got`` against ``trial``'s reference, at
+    the exercise's tolerances (the exception's name where it says nothing), or None when ``got`` matches: what
+    every run of an answer the check makes (its launch, the emulation's, the simulator's) is held to."""
+    from ...checking import check
+    try:
+        check(got, trial.ref, atol=trial.problem.atol, rtol=trial.problem.rtol, name=trial.value_name)
+    except Exception as e:  # noqa: BLE001
+        return (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return None
 
 
 class Kind:
@@ -84,16 +96,13 @@ class Kind:
         """Why the course's own launch (``launched``: what of the learner's it reused, ``rest``: what
         it left out) does not count, or None: it wrote into an input, or its output ``got`` is not
         the reference's."""
-        from ...checking import check
         label = trial.label
         changed = mem.changed_inputs()
         if changed:
             return (f"{label} wrote into its input ({changed[0]}) when the check launched it: a kernel reads "
                     f"its inputs and writes only its output")
-        try:
-            check(got, trial.ref, atol=trial.problem.atol, rtol=trial.problem.rtol, name=trial.value_name)
-        except Exception as e:  # noqa: BLE001
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = result_problem(trial, got)
+        if first:
             return (f"the check launched {label} itself ({launched}, on fresh memory, without the rest of your "
                     f"{rest}) and it did not compute the result: {first}")
         return None
