@@ -184,6 +184,12 @@ def cpu_us(taken: dict, name: str) -> list:
     return [t.cpu_ms * 1e3 for t in taken[name]]
 
 
+def paced_ratios(taken: dict, name: str) -> list:
+    """Per round, ``name``'s time per loop step over the slower of its GPU time and its CPU time per call: near 1
+    where a loop of calls runs at the pace of whichever of the two is slower (the GPU's, or the launches')."""
+    return [t.loop_ms / max(t.median, t.cpu_ms) for t in taken[name]]
+
+
 def _med(values):
     return statistics.median(values)
 

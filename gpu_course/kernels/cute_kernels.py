@@ -9,7 +9,10 @@ their Helion (:mod:`.helion_kernels`), Triton (:mod:`.triton_softmax`, :mod:`.tr
   persistent, with the bias + GeLU epilogue as a switch.
 
 Each host wrapper takes torch tensors, writes into the ``out`` the caller gives (so that a check can hand it a
-NaN-poisoned tensor), and compiles once per shape (``cute.compile``, about a second). Compiling needs no GPU:
+NaN-poisoned tensor), and compiles once per shape (``cute.compile``, about a second), with ``--enable-tvm-ffi``: the
+compiled function takes the torch tensors themselves and launches on torch's current stream, so that a call costs
+the CPU its argument checks and one C++ call (20 to 40 µs on an H200's host), not a Python conversion of each
+tensor (DLPack into a CuTe tensor, the DSL's default path, several times that). Compiling needs no GPU:
 :func:`softmax_ptx` and :func:`matmul_ptx` compile from the shapes alone, for the architecture they are given
 (``--gpu-arch sm_90a``: without a GPU the DSL cannot ask one, and ``CUTE_DSL_ARCH`` is read only when ``cutlass`` is
 first imported), and return the PTX. CuTe DSL is optional: without it, importing this module raises ImportError
@@ -25,7 +28,7 @@ import tempfile
 # ImportError (name "cutlass") where CuTe DSL is missing
 from .cute_matmul import (CONFIG, check_config, check_sizes, compile_matmul, matmul,  # noqa: F401
                           shared_bytes, tflops)
-from .cute_softmax import MAX_W, compile_softmax, softmax, softmax_config  # noqa: F401
+from .cute_softmax import MAX_W, compile_softmax, softmax, softmax_config, softmax_dlpack  # noqa: F401
 
 PTX_DIR = os.path.join(tempfile.gettempdir(), "gpu_course_cute_ptx")
 KEEP_PTX = f"--keep-ptx --dump-dir {PTX_DIR}"   # the compile options that keep the PTX

@@ -45,7 +45,7 @@ try:
     import cutlass.cute as cute
     import cutlass.pipeline as pipeline
     import cutlass.utils.hopper_helpers as sm90
-    from cutlass.cute.runtime import from_dlpack, make_fake_stream, make_fake_tensor
+    from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
     from cutlass.memory import SmemAllocator
     from cutlass.tensor_utils import LayoutEnum
 except ImportError as e:   # keep name="cutlass", which the notebooks' skip machinery reads
@@ -372,22 +372,23 @@ def _fake(shape, stride, align=16):
 
 
 def compile_matmul(h: int, w: int, k: int, has_bias: bool = False, activation: str = "", cfg=None, sms: int = 132,
-                   options: str = "", tensors=None):
+                   options: str = "", ffi: bool = False):
     """The compiled kernel for ``(h x k) @ (k x w)`` in fp16 with these switches and ``cfg`` (default
-    :data:`CONFIG`), for a GPU of ``sms`` SMs, from the cache or compiled now. Without ``tensors`` (the call's
-    arguments) it compiles from stand-ins of the shapes: no GPU needed, with ``options="--gpu-arch sm_90a"`` to name
-    the target; ``--keep-ptx --dump-dir DIR`` keeps the PTX (``cute_kernels.ptx`` reads it)."""
+    :data:`CONFIG`), for a GPU of ``sms`` SMs, from the cache or compiled now, from stand-ins of the tensors: no GPU
+    needed, with ``options="--gpu-arch sm_90a"`` to name the target; ``--keep-ptx --dump-dir DIR`` keeps the PTX
+    (``cute_kernels.ptx`` reads it). With ``ffi`` the compiled function is called with torch tensors directly
+    (``a``, ``b.t()``, ``out``, ``bias``), on torch's current stream (TVM-FFI's C++ calling convention)."""
     check_sizes(h, w, k)
     if activation not in ACTIVATIONS:
         raise ValueError(f"matmul: activation must be one of {ACTIVATIONS}, got {activation!r}")
     cfg = {**CONFIG, **(cfg or {})}
     check_config(cfg)
-    key = (h, w, k, has_bias, activation, tuple(sorted(cfg.items())), sms, options)
+    key = (h, w, k, has_bias, activation, tuple(sorted(cfg.items())), sms, options, ffi)
     if key not in _compiled:
-        args = tensors or (_fake((h, k), (k, 1)), _fake((w, k), (1, w)), _fake((h, w), (w, 1)),
-                           _fake((w,), (1,), align=2), make_fake_stream())   # bias: read an element at a time
+        args = (_fake((h, k), (k, 1)), _fake((w, k), (1, w)), _fake((h, w), (w, 1)),
+                _fake((w,), (1,), align=2), make_fake_stream(use_tvm_ffi_env_stream=ffi))   # bias: read an element at a time
         _compiled[key] = cute.compile(matmul_host, *args, **cfg, SMS=sms, HAS_BIAS=has_bias, ACTIVATION=activation,
-                                      options=options)
+                                      options=f"{options} --enable-tvm-ffi" if ffi else options)
     return _compiled[key]
 
 
@@ -439,8 +440,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tens
             raise ValueError(f"matmul: {name} must be contiguous (row-major) and 16-byte aligned")
     if bias is not None and (bias.shape != (w,) or bias.dtype != torch.float16 or not bias.is_contiguous()):
         raise ValueError(f"matmul: bias must be a contiguous fp16 tensor of shape ({w},)")
-    if torch.cuda.get_device_capability(a.device) != (9, 0):
-        raise RuntimeError("matmul: wgmma and TMA exist on Hopper GPUs (sm_90) only")
+    sms = _hopper_sms(a.device)
     if h == 1:
         # The shapes are compiled in, and CuTe drops a mode of static size 1 when it builds a TMA atom: a one-row a
         # or out would get 1-D copies whose box no longer matches the tile (an illegal instruction on the GPU). So
@@ -449,15 +449,29 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tens
         two = torch.empty(2, w, device=out.device, dtype=out.dtype)
         matmul(torch.cat([a, a]), b, two, bias, activation, cfg)
         return out.copy_(two[:1])
-    stream = cuda.CUstream(torch.cuda.current_stream(a.device).cuda_stream)
-    tensors = (from_dlpack(a, assumed_align=16), from_dlpack(b.t(), assumed_align=16),   # b.t(): w x k, MN-major
-               from_dlpack(out, assumed_align=16),
-               from_dlpack(out[0] if bias is None else bias, assumed_align=2),   # without a bias it is never read
-               stream)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    kernel = compile_matmul(h, w, k, bias is not None, activation, cfg, sms, tensors=tensors)
-    kernel(*tensors)
+    kernel = _launchers.get((h, w, k, bias is not None, activation, sms)) if cfg is None else None
+    if kernel is None:   # the first call of these shapes (or a config of the caller's): compile, or find it cached
+        kernel = compile_matmul(h, w, k, bias is not None, activation, cfg, sms, ffi=True)
+        if cfg is None:
+            _launchers[(h, w, k, bias is not None, activation, sms)] = kernel
+    # TVM-FFI takes the torch tensors as they are and launches on torch's current stream (ordered with its ops)
+    kernel(a, b.t(), out, out[0] if bias is None else bias)   # b.t(): w x k, MN-major; without a bias it is never read
     return out
+
+
+_launchers: dict = {}   # (h, w, k, has_bias, activation, sms) -> the compiled kernel of the default CONFIG
+_sms: dict = {}         # device index -> its SM count, once it is known to be a Hopper GPU
+
+
+def _hopper_sms(device: torch.device) -> int:
+    """The SM count of ``device``, after checking it is a Hopper GPU; asked of the driver once per device (each
+    question costs the CPU microseconds, and a call of :func:`matmul` should cost it as little as possible)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _sms:
+        if torch.cuda.get_device_capability(index) != (9, 0):
+            raise RuntimeError("matmul: wgmma and TMA exist on Hopper GPUs (sm_90) only")
+        _sms[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _sms[index]
 
 
 def tflops(h: int, w: int, k: int, ms: float) -> float:

@@ -144,23 +144,25 @@ def _fake(t_shape, t_stride, dtype):
     return make_fake_tensor(TORCH_TO_CUTE[dtype], tuple(t_shape), tuple(t_stride), assumed_align=16)
 
 
-def compile_softmax(shape, dtype, x_stride=None, out_stride=None, options: str = "", tensors=None):
+def compile_softmax(shape, dtype, x_stride=None, out_stride=None, options: str = "", ffi: bool = False):
     """The compiled kernel for ``shape`` and ``dtype`` (row-major strides unless given), from the cache or compiled
-    now. Without ``tensors`` (the call's arguments) it compiles from stand-ins of the shapes: no GPU needed, with
-    ``options="--gpu-arch sm_90a"`` to name the target; ``--keep-ptx --dump-dir DIR`` keeps the PTX
-    (``cute_kernels.ptx`` reads it)."""
+    now, from stand-ins of the tensors: no GPU needed, with ``options="--gpu-arch sm_90a"`` to name the target;
+    ``--keep-ptx --dump-dir DIR`` keeps the PTX (``cute_kernels.ptx`` reads it). With ``ffi`` the compiled function
+    is called with torch tensors directly, on torch's current stream (TVM-FFI's C++ calling convention, as
+    ``quack``'s kernels are): what :func:`softmax` uses, so that a call costs the CPU no Python conversions."""
     h, w = shape
     x_stride = tuple(x_stride or (w, 1))
     out_stride = tuple(out_stride or (w, 1))
-    key = (h, w, dtype, x_stride, out_stride, options)
+    key = (h, w, dtype, x_stride, out_stride, options, ffi)
     if key not in _compiled:
         cfg = softmax_config(w, torch.tensor([], dtype=dtype).element_size())
         cfg.pop("BLOCK_W")
-        args = tensors or (_fake(shape, x_stride, dtype), _fake(shape, out_stride, dtype), make_fake_stream())
+        args = (_fake(shape, x_stride, dtype), _fake(shape, out_stride, dtype),
+                make_fake_stream(use_tvm_ffi_env_stream=ffi))
         _compiled[key] = cute.compile(softmax_rows, *args, **cfg,
-                                      BLOCK_W=cfg["THREADS_PER_ROW"] * cfg["VEC"] * cfg["VECS"], options=options)
+                                      BLOCK_W=cfg["THREADS_PER_ROW"] * cfg["VEC"] * cfg["VECS"],
+                                      options=f"{options} --enable-tvm-ffi" if ffi else options)
     return _compiled[key]
-
 
 def _check(x: torch.Tensor, out: torch.Tensor) -> None:
     """What the kernel assumes, as a ValueError that names it: 2-D CUDA tensors of one shape and dtype, rows of at
@@ -188,7 +190,26 @@ def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     _check(x, out)
     if x.numel() == 0:
         return out
-    stream = cuda.CUstream(torch.cuda.current_stream(x.device).cuda_stream)   # torch's stream: ordered with its ops
+    # TVM-FFI takes the torch tensors as they are and launches on torch's current stream (ordered with its ops)
+    compile_softmax(tuple(x.shape), x.dtype, x.stride(), out.stride(), ffi=True)(x, out)
+    return out
+
+
+def softmax_dlpack(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """:func:`softmax` called the DSL's default way, to compare what a call costs the CPU: each call wraps ``x``
+    and ``out`` in CuTe tensors through DLPack (the common in-memory description of a tensor that libraries
+    exchange) and a stream object, in Python, then calls a kernel compiled from those tensors. Same kernel, same
+    result."""
+    _check(x, out)
+    if x.numel() == 0:
+        return out
+    stream = cuda.CUstream(torch.cuda.current_stream(x.device).cuda_stream)
     tensors = (from_dlpack(x, assumed_align=16), from_dlpack(out, assumed_align=16), stream)
-    compile_softmax(tuple(x.shape), x.dtype, x.stride(), out.stride(), tensors=tensors)(*tensors)
+    key = (*x.shape, x.dtype, x.stride(), out.stride(), "dlpack")
+    if key not in _compiled:
+        cfg = softmax_config(x.shape[1], x.element_size())
+        cfg.pop("BLOCK_W")
+        _compiled[key] = cute.compile(softmax_rows, *tensors, **cfg,
+                                      BLOCK_W=cfg["THREADS_PER_ROW"] * cfg["VEC"] * cfg["VECS"])
+    _compiled[key](*tensors)
     return out

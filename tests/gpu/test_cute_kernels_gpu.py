@@ -65,3 +65,36 @@ def test_matmul_refuses_rows_tma_cannot_copy():
     b = torch.randn(90, 64, device="cuda", dtype=torch.float16)
     with pytest.raises(ValueError, match="multiples of 8"):
         ck.matmul(a, b, torch.empty(64, 64, device="cuda", dtype=torch.float16))
+
+
+def test_the_kernels_run_on_torchs_current_stream():
+    """The wrappers launch through TVM-FFI, which takes torch's current stream: on a side stream whose input is
+    written only after a long sleep, a kernel launched on another stream would read the zeros written before."""
+    side = torch.cuda.Stream()
+    x, x_real = torch.zeros(300, 1000, device="cuda"), torch.randn(300, 1000, device="cuda")
+    shapes = (((128, 64), (64, 136)) if HOPPER else ())
+    mats = [torch.zeros(s, device="cuda", dtype=torch.float16) for s in shapes]
+    mats_real = [torch.randn(s, device="cuda", dtype=torch.float16) for s in shapes]
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)   # ~50 ms of GPU time, so that another stream would run first
+        x.copy_(x_real)
+        sm = ck.softmax(x, utils.poisoned(300, 1000, device="cuda"))
+        if HOPPER:
+            for m, r in zip(mats, mats_real):
+                m.copy_(r)
+            mm = ck.matmul(*mats, utils.poisoned(128, 136, dtype=torch.float16, device="cuda"))
+    side.synchronize()
+    torch.testing.assert_close(sm, torch.softmax(x_real, dim=1), atol=1e-6, rtol=1e-5)
+    if HOPPER:
+        torch.testing.assert_close(mm.double(), mats_real[0].double() @ mats_real[1].double(), atol=1e-2, rtol=1e-2)
+
+
+def test_the_dlpack_call_gives_the_same_result():
+    """The DSL's default host path (DLPack tensors and a stream object made in Python each call), which notebook 17
+    times beside the TVM-FFI one, runs the same kernel: the same output, bit for bit."""
+    x = torch.randn(1001, 4096, device="cuda", dtype=torch.bfloat16) * 4
+    ffi = ck.softmax(x, utils.poisoned(1001, 4096, dtype=torch.bfloat16, device="cuda"))
+    dl = ck.softmax_dlpack(x, utils.poisoned(1001, 4096, dtype=torch.bfloat16, device="cuda"))
+    torch.cuda.synchronize()
+    assert torch.equal(ffi, dl)

@@ -102,3 +102,14 @@ def test_a_static_size_one_mode_turns_tma_copies_one_dimensional(ck):
         return {op.split(".")[4] for op in ck.opcodes(ck.matmul_ptx(h, 264, 72), "cp.async.bulk.tensor")}
     assert dims(1) == {"1d", "2d"}
     assert dims(2) == {"2d"}
+
+
+def test_the_wrappers_compile_for_tvm_ffi_calls(ck):
+    """The kernels the wrappers call take torch tensors through TVM-FFI (no Python conversion a call); compiling
+    for that needs no GPU either, and gives the same kernel (the PTX's instructions are those of the plain one)."""
+    from gpu_course.kernels import cute_matmul, cute_softmax
+    soft = cute_softmax.compile_softmax((64, 256), torch.float16, options="--gpu-arch sm_90a", ffi=True)
+    mm = cute_matmul.compile_matmul(256, 256, 64, options="--gpu-arch sm_90a", ffi=True)
+    assert "TVMFFI" in type(soft).__name__ and "TVMFFI" in type(mm).__name__
+    assert "TVMFFI" not in type(cute_softmax.compile_softmax((64, 256), torch.float16,
+                                                              options="--gpu-arch sm_90a")).__name__

@@ -114,3 +114,7 @@ def test_the_table_gives_medians_and_the_rounds_range():
     assert lp.loop_ratios(taken, "Triton, direct") == [1.0, 0.8]
     assert lp.cpu_us(taken, "cuBLAS") == [5.0, 5.0]
     assert "0.90× (0.80-1.00×)" in lp.paths_table(taken)
+    # GPU 10 µs, CPU 5 µs a call: the slower is the GPU's 10 µs; a step of 15 µs is 1.5x it
+    assert lp.paced_ratios(taken, "Triton, direct") == pytest.approx([1.0, 1.5])
+    slow_cpu = {"x": [UserTiming(Timing((0.01,), "m", "d", True), 0.04, 0.04)]}   # CPU 40 µs sets the pace
+    assert lp.paced_ratios(slow_cpu, "x") == pytest.approx([1.0])
