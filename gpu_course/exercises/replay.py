@@ -6,7 +6,8 @@ scalar arguments, on memory the check owns:
   so a value torch put there before or after the launch is not there;
 * the inputs are replaced by copies of their values, so a kernel that writes into its inputs is
   seen (the copies are compared afterwards), and a copy made by the learner's function counts as
-  the input it equals (inputs are matched by value, not by storage);
+  the input it equals (inputs are matched by value, not by storage), and only that view of its storage
+  keeps values: the rest of the storage is poisoned, so a result hidden past the copy's end is not there;
 * every other buffer (scratch, or a result torch computed beforehand) is poisoned when the check
   names its inputs: a kernel must write it before it reads it.
 
@@ -101,6 +102,7 @@ class Memory:
         self.inputs = [(t, _raw(t).clone()) for t in inputs]
         self.named_inputs = bool(inputs)
         self.regions: dict[tuple, tuple] = {}  # (device, ptr) -> (replacement uint8, role, name)
+        self._copies: set = set()  # the regions that hold copies of inputs (only their views keep values)
         self.role_of_output = None
 
     # which memory an argument is in -----------------------------------------------------------
@@ -115,6 +117,8 @@ class Memory:
     def _replacement(self, raw: torch.Tensor, role_hint, value_view, name: str):
         key = (raw.device.type, raw.data_ptr(), raw.numel())
         if key in self.regions:
+            if key in self._copies and self._equals_an_input(value_view):
+                self._keep_view(self.regions[key][0], raw, value_view)   # another input copied into this storage
             return self.regions[key][0]
         if role_hint == "output":
             new, role = torch.full_like(raw, POISON), "output"
@@ -123,12 +127,28 @@ class Memory:
             new, role = (pre if pre is not None else raw).clone(), "input"
         elif not self.named_inputs:
             new, role = raw.clone(), "input"
-        elif value_view is not None and any(same_values(value_view, t) for t, _ in self.inputs):
-            new, role = raw.clone(), "input"   # a copy of an input: the input, by value
+        elif self._equals_an_input(value_view):
+            # a copy of an input: the input, by value; only the view that equals it, not the rest of its storage,
+            # where a result computed beforehand could wait (x_copy = torch.cat([x, result])[:n])
+            new, role = torch.full_like(raw, POISON), "input"
+            self._keep_view(new, raw, value_view)
+            self._copies.add(key)
         else:
             new, role = torch.full_like(raw, POISON), "scratch"
         self.regions[key] = (new, role, name)
         return new
+
+    def _equals_an_input(self, view) -> bool:
+        return view is not None and any(same_values(view, t) for t, _ in self.inputs)
+
+    @staticmethod
+    def _keep_view(new: torch.Tensor, raw: torch.Tensor, view: torch.Tensor) -> None:
+        """Copy the bytes of ``view`` (a view of ``raw``'s storage) into the same place of ``new``."""
+        item, off = view.element_size(), view.data_ptr() - raw.data_ptr()
+        if view.device != raw.device or not 0 <= off < raw.numel():   # not a view of it: keep the whole storage
+            new.copy_(raw)
+            return
+        _view(new, view.dtype, off, view.shape, [st * item for st in view.stride()]).copy_(view)
 
     # replacements --------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, name: str = "") -> torch.Tensor:
@@ -170,7 +190,7 @@ class Memory:
         off = ptr - raw.data_ptr()
         value = None
         if role is None and device == "cpu":
-            value = torch.from_numpy(np.lib.stride_tricks.as_strided(host, shape, strides).copy())
+            value = _view(raw, _torch_dtype(dtype), off, shape, strides)   # the array's values, over its memory
         new = self._replacement(raw, role, value, name)
         view = _view(new, _torch_dtype(dtype), off, shape, strides)
         if device == "cpu":
