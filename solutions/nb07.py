@@ -188,6 +188,13 @@ CPU_CHEATS = {
         + '''    eye = tl.where(tl.arange(0, BLOCK_N)[:, None] == tl.arange(0, BLOCK_N)[None, :], 1.0, 0.0)
     acc = tl.dot(acc, eye, input_precision="ieee")
 ''' + _EPILOGUE + _LAUNCHER,
+        "the loaded tiles moved through tl.dot with an identity (a @ I, I @ b), the product by broadcast sums":
+        _SIGNATURE + _MAINLOOP.replace(
+            "        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)\n",
+            "        eye = tl.where(kk[:, None] == kk[None, :], 1.0, 0.0)\n"
+            "        a = tl.dot(a, eye.to(a.dtype), input_precision=DOT_PRECISION)\n"
+            "        b = tl.dot(eye.to(b.dtype), b, input_precision=DOT_PRECISION)\n"
+            "        acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)\n") + _EPILOGUE + _LAUNCHER,
         "the first k-step by tl.dot, the others by broadcast sums": _SIGNATURE + _MAINLOOP.replace(
             "        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)\n",
             "        if k0 == 0:\n            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)\n"

@@ -288,9 +288,19 @@ def attention_dq(q, k, v, o, lse, do):
 
 # Refused in cpu mode only: the interpreter follows loaded data into tl.dot's operands; on a GPU the compiled kernel
 # holds a dot either way (the Q·Kᵀ one).
+_PV = 'tl.dot(p, v, input_precision="ieee")'
+_EYE_V = ('tl.dot(tl.where(tl.arange(0, BLOCK_N)[:, None] == tl.arange(0, BLOCK_N)[None, :], 1.0, 0.0), v, '
+          'input_precision="ieee")')
+assert _PV in SOLUTIONS["ex11-2-answer"] and _PV in SOLUTIONS["ex11-3-answer"]
 CPU_CHEATS = {
     "ex11-2-answer": {
         "Q·Kᵀ by tl.dot, P·V by a broadcast sum": SOLUTIONS["ex11-2-answer"].replace(
-            'tl.dot(p, v, input_precision="ieee")', "tl.sum(p[:, :, None] * v[None, :, :], 1)"),
+            _PV, "tl.sum(p[:, :, None] * v[None, :, :], 1)"),
+        "V moved through tl.dot with an identity, P·V by a broadcast sum": SOLUTIONS["ex11-2-answer"].replace(
+            _PV, f"tl.sum(p[:, :, None] * {_EYE_V}[None, :, :], 1)"),
+    },
+    "ex11-3-answer": {
+        "Q·Kᵀ by tl.dot, P·V by a broadcast sum": SOLUTIONS["ex11-3-answer"].replace(
+            _PV, "tl.sum(p[:, :, None] * v[None, :, :], 1)"),
     },
 }

@@ -27,6 +27,7 @@ from collections import defaultdict
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .. import mode
@@ -307,8 +308,12 @@ def counting(ex: Execution):
     def stored(ev):
         if ev.op == "store" and ev.mask is not None:
             ex.stored[ev.builder.grid_idx] += int(ev.mask.data.sum())
-        lanes = int(getattr(ev.ptrs.data, "size", 1))
-        n = int(ev.mask.data.sum()) if ev.mask is not None else lanes
+        # elements are counted as distinct addresses: one load of the same address in 65,536 lanes is one
+        # element of work, not 65,536 (a program's share cannot be padded with a broadcast load)
+        ptrs = np.asarray(getattr(ev.ptrs, "data", 0)).ravel()
+        on = np.asarray(ev.mask.data).ravel().astype(bool) if ev.mask is not None else None
+        lanes = int(np.unique(ptrs).size)
+        n = int(np.unique(ptrs[on]).size) if on is not None and on.size == ptrs.size else lanes
         key = (ex.launch, tuple(ev.builder.grid_idx))
         ex.work[key] += n
         ex.lanes[key] += lanes
@@ -317,7 +322,9 @@ def counting(ex: Execution):
 
     def dot(ev):
         ex.dots[ev.builder.grid_idx] += 1
-        if getattr(ev, "loaded", 0):   # a product of data the kernel loaded, not of tiles it made up
+        # a product of data the kernel loaded, with nothing made up: a tile built from constants (an identity)
+        # beside a loaded one moves data without multiplying it by data
+        if getattr(ev, "loaded", 0) and not getattr(ev, "made_up", 0):
             ex.dot_macs[(ex.launch, tuple(ev.builder.grid_idx))] += getattr(ev, "macs", 0)
             ex.dot_spans.update((a.lo, a.hi) for a in getattr(ev, "inputs", ()))
 

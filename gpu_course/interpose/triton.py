@@ -18,8 +18,9 @@ Events and their fields:
 * ``dot``: the interpreter runs a ``tl.dot``: ``builder``, ``macs`` (M × N × K of its operands) and ``loaded``
   (how many of its two operands hold data a ``tl.load`` read, through casts, transposes, reshapes and
   ``tl.where``: a tile computed in the kernel, an identity say, is not loaded; known only while ``access``
-  is listened to, 0 otherwise), ``inputs`` (the :class:`Arg` of every tensor argument those loaded operands were read
-  from).
+  is listened to, 0 otherwise), ``made_up`` (how many of its two operands are neither loaded nor computed from loaded
+  data: a tile built from constants, ``tl.arange`` and comparisons, an identity say; 0 where ``access`` is not
+  listened to), ``inputs`` (the :class:`Arg` of every tensor argument those loaded operands were read from).
 
 Besides the events, two settings of the interpreter's ``tl.dot`` (:func:`tf32_rounding`, :func:`dots_scaled`):
 inputs rounded to TF32 where that precision is asked for (as the GPU's tensor cores compute), and the
@@ -46,6 +47,7 @@ JIT = "triton.runtime.jit"
 INTERPRETER = "triton.runtime.interpreter"
 _TAG = "_course_arg"          # the attribute that carries a pointer's tensor argument
 _LOADED = "_course_loaded"    # on a value a tl.load read (and what is cast or moved from it): the Args it came from
+_DATA = "_course_data"        # on a value computed from loaded data (any operand loaded or itself data)
 _STATE = threading.local()    # .launch: the Interpreted launch under way in this thread, or None
 ACCESSES = {"create_masked_load": ("load", "tl.load reads", 0, 1),
             "create_masked_store": ("store", "tl.store writes", 0, 2),
@@ -60,6 +62,11 @@ CARRIERS = ("create_addptr", "create_splat", "create_broadcast", "create_expand_
 VALUE_CARRIERS = ("create_si_to_fp", "create_ui_to_fp", "create_fp_to_si", "create_fp_to_ui", "create_fp_ext",
                   "create_fp_trunc", "create_int_cast", "create_fp_to_fp")
 LOADS = ("create_descriptor_load",)   # loads whose result may be a new handle after the masked load (TF32 rounding)
+# builder methods whose result is not computed from their operands' values, or is not a value: never data
+NOT_DERIVED = ("create_get_program_id", "create_get_num_programs", "create_make_range", "create_load", "create_store",
+               "create_dot", "create_print", "create_assert", "create_assume", "create_barrier",
+               "create_make_tensor_descriptor", "create_descriptor_store", "create_descriptor_scatter",
+               "create_atomic_store", "create_atomic_poll")
 
 _PATCHES = Patches()
 
@@ -194,10 +201,12 @@ def _set_access(interp, on: bool) -> None:
         for name in LOADS:
             if name in vars(builder):
                 _PATCHES.put(builder, name, _loaded_hook)
+        for name in _derivers(builder):
+            _PATCHES.put(builder, name, _derived_hook)
         _PATCHES.put(interp, "_implicit_cvt", _cvt_hook)
         _PATCHES.put(interp.GridExecutor, "__call__", lambda orig: _executor_hook(orig, interp))
     elif builder is not None:
-        for name in list(ACCESSES) + list(CARRIERS) + list(VALUE_CARRIERS) + list(LOADS):
+        for name in list(ACCESSES) + list(CARRIERS) + list(VALUE_CARRIERS) + list(LOADS) + _derivers(builder):
             _PATCHES.undo(builder, name)
         _PATCHES.undo(interp, "_implicit_cvt")
         _PATCHES.undo(interp.GridExecutor, "__call__")
@@ -241,10 +250,42 @@ def _loaded_hook(original):
 
 
 def _carry_loaded(out, args) -> None:
-    """``out``, made from ``args`` by a move or a conversion, is loaded data if one of them is (their origins)."""
+    """``out``, made from ``args`` by a move or a conversion, is loaded data if one of them is (their origins),
+    and data computed from loads if one of them is that."""
     origins = _loaded_from(args)
     if out is not None and origins is not None:
         _mark_loaded(out, origins)
+    elif out is not None and any(_is_data(a) for a in args):
+        _mark_data(out)
+
+
+def _is_data(h) -> bool:
+    """Whether handle ``h`` holds loaded data or values computed from it (not a tile made of constants)."""
+    return getattr(h, _LOADED, None) is not None or getattr(h, _DATA, False)
+
+
+def _mark_data(h) -> None:
+    try:
+        setattr(h, _DATA, True)
+    except AttributeError:
+        pass
+
+
+def _derivers(builder) -> list:
+    """The builder's methods that compute a value from their operands (arithmetic, math, comparisons, reductions'
+    pieces): the hooks of :data:`ACCESSES`, :data:`CARRIERS`, :data:`VALUE_CARRIERS` and :data:`LOADS` carry
+    the marks themselves, and :data:`NOT_DERIVED` make no value from values."""
+    hooked = set(ACCESSES) | set(CARRIERS) | set(VALUE_CARRIERS) | set(LOADS) | set(NOT_DERIVED)
+    return [n for n in vars(builder) if n.startswith("create_") and n not in hooked] if builder else []
+
+
+def _derived_hook(original):
+    def derived(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        if out is not None and any(_is_data(a) for a in args):
+            _mark_data(out)
+        return out
+    return derived
 
 
 def _value_hook(original):
@@ -284,13 +325,17 @@ def _dot_hook(original):
             macs = int(shape_a[-2] * shape_a[-1] * shape_b[-1]) if len(shape_a) >= 2 and len(shape_b) >= 2 else 0
             _BUS.emit("dot", Event(builder=self, macs=macs,
                                    loaded=sum(getattr(h, _LOADED, None) is not None for h in (a, b)),
+                                   made_up=sum(not _is_data(h) for h in (a, b)) if _BUS.listening("access") else 0,
                                    inputs=_loaded_from((a, b)) or frozenset()))
+        from_data = any(_is_data(h) for h in (a, b, d))   # before TF32 rounding replaces the operands
         if _DOT["tf32"] and _tf32_asked(input_precision):
             a, b = (_as_tf32(h) for h in (a, b))
         out = original(self, a, b, d, input_precision, *args, **kwargs)
         factor = _DOT["scale"]
         if factor is not None:
             out.data = (out.data + (factor - 1) * (out.data - d.data)).astype(out.data.dtype)
+        if from_data:
+            _mark_data(out)   # a product of data is data (attention's scores, then P)
         return out
     return create_dot
 

@@ -228,6 +228,15 @@ def mm_identity_dot_after_a_sum(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # the p
 
 
 @triton.jit
+def mm_loaded_tiles_through_an_identity(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # a @ I and I @ b, then a sum
+    i = tl.arange(0, N)
+    eye = tl.where(i[:, None] == i[None, :], 1.0, 0.0)
+    a = tl.dot(tl.load(a_ptr + i[:, None] * N + i[None, :]), eye, input_precision="ieee")
+    b = tl.dot(eye, tl.load(b_ptr + i[:, None] * N + i[None, :]), input_precision="ieee")
+    tl.store(o_ptr + i[:, None] * N + i[None, :], tl.sum(a[:, :, None] * b[None, :, :], axis=1))
+
+
+@triton.jit
 def mm_unused_dot_beside_a_sum(a_ptr, b_ptr, o_ptr, N: tl.constexpr):   # a real dot, thrown away
     i = tl.arange(0, N)
     a = tl.load(a_ptr + i[:, None] * N + i[None, :])
@@ -269,11 +278,14 @@ def test_a_product_by_tl_dot_passes(kernel, capsys):
     assert check_mm(launch_mm(kernel), capsys).startswith("✅ a product by tl.dot: correct"), kernel
 
 
-@pytest.mark.parametrize("kernel", [mm_zero_dot_beside_a_sum, mm_identity_dot_after_a_sum])
+@pytest.mark.parametrize("kernel", [mm_zero_dot_beside_a_sum, mm_identity_dot_after_a_sum,
+                                    mm_loaded_tiles_through_an_identity])
 def test_a_dot_of_made_up_tiles_beside_a_broadcast_sum_is_refused(kernel, capsys):
+    """A dot counts as the product only where both operands are data (loaded, or computed from loads): a tile made
+    of constants (an identity) beside a loaded one moves the data without multiplying it."""
     line = check_mm(launch_mm(kernel), capsys)
-    assert line.startswith(f"❌ a product by tl.dot: not yet: {kernel.fn.__name__}'s tl.dot calls multiply no data "
-                           f"the kernel loaded"), line
+    assert line.startswith(f"❌ a product by tl.dot: not yet: {kernel.fn.__name__}'s tl.dot calls multiply no loaded "
+                           f"data by data"), line
 
 
 def test_a_dot_whose_result_is_thrown_away_is_refused(capsys):

@@ -181,9 +181,9 @@ def _dot_executed(a) -> str | None:
                     f"{len(storing)} programs that stored a result): the exercise asks for the product "
                     f"as tl.dot on tiles")
         if not any(ex.dot_macs.values()):
-            return (f"{a.name}'s tl.dot calls multiply no data the kernel loaded (their operands are tiles it "
-                    f"made up, an identity say): the exercise asks for the product itself as tl.dot on the "
-                    f"loaded tiles")
+            return (f"{a.name}'s tl.dot calls multiply no loaded data by data: an operand of each is a tile the "
+                    f"kernel made up (an identity, say), which moves the other without multiplying it: the "
+                    f"exercise asks for the product itself as tl.dot on the loaded tiles")
         return _dot_reaches_output(a)
     if ex.compiled:
         if not any(triton_ops(k)["dot"] for k in ex.compiled):
