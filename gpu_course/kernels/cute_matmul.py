@@ -386,7 +386,8 @@ def compile_matmul(h: int, w: int, k: int, has_bias: bool = False, activation: s
     key = (h, w, k, has_bias, activation, tuple(sorted(cfg.items())), sms, options, ffi)
     if key not in _compiled:
         args = (_fake((h, k), (k, 1)), _fake((w, k), (1, w)), _fake((h, w), (w, 1)),
-                _fake((w,), (1,), align=2), make_fake_stream(use_tvm_ffi_env_stream=ffi))   # bias: read an element at a time
+                _fake((w,), (1,), align=2),   # the bias: read an element at a time
+                make_fake_stream(use_tvm_ffi_env_stream=ffi))
         _compiled[key] = cute.compile(matmul_host, *args, **cfg, SMS=sms, HAS_BIAS=has_bias, ACTIVATION=activation,
                                       options=f"{options} --enable-tvm-ffi" if ffi else options)
     return _compiled[key]

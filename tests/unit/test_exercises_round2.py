@@ -5,6 +5,7 @@
 * a ``tl.dot`` must carry the product: its operands hold loaded data (not an identity or zero tile made up in
   the kernel), its multiply-adds on them add up to the product's (``dot_work``), and, launched again with every
   product doubled, the output changes;
+* a program that loads element by element (more than 256 one-element loads) is refused: the lesson is a block load;
 * memory passed to a kernel as anything but a tensor (an object with ``data_ptr``) is refused;
 * the interpreter rounds ``tl.dot``'s fp32 inputs to TF32 where that precision is asked for.
 
@@ -465,3 +466,48 @@ def test_drawn_cases_mix_the_visible_parameters():
     drawn = draw_cases(RIDGE_CASES, 3)
     assert len(drawn) == 3 and not set(drawn) & set(RIDGE_CASES)
     assert all(c[i] in {v[i] for v in RIDGE_CASES} for c in drawn for i in range(3))
+
+
+# ----------------------------------------------------------------------------------------------
+# block loads, not one element at a time
+
+XS = torch.randn(4, 600)
+
+
+@triton.jit
+def rsum_blocks(x_ptr, out_ptr, w, BLOCK: tl.constexpr):   # the lesson: a block load a step
+    r = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, w, BLOCK):
+        c = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + r * w + c, mask=c < w, other=0.0)
+    tl.store(out_ptr + r, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def rsum_scalars(x_ptr, out_ptr, w, BLOCK: tl.constexpr):   # a Python-level loop of one-element loads
+    r = tl.program_id(0)
+    s = 0.0
+    for i in range(w):
+        s += tl.load(x_ptr + r * w + i)
+    tl.store(out_ptr + r, s)
+
+
+def launch_rsum(kernel):
+    def run(x):
+        out = utils.poisoned(x.shape[0])
+        kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=128)
+        return out
+    return run
+
+
+def check_rsum(answer, capsys):
+    utils.kernel_exercise("row sums", answer, kind="triton", run=lambda f: f(XS),
+                          reference=lambda: XS.double().sum(1), atol=1e-4, rtol=1e-4, inputs=(XS,))
+    return out_lines(capsys)[-1]
+
+
+def test_row_sums_by_block_loads_pass_and_by_one_element_loads_are_refused(capsys):
+    assert check_rsum(launch_rsum(rsum_blocks), capsys).startswith("✅ row sums: correct")
+    line = check_rsum(launch_rsum(rsum_scalars), capsys)
+    assert line.startswith("❌ row sums: not yet: program 0 of rsum_scalars made 600 loads of one element each"), line

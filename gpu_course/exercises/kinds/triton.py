@@ -13,6 +13,8 @@ from .python_code import PythonKind, _show
 
 BALANCE = 2.0      # within a launch: the busiest program's elements / the mean program's lanes
 SPREAD = 4.0       # within a launch of more than 4 programs: the busiest / the mean, both in elements
+SCALAR_LOADS = 256  # more one-element tl.loads than this in one program: a Python-level loop over elements, where
+                    # the lesson is a block load (a table of a few entries read one by one stays well under it)
 
 
 class TritonKind(PythonKind):
@@ -58,7 +60,7 @@ class TritonKind(PythonKind):
         stores (elements) are at most ``BALANCE`` times the mean program's (lanes, masked-off ones
         included, so that a program at the edge is not counted short) and, with more than 4 programs,
         at most ``SPREAD`` times the mean in elements; and no program did more than half of all the
-        launches' loads and stores."""
+        launches' loads and stores; and no program made more than ``SCALAR_LOADS`` loads of one element."""
         if not execution.counted:
             return None
         label, grids = trial.label, execution.grids or []
@@ -83,6 +85,11 @@ class TritonKind(PythonKind):
                 return (f"program {_show(p)} of {label}{which} loaded and stored {busiest:,} elements, "
                         f"{busiest / max(mean, 1):.0f}× the mean program's {mean:,.0f}: each program must "
                         f"do its own share of the work, not loop over the others'")
+        for key, calls in execution.scalar_loads.items():
+            if calls > SCALAR_LOADS:
+                which = f" (its launch {key[0] + 1} of {len(grids)})" if several else ""
+                return (f"program {_show(key[1])} of {label}{which} made {calls:,} loads of one element each: "
+                        f"load blocks (a tl.load of tl.arange offsets), not one element at a time in a loop")
         total = sum(execution.work.values())
         if execution.programs > 2 and total:
             key, most = max(execution.work.items(), key=lambda kv: kv[1])
