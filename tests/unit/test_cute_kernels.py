@@ -106,7 +106,7 @@ def test_a_static_size_one_mode_turns_tma_copies_one_dimensional(ck):
 
 def test_the_wrappers_compile_for_tvm_ffi_calls(ck):
     """The kernels the wrappers call take torch tensors through TVM-FFI (no Python conversion a call); compiling
-    for that needs no GPU either, and gives the same kernel (the PTX's instructions are those of the plain one)."""
+    for that needs no GPU either: with the option the compiled function is a TVM-FFI one, without it not."""
     from gpu_course.kernels import cute_matmul, cute_softmax
     soft = cute_softmax.compile_softmax((64, 256), torch.float16, options="--gpu-arch sm_90a", ffi=True)
     mm = cute_matmul.compile_matmul(256, 256, 64, options="--gpu-arch sm_90a", ffi=True)
