@@ -827,3 +827,20 @@ def test_cuda_relu_in_the_emulation(capsys):
     ok, nothing, *detail = lines(capsys)
     assert ok == "✅ a ReLU kernel: correct (your CUDA C kernel relu_k wrote the result)"
     assert nothing.startswith("❌ a ReLU kernel: not yet: relu_k: ") and "NaN" in " ".join(detail)
+
+
+@cuda.jit
+def matmul_by_numpy_in_the_kernel(m, n, out):   # simulator only: the product by NumPy on host copies
+    r, c = cuda.grid(2)[1], cuda.grid(2)[0]
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = (m.copy_to_host() @ n.copy_to_host())[r, c]
+
+
+def test_a_kernel_that_copies_its_arrays_to_the_host_is_refused(capsys):
+    """In the simulator a kernel is Python and could hand its arrays to NumPy (on a GPU it would not compile):
+    the check's own launch refuses a copy_to_host inside a kernel."""
+    utils.kernel_exercise("matmul", matmul_by_numpy_in_the_kernel, kind="numba", run=run_rect,
+                          reference=lambda: MA.double() @ MB.double(), atol=1e-4, rtol=1e-4)
+    (line,) = lines(capsys)
+    assert line.startswith("❌ matmul: not yet: the check launched matmul_by_numpy_in_the_kernel itself") \
+        and "the kernel copied a device array to the host (copy_to_host)" in line, line

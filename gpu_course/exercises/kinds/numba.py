@@ -19,6 +19,31 @@ from .python_code import PythonKind, called_names, dotted
 _YOURS = (("in the check's launch", "in your function's launch"), ("when the check launched", "when your function launched"))
 
 
+@contextmanager
+def _no_host_copies_in_kernels():
+    """While open, a simulated thread that copies a device array to the host (``copy_to_host``) raises: in the
+    simulator a kernel is Python and could hand its arrays to NumPy, uncounted; on a GPU that does not compile."""
+    import threading
+    try:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    except ImportError:   # numba-cuda without the simulator: nothing to guard
+        yield
+        return
+    original = FakeCUDAArray.copy_to_host
+
+    def guarded(self, *args, **kwargs):
+        if type(threading.current_thread()).__name__ == "BlockThread":   # a thread of a simulated block
+            raise RuntimeError("the kernel copied a device array to the host (copy_to_host): a kernel's threads "
+                               "read their arrays element by element; on a GPU this does not compile")
+        return original(self, *args, **kwargs)
+
+    FakeCUDAArray.copy_to_host = guarded
+    try:
+        yield
+    finally:
+        FakeCUDAArray.copy_to_host = original
+
+
 class NumbaKind(PythonKind):
     key = "numba"
     label = "Numba"
@@ -30,7 +55,8 @@ class NumbaKind(PythonKind):
     def launch_again(self, launch, args, kwargs, grid, execution) -> None:
         b = launch.block
         execution.threads = b[0] * b[1] * b[2]
-        launch.kernel[grid, b](*args)
+        with _no_host_copies_in_kernels():
+            launch.kernel[grid, b](*args)
         execution.blocks.update((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
 
     @contextmanager
