@@ -23,16 +23,16 @@ _YOURS = (("in the check's launch", "in your function's launch"), ("when the che
 def _no_host_copies_in_kernels():
     """While open, a simulated thread that copies a device array to the host (``copy_to_host``) raises: in the
     simulator a kernel is Python and could hand its arrays to NumPy, uncounted; on a GPU that does not compile."""
-    import threading
     try:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
     except ImportError:   # numba-cuda without the simulator: nothing to guard
         yield
         return
+    from ...interpose.numba import _who   # (block, thread) of the simulated thread running, or (None, None)
     original = FakeCUDAArray.copy_to_host
 
     def guarded(self, *args, **kwargs):
-        if type(threading.current_thread()).__name__ == "BlockThread":   # a thread of a simulated block
+        if _who()[0] is not None:   # a thread of a simulated block
             raise RuntimeError("the kernel copied a device array to the host (copy_to_host): a kernel's threads "
                                "read their arrays element by element; on a GPU this does not compile")
         return original(self, *args, **kwargs)
