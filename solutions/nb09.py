@@ -191,6 +191,15 @@ CHEATS = {
         "rung 6's warp_sum copied with fmaxf: the largest |x|, not its index": RUNG6_COPIED,
         "no tie-break: the first index of the largest |x| is not always the one kept": ABSMAX.replace(
             "if (w > v || (w == v && j < i))", "if (w > v)"),
+        "the host function finds the index in a C++ loop and passes it; the kernel reduces, then writes that number":
+            ABSMAX.replace("int* __restrict__ idx, int n) {", "int* __restrict__ idx, int n, int found) {").replace(
+            "if (lane == 0) *idx = i;", "if (lane == 0) *idx = found + 0 * i;").replace(
+            "    absmax_k<<<1, 1024>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());", """\
+    int n = x.numel(), found = 0;
+    std::vector<float> h(n);
+    cudaMemcpy(h.data(), x.data_ptr<float>(), n * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int k = 1; k < n; ++k) if (fabsf(h[k]) > fabsf(h[found])) found = k;
+    absmax_k<<<1, 1024>>>(x.data_ptr<float>(), idx.data_ptr<int>(), n, found);"""),
         "a shared-memory tree without warp shuffles": ABSMAX[:ABSMAX.index("    warp_best(v, i);\n    int lane")] + """\
     __shared__ float sv[1024];
     __shared__ int si[1024];

@@ -5,7 +5,8 @@ in order and reports the first reason. In order: the check is set up rightly, th
 is the learner's own, the learner's kernel of the asked kind ran (recorded by
 :mod:`gpu_course.launches`), its inputs are unchanged, the result is memory it wrote, the other tensors it
 was given kept their values (whatever kernel the answer launched), the result
-matches the reference, the course's own launch of the kernel on fresh memory computes it too, and each
+matches the reference, the course's own launch of the kernel on fresh memory computes it too, and again on
+inputs with new values (:mod:`.fresh`), and each
 evidence (:mod:`.evidence`) holds for the :class:`Attempt`. What differs between kinds of kernel is
 asked of the kind (:mod:`.kinds`), never tested here."""
 from __future__ import annotations
@@ -241,6 +242,13 @@ def _own_launch(t: Trial):
     return why
 
 
+def _fresh_values(t: Trial):
+    """The course launches it once more on the check's inputs with new values: the result must follow them
+    (:mod:`.fresh`)."""
+    from .fresh import fresh_problem
+    return fresh_problem(t)
+
+
 def _method(t: Trial):
     """Each evidence holds for the :class:`Attempt`."""
     attempt = Attempt(t.kind.key, t.label, t.mine, t.seen, t.out, t.source, execution=t.execution,
@@ -258,7 +266,8 @@ def _method(t: Trial):
 
 
 STEPS = [_set_up, _answered, _evidence_is_genuine, _learners_own, _prepared, _reference, _ran,
-         _learners_launches, _output_written, _inputs_kept, _not_a_stub, _values_match, _own_launch, _method]
+         _learners_launches, _output_written, _inputs_kept, _not_a_stub, _values_match, _own_launch, _fresh_values,
+         _method]
 
 
 def judge(problem: KernelProblem, answer, scopes) -> Verdict:

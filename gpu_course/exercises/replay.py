@@ -33,6 +33,30 @@ import torch
 from .. import mode
 
 POISON = 0xFF  # every byte: NaN for floats, -1 for signed integers
+# while the check launches a kernel on inputs with new values (:mod:`.fresh`): what :class:`Memory` needs to know
+FRESH: list = []
+
+
+@dataclass
+class FreshState:
+    """Under :func:`fresh_copies`: ``kept``, (tensor, its old values) of each input given new values (a copy of
+    one that the learner's code made gets the new values too); ``inputs``, the tensors whose values agree with
+    the reference's whether varied or not (those it reads); ``unknown``, the names of the arguments holding data that is neither an input nor a
+    copy of one (something computed from the inputs beforehand, say: it keeps the old values)."""
+    kept: list
+    inputs: list
+    unknown: list = field(default_factory=list)
+
+
+@contextmanager
+def fresh_copies(kept, inputs=()):
+    """Inside the block :class:`Memory` follows :class:`FreshState`; yields it."""
+    state = FreshState(list(kept), list(inputs))
+    FRESH[:] = [state]
+    try:
+        yield state
+    finally:
+        FRESH.clear()
 
 
 @dataclass
@@ -122,7 +146,10 @@ class Memory:
             if key in self._copies and self._equals_an_input(value_view):
                 self._keep_view(self.regions[key][0], raw, value_view)   # another input copied into this storage
             return self.regions[key][0]
-        if role_hint == "output":
+        fresh = self._fresh_copy(raw, role_hint, value_view, name)
+        if fresh is not None:
+            new, role = fresh, "input"
+        elif role_hint == "output":
             new, role = torch.full_like(raw, POISON), "output"
         elif role_hint == "input":
             pre = next((c for t, c in self.inputs if _raw(t).data_ptr() == raw.data_ptr()), None)
@@ -139,6 +166,27 @@ class Memory:
             new, role = torch.full_like(raw, POISON), "scratch"
         self.regions[key] = (new, role, name)
         return new
+
+    def _fresh_copy(self, raw, role_hint, view, name: str = ""):
+        """Under :func:`fresh_copies`: the replacement of a storage that is not an input's own but holds a copy
+        of an input's old values, with the input's new values in that view (None otherwise). Data that the
+        launch reads and that is neither an input of :class:`FreshState` nor such a copy (not all zeros, where
+        it keeps its values) is noted in its ``unknown``."""
+        if not FRESH or role_hint == "output":
+            return None
+        state = FRESH[0]
+        if any(_raw(t).data_ptr() == raw.data_ptr() for t in state.inputs):
+            return None
+        if role_hint is None and view is not None:
+            for t, old in state.kept:
+                if same_values(view, old):
+                    new = torch.full_like(raw, POISON) if self.named_inputs else raw.clone()
+                    _view(new, view.dtype, view.data_ptr() - raw.data_ptr(), view.shape,
+                          [st * view.element_size() for st in view.stride()]).copy_(t.detach())
+                    return new
+        if (role_hint == "input" or not self.named_inputs) and (view is None or bool(view.ne(0).any())):
+            state.unknown.append(name or "an argument")
+        return None
 
     def _equals_an_input(self, view) -> bool:
         return view is not None and any(same_values(view, t) for t, _ in self.inputs)

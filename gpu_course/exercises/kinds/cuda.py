@@ -168,6 +168,13 @@ class CudaKind(Kind):
             why = _counted_on_cpu(trial, execution)
         return why, got, execution
 
+    def fresh_output(self, trial):
+        """The output of :func:`..cuda_launch.own_launch` once more (:mod:`..fresh`: on the inputs as they are
+        now), on this machine's build (no emulated run beside it on a GPU)."""
+        from ..cuda_launch import own_launch
+        return own_launch(trial.source, trial.label, trial.last, trial.out, trial.inputs,
+                          trial.host_torch.zeroed(trial.out))[0]
+
     def configs(self, attempt, what: str) -> list:
         """Of every launch the learner's host calls made (from the module's launch log)."""
         return [getattr(c, what) for L in attempt.launches for c in L.calls]

@@ -112,6 +112,12 @@ class PythonKind(Kind):
                     f"others'"), got, execution
         return None, got, execution
 
+    def fresh_output(self, trial):
+        """The output of :func:`..replay.replay` of the learner's launches once more (:mod:`..fresh`: on the
+        inputs as they are now)."""
+        from ..replay import replay
+        return replay(trial.mine, trial.out, trial.inputs)[0]
+
     def counted_per_program(self, execution) -> bool:
         """Whether the course's own launch counted the elements each program or block stored
         (``execution.wrote``): then whether one of them wrote the whole output is read from the learner's

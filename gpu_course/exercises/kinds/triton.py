@@ -51,6 +51,10 @@ class TritonKind(PythonKind):
             execution.again = again
         return why, got, execution
 
+    def fresh_output(self, trial):
+        with _tf32():
+            return super().fresh_output(trial)
+
     def counted_per_program(self, execution) -> bool:
         return bool(execution.counted and execution.grids)
 
