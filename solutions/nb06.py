@@ -363,3 +363,110 @@ def row_max(x):
 ''',
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex06-1-answer": {
+        "each program adds two blocks, one after the other, on half the programs": '''
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for half in range(2):
+        offs = (tl.program_id(0) * 2 + half) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        s = tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, tl.where(s > 0, s, 0.0), mask=mask)
+
+
+def add_relu(x, y, BLOCK=512):
+    out = utils.poisoned(x.shape, device=x.device)
+    n = x.numel()
+    add_relu_kernel[(utils.cdiv(n, 2 * BLOCK),)](x, y, out, n, BLOCK=BLOCK)
+    return out
+''',
+        "the ReLU in a @triton.jit helper, blocks of 256": '''
+@triton.jit
+def relu_of(v):
+    return tl.maximum(v, 0.0)
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, relu_of(tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask)), mask=mask)
+''' + _ADD_RELU_LAUNCHER.replace("BLOCK=1024", "BLOCK=256"),
+    },
+    "ex06-2-answer": {
+        "a running scalar max instead of a block of maxima": '''
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
+    r = tl.program_id(0)
+    best = -float("inf")
+    for start in range(0, w, BLOCK_W):
+        c = start + tl.arange(0, BLOCK_W)
+        x = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf"))
+        best = tl.maximum(best, tl.max(x, axis=0))
+    tl.store(out_ptr + r, best)
+''',
+        "two half blocks of columns a step": '''
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
+    r = tl.program_id(0)
+    best = tl.full((BLOCK_W // 2,), -float("inf"), tl.float32)
+    for start in range(0, w, BLOCK_W):
+        c = start + tl.arange(0, BLOCK_W // 2)
+        lo = tl.load(x_ptr + r * x_row_stride + c, mask=c < w, other=-float("inf"))
+        hi = tl.load(x_ptr + r * x_row_stride + c + BLOCK_W // 2, mask=c + BLOCK_W // 2 < w, other=-float("inf"))
+        best = tl.maximum(best, tl.maximum(lo, hi))
+    tl.store(out_ptr + r, tl.max(best, axis=0))
+''',
+    },
+    "ex06-3-answer": {
+        "the variance as the mean of squares minus the squared mean": '''
+@triton.jit
+def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
+                      BLOCK_W: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.arange(0, BLOCK_W)
+    mask = c < w
+    x = tl.load(x_ptr + r * x_row_stride + c, mask=mask, other=0.0)   # zeros add nothing to either sum
+    mean = tl.sum(x, axis=0) / w
+    var = tl.sum(x * x, axis=0) / w - mean * mean
+    rstd = 1.0 / tl.sqrt(var + eps)
+    y = (x - mean) * rstd * tl.load(weight_ptr + c, mask=mask) + tl.load(bias_ptr + c, mask=mask)
+    tl.store(out_ptr + r * out_row_stride + c, y, mask=mask)
+''' + _LAYER_NORM_LAUNCHER,
+        "the row's statistics from a @triton.jit helper": '''
+@triton.jit
+def row_stats(x, mask, w, eps):
+    mean = tl.sum(x, axis=0) / w
+    xc = tl.where(mask, x - mean, 0.0)
+    return xc, 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / w + eps)
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
+                      BLOCK_W: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.arange(0, BLOCK_W)
+    mask = c < w
+    xc, rstd = row_stats(tl.load(x_ptr + r * x_row_stride + c, mask=mask, other=0.0), mask, w, eps)
+    y = xc * rstd * tl.load(weight_ptr + c, mask=mask) + tl.load(bias_ptr + c, mask=mask)
+    tl.store(out_ptr + r * out_row_stride + c, y, mask=mask)
+''' + _LAYER_NORM_LAUNCHER,
+    },
+    "ex06-4-answer": {
+        "each program walks its block in steps of 256": '''
+@triton.jit
+def max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    best = tl.full((256,), -float("inf"), tl.float32)
+    for s in range(0, BLOCK, 256):
+        offs = tl.program_id(0) * BLOCK + s + tl.arange(0, 256)
+        best = tl.maximum(best, tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")))
+    tl.store(out_ptr + tl.program_id(0), tl.max(best, axis=0))
+''' + _MAX_TWO_PASS.replace("BLOCK=1024", "BLOCK=2048").replace(
+            "BLOCK=triton.next_power_of_2(m)", "BLOCK=max(256, triton.next_power_of_2(m))"),
+        "pass 1 on blocks of 512, pass 2 on a block of the next power of two": _MAX_KERNEL + _MAX_TWO_PASS.replace(
+            "BLOCK=1024", "BLOCK=512"),
+    },
+}

@@ -6,13 +6,16 @@
 * ``CHEATS = {"<answer cell id>": {"<the cheat, in words>": "<code>"}}``: answers that must be refused;
 * ``CHECKS = {"<answer cell id>": "<check cell id>"}`` (optional): the cell that checks the answer,
   by default the next code cell after the answer cell;
+* ``UNUSUAL`` (optional, as ``CHEATS``): right answers written otherwise than the solution (another split of
+  the work, another order of the loops, a helper function, a copy of an input), which must be accepted;
 * ``CPU_CHEATS`` (optional, as ``CHEATS``): answers refused only in cpu mode, where the CUDA emulation
   counts what every thread ran (the split of the work, a branch no thread takes); on a GPU the evidence
   is the compiled code, where they cannot show. Tried with the others in cpu mode only.
 
 The notebook runs once, top to bottom, as stored (each answer cell holds the learner's starter). Right
 after an exercise's check cell has run, in the same kernel, :func:`judge` runs the solution and then the
-check cell (it must print ✅, and neither ❌ nor ⬜), then each cheat and the check cell (it must print ❌ and no ✅),
+check cell (it must print ✅, and neither ❌ nor ⬜), then each unusual answer and the check cell (as the solution),
+then each cheat and the check cell (it must print ❌ and no ✅),
 the solution again after each cheat; the solution stays in place for the cells that follow. So every
 exercise is judged in the state the notebook has at its check cell, as a learner who solves the
 exercises in order has it: a later cell that rebinds a name the check reads cannot change the verdict.
@@ -93,6 +96,7 @@ class Exercise:
     solution: str
     cheats: dict = field(default_factory=dict)       # {what the cheat is: code}
     cpu_cheats: dict = field(default_factory=dict)
+    unusual: dict = field(default_factory=dict)      # {what the right answer does otherwise: code}
 
     def cheats_to_try(self, on_gpu: bool) -> dict:
         """The cheats to try in this mode: ``cheats``, and ``cpu_cheats`` in cpu mode.
@@ -108,14 +112,15 @@ def exercises(nb, sol) -> list:
     """The exercises of notebook ``nb`` (an nbformat notebook) from its solutions module ``sol``, in
     the order of their check cells."""
     cheats, cpu_cheats = getattr(sol, "CHEATS", {}), getattr(sol, "CPU_CHEATS", {})
-    stray = (set(cheats) | set(cpu_cheats)) - set(sol.SOLUTIONS)
-    assert not stray, f"cheats for exercises without a solution: {sorted(stray)}"
+    unusual = getattr(sol, "UNUSUAL", {})
+    stray = (set(cheats) | set(cpu_cheats) | set(unusual)) - set(sol.SOLUTIONS)
+    assert not stray, f"cheats or unusual answers for exercises without a solution: {sorted(stray)}"
     checks = check_cell_ids(nb, sol.SOLUTIONS) | getattr(sol, "CHECKS", {})
     by_id = {c.get("id"): c for c in nb.cells}
     missing = sorted(set(checks.values()) - set(by_id))
     assert not missing, f"no check cell with id {missing} in the notebook"
     found = [Exercise(answer, checks[answer], by_id[checks[answer]].source, code, dict(cheats.get(answer, {})),
-                      dict(cpu_cheats.get(answer, {})))
+                      dict(cpu_cheats.get(answer, {})), dict(unusual.get(answer, {})))
              for answer, code in sol.SOLUTIONS.items()]
     order = [c.get("id") for c in nb.cells]
     return sorted(found, key=lambda ex: order.index(ex.check))
@@ -162,10 +167,10 @@ def nvcc_check_code(on: bool) -> str:
 
 
 def judge(ex: Exercise, run, on_gpu: bool) -> list:
-    """Run ``ex``'s solution and check, then each cheat of this mode and the check, through
-    ``run(code)`` (which executes code in the notebook's kernel and returns ``(printed text, error
-    or None)``); return the problems found (empty: the solution is accepted and every cheat
-    refused). The solution is in place again at the end."""
+    """Run ``ex``'s solution and check, then each unusual answer and the check, then each cheat of this mode
+    and the check, through ``run(code)`` (which executes code in the notebook's kernel and returns ``(printed
+    text, error or None)``); return the problems found (empty: the solution and every unusual answer are
+    accepted, every cheat refused). The solution is in place again at the end."""
     problems = []
     _, error = run(ex.solution)
     if error:
@@ -173,6 +178,15 @@ def judge(ex: Exercise, run, on_gpu: bool) -> list:
     text, error = run(ex.check_source)
     if error or ACCEPTED not in text or REFUSED in text or UNANSWERED in text:
         problems.append(f"the solution of {ex.answer} is not accepted by {ex.check}: {error or repr(text)}")
+    for what, code in ex.unusual.items():
+        _, error = run(code)
+        text, error = (run(ex.check_source) if not error else ("", error))
+        if error or ACCEPTED not in text or REFUSED in text or UNANSWERED in text:
+            problems.append(f"{ex.answer}: the right answer '{what}' is not accepted: {error or repr(text)}")
+    if ex.unusual:
+        _, error = run(ex.solution)
+        if error:
+            return problems + [f"the solution of {ex.answer} raised when put back after the unusual answers: {error}"]
     for what, code in ex.cheats_to_try(on_gpu).items():
         if not on_gpu:
             run(nvcc_check_code(False))

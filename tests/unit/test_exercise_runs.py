@@ -59,6 +59,14 @@ def test_every_misjudged_answer_is_reported():
     assert len(judge(ex, run, on_gpu=True)) == 2   # CPU_CHEATS are tried in cpu mode only
 
 
+def test_unusual_answers_must_be_accepted_and_the_solution_is_put_back():
+    run, ns = kernel()
+    ex = Exercise("a", "c", CHECK, "answer = 42", {"zero": "answer = 0"},
+                  unusual={"by a sum": "answer = 40 + 2", "wrongly listed": "answer = 43"})
+    assert judge(ex, run, on_gpu=True) == ["a: the right answer 'wrongly listed' is not accepted: '❌ wrong\\n'"]
+    assert ns["answer"] == 42
+
+
 def test_a_rejected_or_raising_solution_is_reported():
     run, _ = kernel()
     assert judge(Exercise("a", "c", CHECK, "answer = 41"), run, on_gpu=True) == \
