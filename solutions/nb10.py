@@ -141,3 +141,25 @@ def add_relu(a, b):
         "one number, copied": "predicted_time = lambda t1, groups: 128.1\n",
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex1-answer-10": {
+        "the backward recomputes the mask from the saved inputs instead of y": ADD_RELU.replace(
+            "def add_relu_bwd_kernel(dy_ptr, y_ptr, dx_ptr, n, BLOCK: tl.constexpr):",
+            "def add_relu_bwd_kernel(dy_ptr, a_ptr, b_ptr, dx_ptr, n, BLOCK: tl.constexpr):").replace(
+            "    y = tl.load(y_ptr + i, mask=ok)\n    tl.store(dx_ptr + i, tl.where(y > 0, dy, 0.0), mask=ok)",
+            "    s = tl.load(a_ptr + i, mask=ok) + tl.load(b_ptr + i, mask=ok)\n"
+            "    tl.store(dx_ptr + i, tl.where(s > 0, dy, 0.0), mask=ok)").replace(
+            "        ctx.save_for_backward(y)", "        ctx.save_for_backward(a, b)").replace(
+            "        (y,) = ctx.saved_tensors\n        dx = torch.empty_like(y)\n        n = y.numel()\n"
+            "        add_relu_bwd_kernel[(triton.cdiv(n, 1024),)](dy.contiguous(), y, dx, n, BLOCK=1024)",
+            "        a, b = ctx.saved_tensors\n        dx = torch.empty_like(a)\n        n = a.numel()\n"
+            "        add_relu_bwd_kernel[(triton.cdiv(n, 1024),)](dy.contiguous(), a, b, dx, n, BLOCK=1024)"),
+        "blocks of 256, the grid from the kernel's meta-parameters": ADD_RELU.replace(
+            "add_relu_fwd_kernel[(triton.cdiv(n, 1024),)](a, b, y, n, BLOCK=1024)",
+            "add_relu_fwd_kernel[lambda meta: (triton.cdiv(n, meta['BLOCK']),)](a, b, y, n, BLOCK=256)").replace(
+            "add_relu_bwd_kernel[(triton.cdiv(n, 1024),)](dy.contiguous(), y, dx, n, BLOCK=1024)",
+            "add_relu_bwd_kernel[lambda meta: (triton.cdiv(n, meta['BLOCK']),)](dy.contiguous(), y, dx, n, BLOCK=256)"),
+    },
+}

@@ -130,3 +130,48 @@ def tokens_per_s(batch, layers, kv_heads, head_dim, context, itemsize, weight_by
 ''',
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex16-1-answer": {
+        "the weights by exp2, log2(e) folded in": _COMBINE_HEAD + '''    m = tl.max(lse, 0)
+    w = tl.exp2((lse - m) * 1.4426950408889634)
+    tl.store(out_ptr + row * D + dims, tl.sum(w[:, None] * o, 0) / tl.sum(w, 0))
+''' + _COMBINE_LAUNCHER,
+        "one split at a time, with a running maximum (the online softmax)": '''
+@triton.jit
+def combine_kernel(o_part_ptr, lse_ptr, out_ptr, S, D: tl.constexpr, BLOCK_S: tl.constexpr):
+    row = tl.program_id(0)
+    dims = tl.arange(0, D)
+    m = tl.max(tl.full((BLOCK_S,), float("-inf"), tl.float32), 0)
+    total = tl.sum(tl.zeros((BLOCK_S,), tl.float32), 0)
+    acc = tl.zeros((D,), tl.float32)
+    for s in range(0, S):
+        lse = tl.load(lse_ptr + row * S + s)
+        m_new = tl.maximum(m, lse)
+        alpha = tl.where(m_new == float("-inf"), 1.0, tl.exp(m - m_new))   # nothing seen yet: nothing to rescale
+        w = tl.where(lse == float("-inf"), 0.0, tl.exp(lse - m_new))      # an empty split weighs nothing
+        acc = acc * alpha + w * tl.load(o_part_ptr + (row * S + s) * D + dims)
+        total = total * alpha + w
+        m = m_new
+    tl.store(out_ptr + row * D + dims, acc / total)
+''' + _COMBINE_LAUNCHER,
+    },
+    "ex16-2-answer": {
+        "the softmax in base 2, log2(e) folded into the scale": _PAGED.format(
+            page="tl.load(table_ptr + b * max_pages + i)", vmask="ok[:, None]").replace(
+            "* scale, float", "* (scale * 1.4426950408889634), float").replace(
+            "p = tl.exp(s - m_new)", "p = tl.exp2(s - m_new)").replace(
+            "alpha = tl.exp(m_i - m_new)", "alpha = tl.exp2(m_i - m_new)") + _PAGED_LAUNCHER,
+        "the page number widened to 64 bits before the offsets": _PAGED.format(
+            page="tl.load(table_ptr + b * max_pages + i).to(tl.int64)", vmask="ok[:, None]") + _PAGED_LAUNCHER,
+    },
+    "ex16-3-answer": {
+        "from the time of one step": '''
+def tokens_per_s(batch, layers, kv_heads, head_dim, context, itemsize, weight_bytes, copy_gbs):
+    bytes_per_step = weight_bytes + 2 * itemsize * head_dim * context * kv_heads * batch * layers
+    step_s = bytes_per_step / (copy_gbs * 1e9)
+    return batch / step_s
+''',
+    },
+}
