@@ -201,3 +201,47 @@ CPU_CHEATS = {
             "        else:\n            acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)\n") + _EPILOGUE + _LAUNCHER,
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex07-1-answer": {
+        "what is left over after the full rounds, a full round where nothing is": '''
+def last_round(h, w, BLOCK_M, BLOCK_N, sms, per_sm):
+    programs, slots = -(-h // BLOCK_M) * -(-w // BLOCK_N), sms * per_sm
+    return (programs % slots or slots) / slots
+''',
+    },
+    "ex07-2-answer": {
+        "the element size asked of a tensor of the dtype": '''
+def max_stages(BLOCK_M, BLOCK_N, BLOCK_K, dtype, smem):
+    item = torch.empty(0, dtype=dtype).element_size()
+    return int(smem / (item * BLOCK_K * (BLOCK_M + BLOCK_N)))
+''',
+    },
+    "ex07-3-answer": {
+        "a search through the kernel's own mapping from program to tile": '''
+def program_of(pid_m, pid_n, tiles_m, tiles_n, GROUP_M):
+    in_group = GROUP_M * tiles_n
+    for pid in range(tiles_m * tiles_n):
+        first_m = (pid // in_group) * GROUP_M
+        group_m = min(tiles_m - first_m, GROUP_M)
+        if (first_m + (pid % in_group) % group_m, (pid % in_group) // group_m) == (pid_m, pid_n):
+            return pid
+''',
+    },
+    "ex07-4-answer": {
+        "tiles in row-major order, no grouping": _SIGNATURE + _MAINLOOP.replace(
+            """    in_group = GROUP_M * tiles_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = min(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+""", "    pid_m, pid_n = pid // tiles_n, pid % tiles_n\n") + _EPILOGUE + _LAUNCHER,
+        "the epilogue in a @triton.jit helper": '''
+@triton.jit
+def relu_plus(acc, res):
+    return tl.maximum(acc, 0.0) + res.to(tl.float32)
+''' + _SIGNATURE + _MAINLOOP + _EPILOGUE.replace(
+            "acc = tl.maximum(acc, 0.0) + res.to(tl.float32)", "acc = relu_plus(acc, res)") + _LAUNCHER,
+    },
+}
