@@ -304,3 +304,41 @@ CPU_CHEATS = {
             _PV, "tl.sum(p[:, :, None] * v[None, :, :], 1)"),
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex11-1-answer": {
+        "every pair of blocks counted, causal ones kept if the key block starts below the query block's end": '''
+def tile_flops(batch, heads, n, d, causal, block_m, block_n):
+    pairs = 0
+    for i in range(0, n, block_m):
+        for j in range(0, n, block_n):
+            pairs += (not causal) or j < min(i + block_m, n)
+    return 4 * batch * heads * pairs * block_m * block_n * d
+''',
+    },
+    "ex11-2-answer": {
+        "every key block visited, the window left to the mask": _WINDOW_SIGNATURE + _body(_WINDOW_MASK, safe=True)
+        + _WINDOW_LAUNCHER,
+        "blocks of 32": SOLUTIONS["ex11-2-answer"].replace("BLOCK=16", "BLOCK=32"),
+    },
+    "ex11-3-answer": {
+        "every key block visited, the causal mask doing the rest": _ALIBI_SIGNATURE + _body(_ALIBI, before=_SLOPE)
+        + _ALIBI_LAUNCHER,
+        "the bias as slope times (key - query)": SOLUTIONS["ex11-3-answer"].replace(
+            "s = s - slope * (rows[:, None] - cols[None, :]).to(tl.float32)",
+            "s = s + slope * (cols[None, :] - rows[:, None]).to(tl.float32)"),
+    },
+    "ex11-4-answer": {
+        "the distance's sign applied once, to the total": _dslope(weight="dist").replace(
+            "tl.store(dslope_ptr + bh, tl.sum(total, 0))", "tl.store(dslope_ptr + bh, -tl.sum(total, 0))"),
+        "blocks of 32": _dslope().replace("BLOCK=16", "BLOCK=32"),
+    },
+    "ex11-5-answer": {
+        "every key block visited, the causal mask doing the rest": _dq(hi="N"),
+        "the scale folded into K's product instead of dQ's end": _dq(
+            ds="p * (dp - delta[:, None]) * scale", scale=""),
+    },
+}
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer
