@@ -59,11 +59,15 @@ def choose_scales(x, w, fmt, budget):
     return None
 ''',
     "ex3-answer-15": '''
+import math
+
+
 def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
     flop_s, byte_s = tflops * 1e12, gbs * 1e9
     weights = n * k * weight_bits / 8
     per_row = k * act_bytes + n * out_bytes                 # bytes each row of the batch adds
-    return (weights / byte_s) / (2 * n * k / flop_s - per_row / byte_s)
+    gain = 2 * n * k / flop_s - per_row / byte_s            # what each row adds to FLOP time over byte time
+    return (weights / byte_s) / gain if gain > 0 else math.inf
 ''',
 }
 
@@ -112,6 +116,11 @@ def choose_scales(x, w, fmt, budget):
 def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
     return (n * k * weight_bits / 8 / (gbs * 1e9)) / (2 * n * k / (tflops * 1e12))
 ''',
+        "the formula alone: a negative batch where the layer never turns compute-bound": '''
+def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
+    flop_s, byte_s = tflops * 1e12, gbs * 1e9
+    return (n * k * weight_bits / 8 / byte_s) / (2 * n * k / flop_s - (k * act_bytes + n * out_bytes) / byte_s)
+''',
         "one FLOP per multiply-add": '''
 def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
     flop_s, byte_s = tflops * 1e12, gbs * 1e9
@@ -119,3 +128,39 @@ def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
 ''',
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex1-answer-15": {
+        "the scale applied to each nibble before the sum": _KERNEL_HEAD + _BODY.format(
+            lo="first", hi="second", scale="part").replace(
+            "        part = tl.sum(lo * x_first[None, :] + hi * x_second[None, :], axis=1)\n"
+            "        d = tl.load(d_ptr + rows * (K // 32) + k0 // 32, mask=rows < N, other=0.0).to(tl.float32)\n",
+            "        d = tl.load(d_ptr + rows * (K // 32) + k0 // 32, mask=rows < N, other=0.0).to(tl.float32)\n"
+            "        part = tl.sum((lo * x_first[None, :] + hi * x_second[None, :]) * d[:, None], axis=1)\n")
+        + _LAUNCHER,
+        "rows in blocks of 64": _KERNEL_HEAD + _BODY.format(lo="first", hi="second", scale="part * d")
+        + _LAUNCHER.replace("BLOCK_N=16):", "BLOCK_N=64):"),
+    },
+    "ex3-answer-15": {
+        "found by bisection on the batch, where the time for the FLOPs meets the time for the bytes": '''
+import math
+
+
+def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
+    def compute_bound(b):   # at batch b, do the FLOPs take longer than the bytes?
+        return 2 * n * k * b / (tflops * 1e12) >= (n * k * weight_bits / 8 + b * (k * act_bytes + n * out_bytes)) / (gbs * 1e9)
+    if 2 * n * k / (tflops * 1e12) <= (k * act_bytes + n * out_bytes) / (gbs * 1e9):
+        return math.inf   # a row adds as much time for its bytes as for its FLOPs: never compute-bound
+    lo, hi = 0.0, 1.0
+    while not compute_bound(hi):
+        lo, hi = hi, 2 * hi
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
+    return (lo + hi) / 2
+''',
+    },
+}
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer

@@ -12,6 +12,7 @@ copy of its code made there is a copy of that report."""
 from __future__ import annotations
 
 import copy
+import math
 import os
 import pickle
 import random
@@ -153,7 +154,7 @@ def _judge_cases(answer, expected, cases, names, refused, refuse, rtol) -> str |
             else:
                 g, ee = guard.plain(got), guard.plain(e)
                 good = (type(g) in (int, float) and type(ee) in (int, float)
-                        and abs(g - ee) <= rtol * abs(ee))
+                        and (g == ee if math.isinf(g) or math.isinf(ee) else abs(g - ee) <= rtol * abs(ee)))
         except Exception:  # noqa: BLE001  e.g. a tensor, or a type that does not compare
             good = False
         if not good:

@@ -101,6 +101,19 @@ def test_crossover_batch_balances_the_two_times():
     assert abs(flops - nbytes) < 1e-12
 
 
+def formula_only(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):   # a learner's cell: no "never"
+    flop_s, byte_s = tflops * 1e12, gbs * 1e9
+    return (n * k * weight_bits / 8 / byte_s) / (2 * n * k / flop_s - (k * act_bytes + n * out_bytes) / byte_s)
+
+
+def test_a_layer_that_never_turns_compute_bound_has_no_crossover(capsys):
+    # each row adds 17.3 ns of FLOPs and 20.5 ns of bytes: the formula's -555 is no batch at all
+    assert M.crossover_batch(1024, 1024, 4, 2, 4, 121.0, 300.0) == float("inf")
+    utils.formula_exercise("crossover", formula_only, M.crossover_batch,
+                           [(8192, 8192, 4, 2, 2, 989.0, 4258.0), (1024, 1024, 4, 2, 4, 121.0, 300.0)], rtol=1e-6)
+    assert "it gives -555.1254480286738, expected inf" in capsys.readouterr().out
+
+
 def test_check_scale_choice_accepts_the_rule_and_refuses_a_constant():
     right = lambda x, w, fmt, budget: E.GRANULARITIES and next(   # noqa: E731
         (g for g in E.GRANULARITIES

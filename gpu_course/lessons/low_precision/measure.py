@@ -9,6 +9,8 @@ a GPU.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...device_ceilings import ceilings, spec_peak
@@ -248,8 +250,14 @@ def crossover_batch(n: int, k: int, weight_bits: int, act_bytes: int, out_bytes:
     """The batch M at which an (M x k) @ (k x n) product with weights of ``weight_bits`` bits stops being
     memory-bound on a machine of ``tflops`` (TFLOP/s) and ``gbs`` (GB/s): where its FLOPs' time 2·M·n·k / rate
     equals its bytes' time (n·k·bits/8 + M·k·act_bytes + M·n·out_bytes) / bandwidth (a roofline model: scales
-    and caches left out)."""
+    and caches left out). ``math.inf`` where it never does: each row of the batch then adds at least as much time
+    for its bytes as for its FLOPs.
+
+    >>> crossover_batch(1024, 1024, 4, 2, 4, 121.0, 300.0)   # 2nk/F = 17.3 ns a row < (2k + 4n)/B = 20.5 ns
+    inf
+    """
     flop_s, byte_s = tflops * 1e12, gbs * 1e9
     # 2 M n k / F = (W + M (k a + n o)) / B  ->  M (2 n k / F - (k a + n o) / B) = W / B
     w = n * k * weight_bits / 8
-    return (w / byte_s) / (2 * n * k / flop_s - (k * act_bytes + n * out_bytes) / byte_s)
+    per_row = 2 * n * k / flop_s - (k * act_bytes + n * out_bytes) / byte_s
+    return (w / byte_s) / per_row if per_row > 0 else math.inf
