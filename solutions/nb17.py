@@ -137,3 +137,19 @@ CHEATS["ex17-4-answer"]["an fp16 accumulator"] = _DECORATOR + _SIGNATURE + _TILE
         out[tile_m, tile_n] = torch.relu(acc) + res[tile_m, tile_n]
     return out
 '''
+
+# right answers written otherwise than the solutions: each must be accepted
+UNUSUAL = {
+    "ex17-4-answer": {
+        "hl.dot with an fp32 accumulator": _KERNEL.replace(
+            "            acc = torch.addmm(acc, a[tile_m, tile_k], b[tile_k, tile_n])   # fp32 sums: acc is the accumulator",
+            "            acc = hl.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)"),
+        "tiles of 16 x 64 x 32, the epilogue's addition first": _KERNEL.replace(
+            "block_sizes=[32, 32, 32]", "block_sizes=[16, 64, 32]").replace(
+            "(torch.relu(acc) + res[tile_m, tile_n].to(torch.float32))",
+            "(res[tile_m, tile_n].to(torch.float32) + torch.relu(acc))"),
+    },
+}
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer
+    assert all(code.count("acc") >= 3 for code in _variants.values()), _answer

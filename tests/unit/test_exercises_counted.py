@@ -103,6 +103,12 @@ def test_03_float4_counts_memcpy_by_the_bytes_it_moves(capsys):
                           "        v = make_float4(fmaxf(v.x, 0.0f), fmaxf(v.y, 0.0f), fmaxf(v.z, 0.0f), fmaxf(v.w, 0.0f));\n"
                           "        memcpy(out + 4 * j, &v, 16);\n")
     assert verdict(capsys, check_relu4, whole).startswith(ok)
+    # unusual (accepted): the float4's lanes in a loop through a pointer to the thread's own local variable (its
+    # accesses are not global memory's: only the float4 load and store count)
+    lanes = RELU4.replace(RELU4_LOAD, "        float4 v = reinterpret_cast<const float4*>(x)[j];\n"
+                          "        float* lane = &v.x;\n        for (int q = 0; q < 4; ++q) lane[q] = fmaxf(lane[q], 0.0f);\n"
+                          "        reinterpret_cast<float4*>(out)[j] = v;\n")
+    assert verdict(capsys, check_relu4, lanes).startswith(ok)
     # class 2: four scalar memcpy loads a thread, no float4
     scalar = RELU4.replace(RELU4_LOAD, "        for (int q = 0; q < 4; ++q) { float v; memcpy(&v, x + 4 * j + q, 4); "
                            "v = fmaxf(v, 0.0f); memcpy(out + 4 * j + q, &v, 4); }\n")

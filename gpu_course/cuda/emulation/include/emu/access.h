@@ -142,8 +142,9 @@ inline decltype(auto) gat(A&& a, int line, const char* var, I i) {
       ptr_oob(a.info, c, sizeof(*q), a.lo, a.hi, var, addr_of(a.p), static_cast<long long>(i), line);
     if constexpr (K == kRMW)
       if (__builtin_expect(g.race_on, 0) && a.info && !a.info->shared) race_global(c, sizeof(*q), a.info, line);
-    count_access<K>(a.info && a.info->shared);
-    return (*q);
+    if (a.info) count_access<K>(a.info->shared);
+    else if (__builtin_expect(g.cnt != nullptr, 0)) span_access<K>(c, 0);   // counted only where it lies in
+    return (*q);                                     // shared or global memory: not a thread's local variable
   } else if constexpr (is_dshared<D>::value) {
     return gat<K>(a.get(), line, var, i);
   } else if constexpr (std::is_pointer_v<D> && !std::is_void_v<std::remove_pointer_t<D>> &&
