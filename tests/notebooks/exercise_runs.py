@@ -27,6 +27,8 @@ run without nbval on the notebook (for example alone on a GPU), which runs the n
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -166,6 +168,16 @@ def nvcc_check_code(on: bool) -> str:
             "_os_.environ['CUDA_EMU_NVCC'] = '0'\ndel _os_")
 
 
+def record_refusal(answer: str, cheat: str, text: str) -> None:
+    """Where ``COURSE_REFUSALS`` names a file, append to it (one JSON line) the refused ``cheat`` of exercise
+    ``answer`` and the first line of the check's refusal: the report of what each cheat was told."""
+    path = os.environ.get("COURSE_REFUSALS")
+    if path:
+        why = next((line for line in text.splitlines() if REFUSED in line), text.strip())
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"answer": answer, "cheat": cheat, "refusal": why}, ensure_ascii=False) + "\n")
+
+
 def judge(ex: Exercise, run, on_gpu: bool) -> list:
     """Run ``ex``'s solution and check, then each unusual answer and the check, then each cheat of this mode
     and the check, through ``run(code)`` (which executes code in the notebook's kernel and returns ``(printed
@@ -197,6 +209,8 @@ def judge(ex: Exercise, run, on_gpu: bool) -> list:
             text, error = run(ex.check_source)
             if error or REFUSED not in text or ACCEPTED in text:
                 problems.append(f"{ex.answer}: the cheat '{what}' is not refused: {error or repr(text)}")
+            else:
+                record_refusal(ex.answer, what, text)
         if not on_gpu:
             run(nvcc_check_code(True))
         _, error = run(ex.solution)

@@ -67,6 +67,14 @@ def test_unusual_answers_must_be_accepted_and_the_solution_is_put_back():
     assert ns["answer"] == 42
 
 
+def test_each_refusal_is_recorded_where_asked(tmp_path, monkeypatch):
+    log = tmp_path / "refusals.jsonl"
+    monkeypatch.setenv("COURSE_REFUSALS", str(log))
+    run, _ = kernel()
+    assert judge(Exercise("a", "c", CHECK, "answer = 42", {"off by one": "answer = 41"}), run, on_gpu=True) == []
+    assert log.read_text().splitlines() == ['{"answer": "a", "cheat": "off by one", "refusal": "❌ wrong"}']
+
+
 def test_a_rejected_or_raising_solution_is_reported():
     run, _ = kernel()
     assert judge(Exercise("a", "c", CHECK, "answer = 41"), run, on_gpu=True) == \
