@@ -168,7 +168,8 @@ def test_memory_passed_as_a_non_tensor_is_refused(capsys):
 @pytest.mark.parametrize("answer", [program0_then_second_kernel, single_program_then_restores])
 def test_one_program_doing_every_row_is_refused_whatever_the_launches(answer, capsys):
     line = check_rows(answer, capsys)
-    assert line.startswith("❌ row max: not yet: program 0 of "), line
+    # the kernel named is the one whose program did it, with which of the two launches it was
+    assert line.startswith("❌ row max: not yet: program 0 of rmax_program0_all (its launch 1 of 2) "), line
     assert "each program must do its own share of the work" in line, line
 
 

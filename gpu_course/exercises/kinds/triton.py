@@ -67,16 +67,16 @@ class TritonKind(PythonKind):
         launches' loads and stores; and no program made more than ``SCALAR_LOADS`` loads of one element."""
         if not execution.counted:
             return None
-        label, grids = trial.label, execution.grids or []
+        grids = execution.grids or []
         several = len(grids) > 1
         for i, g in enumerate(grids):
             programs = [(i, (x, y, z)) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])]
             n = len(programs)
-            which = f" (its launch {i + 1} of {len(grids)})" if several else ""
+            of = _launch_named(trial, grids, i)
             if n > 2 or several:
                 idle = sum(1 for p in programs if execution.wrote.get(p, 0) == 0)
                 if idle and (n > 2 or idle == n):
-                    return (f"{idle} of the {n} programs of {label}{which} stored nothing: split the "
+                    return (f"{idle} of the {n} programs of {of} stored nothing: split the "
                             f"work so that each program computes and stores its own part")
             if n <= 2:
                 continue
@@ -86,20 +86,20 @@ class TritonKind(PythonKind):
             mean = sum(work) / n
             if busiest > BALANCE * lanes or (n > 4 and busiest > SPREAD * mean):
                 p = programs[work.index(busiest)][1]
-                return (f"program {_show(p)} of {label}{which} loaded and stored {busiest:,} elements, "
+                return (f"program {_show(p)} of {of} loaded and stored {busiest:,} elements, "
                         f"{busiest / max(mean, 1):.0f}× the mean program's {mean:,.0f}: each program must "
                         f"do its own share of the work, not loop over the others'")
         for key, calls in execution.scalar_loads.items():
             if calls > SCALAR_LOADS:
-                which = f" (its launch {key[0] + 1} of {len(grids)})" if several else ""
-                return (f"program {_show(key[1])} of {label}{which} made {calls:,} loads of one element each: "
+                return (f"program {_show(key[1])} of {_launch_named(trial, grids, key[0])} made {calls:,} loads "
+                        f"of one element each: "
                         f"load blocks (a tl.load of tl.arange offsets), not one element at a time in a loop")
         total = sum(execution.work.values())
         if execution.programs > 2 and total:
             key, most = max(execution.work.items(), key=lambda kv: kv[1])
             if most > total / 2:
-                which = f" (its launch {key[0] + 1} of {len(grids)})" if several else ""
-                return (f"program {_show(key[1])} of {label}{which} loaded and stored {most / total:.0%} of "
+                return (f"program {_show(key[1])} of {_launch_named(trial, grids, key[0])} loaded and stored "
+                        f"{most / total:.0%} of "
                         f"all the elements the launches touched: each program must do its own share of the "
                         f"work, not loop over the others'")
         return None
@@ -204,3 +204,13 @@ def _dot_executed(a) -> str | None:
 
 
 register(TritonKind())
+
+
+def _launch_named(trial, grids, i: int) -> str:
+    """The kernel of the replayed launch ``i`` and, where there were several, which launch it was (the course's
+    own launch replays the learner's launches in order); the judged kernel's name where they cannot be told."""
+    if len(grids) < 2:
+        return trial.label
+    names = [getattr(L, "name", None) for L in trial.mine]
+    name = names[i] if len(names) == len(grids) and names[i] else trial.label
+    return f"{name} (its launch {i + 1} of {len(grids)})"
