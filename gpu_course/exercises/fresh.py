@@ -1,17 +1,18 @@
 """The check's launch on inputs with new values: after the course's own launch has reproduced the result, the
-floating-point tensors that both the exercise's ``run`` and its ``reference`` read get their values shuffled in
-place, the reference is computed again, the learner's kernel is launched once more by the course (its grid, its
-scalar arguments, fresh memory) and must return the new result. A kernel that computes from what it reads passes
-whatever the values; one whose result was computed beforehand (by a host function's C++ loop kept in a
-``__device__`` array, by NumPy in a launch function, by torch and passed as a number) returns the old result and
-is refused.
+floating-point tensors that both the exercise's ``run`` and its ``reference`` read get new values in place (their
+own, shuffled and scaled by 3/4), the reference is computed again, the learner's kernel is launched once more by
+the course (its grid, its scalar arguments, fresh memory) and must return the new result. A kernel that computes
+from what it reads passes whatever the values; one whose result was computed beforehand (by a host function's
+C++ loop kept in a ``__device__`` array, by NumPy in a launch function, by torch and passed as a number) returns
+the old result and is refused.
 
 What is varied, and when the step stands aside (it must never refuse a right answer):
 
 * only floating-point tensors, by a shuffle times 3/4 (:data:`SCALES`; values in the same range, with the same
   signs): integer tensors are often lengths, offsets or page tables whose values must agree with each other and
   with the memory they index;
-* only a tensor whose new values change the reference (an integer histogram's input is never varied);
+* only a tensor whose new values change the reference by more than the exercise's tolerance (so that the old
+  result would be refused): a max or a sum changes with the scale, a normalisation with the order;
 * a copy of an input that the learner's code made (``x.contiguous()``, ``x.clone()``) gets the new values too
   (:class:`.replay.FreshState`);
 * where the launch was given other data that the check does not count as an input (a log-sum-exp or a row
@@ -152,17 +153,10 @@ def fresh_problem(trial) -> str | None:
     if not tensors:
         return None
     old_ref = trial.ref
-    def beyond_tolerance(new, old):   # the old result would be refused against the new reference
-        from ..checking import check
-        try:
-            check(old, new, atol=p.atol, rtol=p.rtol, name="the reference")
-        except Exception:  # noqa: BLE001
-            return True
-        return False
-
-    with varied(tensors, p.reference, old_ref, differs=beyond_tolerance) as (new_ref, kept):
+    with varied(tensors, p.reference, old_ref, differs=_refused_now(p)) as (new_ref, kept):
         if not kept:
             return None
+        what = ", ".join(_describe(t, old) for t, old in kept)
         trial.ref, error, got = new_ref, None, None
         try:
             read = {id(r) for r in _tensors_read(p.reference)} | {id(t) for t, _ in kept}
@@ -178,21 +172,33 @@ def fresh_problem(trial) -> str | None:
             trial.ref = old_ref
     if error is not None:
         from .runner import first_line
-        return (f"the check launched {trial.label} again on inputs with new values ({_what(kept)}) and it "
+        return (f"the check launched {trial.label} again on inputs with new values ({what}) and it "
                 f"raised {first_line(error)}")
     if why:
         return (f"the check launched {trial.label} again, with your launch configuration and arguments, on "
-                f"inputs whose values it changed ({_what(kept)}), and it did not compute the result for the new "
+                f"inputs whose values it changed ({what}), and it did not compute the result for the new "
                 f"values: {why}. The result must come from what the kernel reads when it runs, not from "
                 f"anything computed beforehand and kept (in a global or __device__ array, or passed as a "
                 f"number)")
     return None
 
 
-def _what(kept) -> str:
-    return ", ".join(_describe(t) for t, _ in kept)
+def _refused_now(p):
+    """``differs(new reference, old reference)`` for :func:`varied`: whether the old result would be refused
+    against the new reference at the exercise ``p``'s tolerance."""
+    def differs(new, old) -> bool:
+        from ..checking import check
+        try:
+            check(old, new, atol=p.atol, rtol=p.rtol, name="the reference")
+        except Exception:  # noqa: BLE001  refused (or not comparable: then it changed)
+            return True
+        return False
+    return differs
 
 
-def _describe(t: torch.Tensor) -> str:
+def _describe(t: torch.Tensor, old: torch.Tensor) -> str:
+    """What was done to ``t`` (its values now, ``old`` before), for the learner."""
     shape = "×".join(str(n) for n in t.shape) or "scalar"
-    return f"the {shape} {str(t.dtype).replace('torch.', '')} tensor's values shuffled (or scaled)"
+    how = "shuffled" if torch.equal(t.detach().reshape(-1).sort().values, old.reshape(-1).sort().values) \
+        else "shuffled and scaled by 3/4"
+    return f"the {shape} {str(t.dtype).replace('torch.', '')} tensor's values {how}"

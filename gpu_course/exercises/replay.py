@@ -41,8 +41,9 @@ FRESH: list = []
 class FreshState:
     """Under :func:`fresh_copies`: ``kept``, (tensor, its old values) of each input given new values (a copy of
     one that the learner's code made gets the new values too); ``inputs``, the tensors whose values agree with
-    the reference's whether varied or not (those it reads); ``unknown``, the names of the arguments holding data that is neither an input nor a
-    copy of one (something computed from the inputs beforehand, say: it keeps the old values)."""
+    the reference's whether varied or not (those it reads); ``unknown``, the names of the arguments holding
+    data that is neither an input nor a copy of one (something computed from the inputs beforehand, say: it
+    keeps the old values)."""
     kept: list
     inputs: list
     unknown: list = field(default_factory=list)
