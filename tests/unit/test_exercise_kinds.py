@@ -109,3 +109,22 @@ def test_the_result_must_be_what_the_kernel_wrote(python_kind):
         return 2 * X   # computed by torch afterwards
     v = judge_kernel("double", double_k, kind="python", run=run_then_torch, reference=lambda: 2 * X)
     assert "the returned tensor is not memory double_k was given" in str(v)
+
+
+A_PLAIN, B_PLAIN = torch.randn(5, 4), torch.randn(4, 3)
+torch_not_a_kernel = lambda m, n, out: torch.from_numpy(m) @ torch.from_numpy(n)   # noqa: E731  a learner's cell
+
+
+def run_plain(kernel):   # the check launches the kernel it is handed
+    out = utils.poisoned(5, 3)
+    kernel[(1, 1), (16, 8)](utils.to_numba(A_PLAIN), utils.to_numba(B_PLAIN), utils.to_numba(out))
+    return out
+
+
+def test_a_plain_function_handed_in_for_a_numba_kernel_is_told_what_to_hand_in(capsys):
+    utils.kernel_exercise("a Numba product", torch_not_a_kernel, kind="numba", kernel="mm_numba", run=run_plain,
+                          reference=lambda: A_PLAIN.double() @ B_PLAIN.double())
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line == ("❌ a Numba product: not yet: running it raised TypeError: mm_numba is a plain function, and the "
+                    "check launches it as mm_numba[blocks, threads](...): hand in the Numba kernel itself (a @cuda.jit "
+                    "function)"), line

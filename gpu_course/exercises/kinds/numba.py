@@ -52,6 +52,18 @@ class NumbaKind(PythonKind):
     unit_one = "block"
     libraries = ("numba", "numba_cuda")
 
+    def run(self, trial):
+        """Run the exercise; a plain function handed in where the check launches a kernel
+        (``kernel[blocks, threads](...)``) is told so, instead of Python's "not subscriptable"."""
+        try:
+            return super().run(trial)
+        except TypeError as e:
+            if "not subscriptable" not in str(e) or hasattr(trial.answer, "__getitem__"):
+                raise
+            name = trial.kname or getattr(trial.answer, "__name__", "it")
+            raise TypeError(f"{name} is a plain function, and the check launches it as {name}[blocks, threads](...):"
+                            f" hand in the Numba kernel itself (a @cuda.jit function)") from None
+
     def launch_again(self, launch, args, kwargs, grid, execution) -> None:
         b = launch.block
         execution.threads = b[0] * b[1] * b[2]
