@@ -213,3 +213,27 @@ def smem_bytes(th, tw):
             "            p += ms[tr, i] * ns[i, tc]\n"),
     },
 }
+
+# right answers written otherwise than the solutions: each must be accepted (05-3's and 05-4's are in
+# tests/unit/test_exercises_work.py, test_exercises_learners_launch.py and test_exercises_counted.py)
+UNUSUAL = {
+    "ex05-1-answer": {
+        "the grid and the block as three numbers each, the grid by ceiling division": '''
+import math
+
+
+def launch_8x32(m, n, out):
+    h, w = out.shape
+    blocks = (math.ceil(w / 32), math.ceil(h / 8), 1)
+    matmul_k_numba[blocks, (32, 8, 1)](m, n, out)
+    return out
+''',
+        "the configuration as a tuple bound beforehand": '''
+def launch_8x32(m, n, out):
+    rows, cols = out.shape
+    config = ((-(-cols // 32), -(-rows // 8)), (32, 8))
+    matmul_k_numba[config](m, n, out)
+    return out
+''',
+    },
+}
