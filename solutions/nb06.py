@@ -209,25 +209,6 @@ def layer_norm(x, weight, bias, eps=1e-5):
     layer_norm_kernel[(h,)](x, weight, bias, out, x.stride(0), out.stride(0), w, eps, stats, BLOCK_W=BLOCK_W)
     return out
 ''',
-        "program 0 normalises every row, the others re-store one element of theirs": '''
-@triton.jit
-def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
-                      BLOCK_W: tl.constexpr):
-    c = tl.arange(0, BLOCK_W)
-    mask = c < w
-    if tl.program_id(0) == 0:
-        for r in range(tl.num_programs(0)):
-            x = tl.load(x_ptr + r * x_row_stride + c, mask=mask, other=0.0)
-            mean = tl.sum(x, axis=0) / w
-            xc = tl.where(mask, x - mean, 0.0)
-            var = tl.sum(xc * xc, axis=0) / w
-            weight = tl.load(weight_ptr + c, mask=mask)
-            bias = tl.load(bias_ptr + c, mask=mask)
-            tl.store(out_ptr + r * out_row_stride + c, xc / tl.sqrt(var + eps) * weight + bias, mask=mask)
-    else:
-        r = tl.program_id(0)
-        tl.store(out_ptr + r * out_row_stride, tl.load(out_ptr + r * out_row_stride))
-''' + _LAYER_NORM_LAUNCHER,
     },
     "ex06-4-answer": {
         "a torch one-liner": "max_two_pass = lambda x: x.max().reshape(1)",
@@ -303,6 +284,27 @@ def add_relu(x, y, BLOCK=1024):
 # say which program stored what, and a single-program relaunch does not show it either (tl.num_programs is then 1,
 # so program 0 stores one row, as a correct kernel does).
 CPU_CHEATS = {
+    "ex06-3-answer": {
+        "program 0 normalises every row, the others re-store one element of theirs": '''
+@triton.jit
+def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
+                      BLOCK_W: tl.constexpr):
+    c = tl.arange(0, BLOCK_W)
+    mask = c < w
+    if tl.program_id(0) == 0:
+        for r in range(tl.num_programs(0)):
+            x = tl.load(x_ptr + r * x_row_stride + c, mask=mask, other=0.0)
+            mean = tl.sum(x, axis=0) / w
+            xc = tl.where(mask, x - mean, 0.0)
+            var = tl.sum(xc * xc, axis=0) / w
+            weight = tl.load(weight_ptr + c, mask=mask)
+            bias = tl.load(bias_ptr + c, mask=mask)
+            tl.store(out_ptr + r * out_row_stride + c, xc / tl.sqrt(var + eps) * weight + bias, mask=mask)
+    else:
+        r = tl.program_id(0)
+        tl.store(out_ptr + r * out_row_stride, tl.load(out_ptr + r * out_row_stride))
+''' + _LAYER_NORM_LAUNCHER,
+    },
     "ex06-4-answer": {
         "pass 2 ignores pass 1's maxima and rescans x in one program": '''
 @triton.jit

@@ -94,19 +94,6 @@ def add_relu(a, b):
             "tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)",
             "tl.store(y_ptr + i, tl.maximum(s.to(tl.float32), 0.0).to(tl.float16).to(y_ptr.dtype.element_ty), mask=ok)"),
         "no autograd.Function: torch's relu": "add_relu = lambda a, b: torch.relu(a + b)\n",
-        "program 0 of the forward adds every block, the others re-store one element": ADD_RELU.replace(
-            """    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = i < n
-    s = tl.load(a_ptr + i, mask=ok) + tl.load(b_ptr + i, mask=ok)
-    tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)""", """    if tl.program_id(0) == 0:
-        for p in range(tl.num_programs(0)):
-            i = p * BLOCK + tl.arange(0, BLOCK)
-            ok = i < n
-            s = tl.load(a_ptr + i, mask=ok) + tl.load(b_ptr + i, mask=ok)
-            tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)
-    else:
-        j = tl.program_id(0) * BLOCK
-        tl.store(y_ptr + j, tl.load(y_ptr + j))"""),
     },
     "ex2-answer-10": {
         "the partial sums in x's dtype": FAKE.replace("dtype=sums", "dtype=x.dtype"),
@@ -139,6 +126,26 @@ def add_relu(a, b):
         "the sweep's measured times, copied": (
             "predicted_time = lambda t1, groups: {66: 152.1, 264: 127.6, 528: 160.6}.get(groups, t1)\n"),
         "one number, copied": "predicted_time = lambda t1, groups: 128.1\n",
+    },
+}
+
+# refused in cpu mode only: the interpreter counts what each program loads and stores; on a GPU the other programs'
+# re-stores race with program 0's stores, and the compiled kernel cannot show which program did the work
+CPU_CHEATS = {
+    "ex1-answer-10": {
+        "program 0 of the forward adds every block, the others re-store one element": ADD_RELU.replace(
+            """    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < n
+    s = tl.load(a_ptr + i, mask=ok) + tl.load(b_ptr + i, mask=ok)
+    tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)""", """    if tl.program_id(0) == 0:
+        for p in range(tl.num_programs(0)):
+            i = p * BLOCK + tl.arange(0, BLOCK)
+            ok = i < n
+            s = tl.load(a_ptr + i, mask=ok) + tl.load(b_ptr + i, mask=ok)
+            tl.store(y_ptr + i, tl.maximum(s, 0.0), mask=ok)
+    else:
+        j = tl.program_id(0) * BLOCK
+        tl.store(y_ptr + j, tl.load(y_ptr + j))"""),
     },
 }
 

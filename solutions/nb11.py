@@ -342,3 +342,21 @@ def tile_flops(batch, heads, n, d, causal, block_m, block_n):
 }
 for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
     assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer
+
+
+def _one_program_does_every_block(solution: str) -> str:
+    """``solution`` (a kernel of _BODY's shape, then its launcher) rewritten so that program 0 of each (batch,
+    head) computes every block of query rows, and the other programs re-store one element of theirs."""
+    head, rest = solution.split("    pid_m, bh = tl.program_id(0), tl.program_id(1)\n", 1)
+    body, launcher = rest.split("\n\n\ndef ", 1)
+    looped = "\n".join("        " + line if line else line for line in body.splitlines())
+    return (head + "    bh = tl.program_id(1)\n    if tl.program_id(0) == 0:\n"
+            "        for pid_m in range(0, tl.num_programs(0)):\n" + looped + "\n    else:\n"
+            "        first = bh * N * D + tl.program_id(0) * BLOCK_M * D\n"
+            "        tl.store(o_ptr + first, tl.load(o_ptr + first))\n\n\ndef " + launcher)
+
+
+# cpu mode only: the interpreter counts what each program loads and stores; on a GPU the other programs' re-stores
+# race with program 0's stores, and the compiled kernel cannot show which program did the work
+CPU_CHEATS["ex11-2-answer"]["program 0 of each head computes every block of rows, the others re-store one element"] = \
+    _one_program_does_every_block(SOLUTIONS["ex11-2-answer"])
