@@ -149,7 +149,8 @@ import math
 
 def crossover(n, k, weight_bits, act_bytes, out_bytes, tflops, gbs):
     def compute_bound(b):   # at batch b, do the FLOPs take longer than the bytes?
-        return 2 * n * k * b / (tflops * 1e12) >= (n * k * weight_bits / 8 + b * (k * act_bytes + n * out_bytes)) / (gbs * 1e9)
+        nbytes = n * k * weight_bits / 8 + b * (k * act_bytes + n * out_bytes)
+        return 2 * n * k * b / (tflops * 1e12) >= nbytes / (gbs * 1e9)
     if 2 * n * k / (tflops * 1e12) <= (k * act_bytes + n * out_bytes) / (gbs * 1e9):
         return math.inf   # a row adds as much time for its bytes as for its FLOPs: never compute-bound
     lo, hi = 0.0, 1.0
