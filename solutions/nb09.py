@@ -218,6 +218,17 @@ CHEATS = {
         "torch.bincount in the host function": HIST32.replace(
             "hist32_k<<<min(cdiv(n, 256 * CHUNK), 64), 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), n);",
             "counts.copy_(torch::bincount(x.to(torch::kLong).div(8, \"floor\"), {}, 32));"),
+        "the host counts the bytes in a C++ loop into a __device__ array; the kernel counts, then adds that array":
+            HIST32.replace("__global__ void hist32_k", "__device__ int stash[32];\n\n__global__ void hist32_k").replace(
+            "        if (local[b] > 0) atomicAdd(&counts[b], local[b]);",
+            "        if (blockIdx.x == 0) atomicAdd(&counts[b], stash[b] + 0 * local[b]);").replace(
+            "    counts.zero_();\n", """    counts.zero_();
+    std::vector<unsigned char> h(x.numel());
+    cudaMemcpy(h.data(), x.data_ptr<unsigned char>(), h.size(), cudaMemcpyDeviceToHost);
+    int found[32] = {0};
+    for (unsigned char v : h) found[v >> 3]++;
+    cudaMemcpyToSymbol(stash, found, sizeof found);
+"""),
         "runs aggregated in registers, one global atomic per run, no shared bins": HIST32.replace(
             "atomicAdd(&local[run_bin], run)", "atomicAdd(&counts[run_bin], run)").replace(
             """    for (int b = threadIdx.x; b < 32; b += blockDim.x)

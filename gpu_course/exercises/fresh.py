@@ -9,8 +9,8 @@ the old result and is refused.
 What is varied, and when the step stands aside (it must never refuse a right answer):
 
 * only floating-point tensors, by a shuffle times 3/4 (:data:`SCALES`; values in the same range, with the same
-  signs): integer tensors are often lengths, offsets or page tables whose values must agree with each other and
-  with the memory they index;
+  signs), and bytes (uint8: an image, packed weights), moved round 0..255: other integer tensors are often
+  lengths, offsets or page tables whose values must agree with each other and with the memory they index;
 * only a tensor whose new values change the reference by more than the exercise's tolerance (so that the old
   result would be refused): a max or a sum changes with the scale, a normalisation with the order;
 * a copy of an input that the learner's code made (``x.contiguous()``, ``x.clone()``) gets the new values too
@@ -78,7 +78,11 @@ def varied_names(run, reference, named=()) -> list:
 
 def vary(t: torch.Tensor, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor | None:
     """New values for ``t`` (same shape and dtype): a floating-point tensor's values shuffled, then times
-    ``scale``; None for any other (see the module docstring)."""
+    ``scale``; a byte tensor's (uint8) moved round 0..255 by a random step; None for any other (see the module
+    docstring)."""
+    if t.dtype == torch.uint8 and t.numel() > 1:   # bytes are data (an image, packed weights), not indices
+        step = int(torch.randint(1, 256, (1,), generator=gen))
+        return ((t.detach().to(torch.int16) + step) % 256).to(torch.uint8)
     if not t.is_floating_point() or t.numel() < 2:
         return None
     flat = t.detach().reshape(-1)
@@ -199,6 +203,9 @@ def _refused_now(p):
 def _describe(t: torch.Tensor, old: torch.Tensor) -> str:
     """What was done to ``t`` (its values now, ``old`` before), for the learner."""
     shape = "×".join(str(n) for n in t.shape) or "scalar"
-    how = "shuffled" if torch.equal(t.detach().reshape(-1).sort().values, old.reshape(-1).sort().values) \
-        else "shuffled and scaled by 3/4"
+    if not t.is_floating_point():
+        how = "moved round 0..255"
+    else:
+        how = "shuffled" if torch.equal(t.detach().reshape(-1).sort().values, old.reshape(-1).sort().values) \
+            else "shuffled and scaled by 3/4"
     return f"the {shape} {str(t.dtype).replace('torch.', '')} tensor's values {how}"

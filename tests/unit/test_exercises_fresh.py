@@ -27,12 +27,16 @@ def out_lines(capsys):
 # ----------------------------------------------------------------------------------------------
 # the pieces
 
-def test_vary_shuffles_floats_and_leaves_integers_and_bools_alone():
+def test_vary_shuffles_floats_moves_bytes_and_leaves_other_integers_and_bools_alone():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(50)
     new = vary(x, gen)
     assert not torch.equal(new, x) and torch.equal(new.sort().values, x.sort().values)
     assert vary(torch.arange(50), gen) is None            # lengths, offsets, page tables keep their values
+    b = torch.randint(0, 256, (50,), dtype=torch.uint8)  # bytes are data: moved round 0..255 by one step
+    moved = vary(b, gen).to(torch.int16)
+    step = (moved - b.to(torch.int16)) % 256
+    assert step.min() == step.max() != 0
     assert vary(torch.ones(50, dtype=torch.bool), gen) is None
     assert vary(torch.tensor([1.0]), gen) is None         # nothing to shuffle
 
