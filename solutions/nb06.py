@@ -19,6 +19,11 @@ def row_max(x):
     return out
 '''
 
+_LAYER_NORM_HEAD = '''
+@triton.jit
+def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
+                      BLOCK_W: tl.constexpr):'''
+
 _LAYER_NORM_LAUNCHER = '''
 
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -74,10 +79,7 @@ def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=mask)
 ''' + _ADD_RELU_LAUNCHER,
     "ex06-2-answer": _ROW_MAX_LOOP,
-    "ex06-3-answer": '''
-@triton.jit
-def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
-                      BLOCK_W: tl.constexpr):
+    "ex06-3-answer": _LAYER_NORM_HEAD + '''
     r = tl.program_id(0)
     c = tl.arange(0, BLOCK_W)
     mask = c < w
@@ -171,10 +173,7 @@ def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
     "ex06-3-answer": {
         "a torch one-liner": ("layer_norm = lambda x, weight, bias, eps=1e-5: "
                               "torch.nn.functional.layer_norm(x, x.shape[1:], weight, bias, eps)"),
-        "the masked-off lanes left in the variance": '''
-@triton.jit
-def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
-                      BLOCK_W: tl.constexpr):
+        "the masked-off lanes left in the variance": _LAYER_NORM_HEAD + '''
     r = tl.program_id(0)
     c = tl.arange(0, BLOCK_W)
     mask = c < w
@@ -285,10 +284,7 @@ def add_relu(x, y, BLOCK=1024):
 # so program 0 stores one row, as a correct kernel does).
 CPU_CHEATS = {
     "ex06-3-answer": {
-        "program 0 normalises every row, the others re-store one element of theirs": '''
-@triton.jit
-def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
-                      BLOCK_W: tl.constexpr):
+        "program 0 normalises every row, the others re-store one element of theirs": _LAYER_NORM_HEAD + '''
     c = tl.arange(0, BLOCK_W)
     mask = c < w
     if tl.program_id(0) == 0:
@@ -424,10 +420,7 @@ def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
 ''',
     },
     "ex06-3-answer": {
-        "the variance as the mean of squares minus the squared mean": '''
-@triton.jit
-def layer_norm_kernel(x_ptr, weight_ptr, bias_ptr, out_ptr, x_row_stride, out_row_stride, w, eps,
-                      BLOCK_W: tl.constexpr):
+        "the variance as the mean of squares minus the squared mean": _LAYER_NORM_HEAD + '''
     r = tl.program_id(0)
     c = tl.arange(0, BLOCK_W)
     mask = c < w
