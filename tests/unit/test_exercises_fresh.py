@@ -3,7 +3,8 @@ reads passes, one whose result was computed beforehand and handed to it (as a nu
 array) is refused, and the step stands aside wherever it could not judge fairly (integer inputs, data derived
 from the inputs before the launch, a reference that does not follow the shuffle).
 
-The Triton kernels are at module level (a learner's cell); the CUDA C stash runs through the emulation."""
+The Triton kernels are at module level (a learner's cell); the CUDA C stash (notebook 03's cheat) runs through
+the emulation."""
 import pytest
 import torch
 
@@ -15,6 +16,8 @@ import triton.language as tl
 from gpu_course.exercises import judging
 from gpu_course.exercises.fresh import varied, varied_names, vary
 from gpu_course.exercises.replay import Memory, fresh_copies
+from solutions import nb03
+from test_exercises_work import src_of
 
 N = 300
 XS = torch.randn(N) + 0.5
@@ -151,31 +154,9 @@ def test_a_number_computed_beforehand_is_refused_and_only_this_step_refuses_it(c
 # CUDA C: the result computed on the host and kept in a __device__ array
 
 X_RELU = torch.randn(1000, device=utils.DEVICE)
-RELU_SRC = utils.cuda_begin + r"""
-__global__ void relu_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = fmaxf(x[i], 0.0f);
-}
-void relu(torch::Tensor x, torch::Tensor out) {
-    int n = x.numel();
-    relu_k<<<cdiv(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-}
-"""
-STASH_SRC = utils.cuda_begin + r"""
-__device__ float stash[4096];
-__global__ void relu_k(const float* __restrict__ x, float* __restrict__ out, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = stash[i] + 0.0f * x[i];
-}
-void relu(torch::Tensor x, torch::Tensor out) {
-    int n = x.numel();
-    std::vector<float> h(n);
-    cudaMemcpy(h.data(), x.data_ptr<float>(), n * sizeof(float), cudaMemcpyDeviceToHost);
-    for (auto& v : h) v = v > 0.0f ? v : 0.0f;
-    cudaMemcpyToSymbol(stash, h.data(), n * sizeof(float));
-    relu_k<<<cdiv(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-}
-"""
+RELU_SRC = src_of(nb03.RELU)   # notebook 03's solution, and its cheat that keeps the result in a __device__ array
+STASH_SRC = src_of(nb03.CHEATS["ex03-1-answer"][
+    "the host function computes ReLU in a C++ loop and keeps it in a __device__ array the kernel copies"])
 
 
 def check_relu(src, capsys):
