@@ -20,7 +20,6 @@
 #elif CUDA_EMU_TORCH == 2
 #include <ATen/ATen.h>
 #else
-#include <ATen/DeviceGuard.h>  // device_of(x), for OptionalCUDAGuard
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange_ops.h>
@@ -36,6 +35,15 @@
 #include <ATen/ops/zeros_ops.h>
 #endif
 #include <c10/util/Exception.h>
+#if CUDA_EMU_TORCH == 1
+namespace at {
+/// device_of(x), as ATen/DeviceGuard.h defines it (for OptionalCUDAGuard), without that header's ~0.5 s of
+/// template instantiation in every build
+inline std::optional<Device> device_of(const Tensor& t) {
+  return t.defined() ? std::make_optional(t.device()) : std::nullopt;
+}
+}  // namespace at
+#endif
 
 #if CUDA_EMU_TORCH == 1
 namespace cuda_emu {
