@@ -204,11 +204,41 @@ CPU_CHEATS = {
 
 _SILU_LINE = "    if (i < n) out[i] = x[i] / (1.0f + expf(-x[i]));"
 _AXPB_LINE = "    if (i < n) out[i] = a * x[i] + b;"
-assert _SILU_LINE in SILU and _AXPB_LINE in AXPB
+_RELU_LINE = "    if (i < n) out[i] = fmaxf(x[i], 0.0f);"
+_RELU4_BODY = RELU4[RELU4.index("    int j = blockIdx.x"):RELU4.index("}\n\nvoid relu4(")]
+assert _SILU_LINE in SILU and _AXPB_LINE in AXPB and _RELU_LINE in RELU
 
-# right answers written otherwise than the solutions: each must be accepted (03-1's and 03-6's are in
-# tests/unit/test_exercises_work.py and test_exercises_counted.py, with the counts they are judged by)
+# right answers written otherwise than the solutions: each must be accepted (more, judged by their counts, are in
+# tests/unit/test_exercises_work.py, test_exercises_counted.py and test_exercises_learners_launch.py)
 UNUSUAL = {
+    "ex03-1-answer": {
+        "a grid-stride loop on a grid of at most 8 blocks": RELU.replace(
+            _RELU_LINE, "    for (; i < n; i += gridDim.x * blockDim.x) out[i] = fmaxf(x[i], 0.0f);").replace(
+            "relu_k<<<cdiv(n, 256), 256,", "relu_k<<<cdiv(n, 256) < 8 ? cdiv(n, 256) : 8, 256,"),
+        "an early return, a ternary, blocks of 1024 threads": RELU.replace(
+            _RELU_LINE, "    if (i >= n) return;\n    const float v = x[i];\n    out[i] = v > 0.0f ? v : 0.0f;").replace(
+            "cdiv(n, 256), 256,", "cdiv(n, 1024), 1024,"),
+    },
+    "ex03-6-answer": {
+        "the tail by the thread after the last float4, in a loop; blocks of 128": RELU4.replace(_RELU4_BODY, r"""
+    int j = blockIdx.x * blockDim.x + threadIdx.x, n4 = n / 4;
+    if (j < n4) {
+        float4 v = reinterpret_cast<const float4*>(x)[j];
+        v.x = fmaxf(v.x, 0.0f); v.y = fmaxf(v.y, 0.0f); v.z = fmaxf(v.z, 0.0f); v.w = fmaxf(v.w, 0.0f);
+        reinterpret_cast<float4*>(out)[j] = v;
+    } else if (j == n4) {
+        for (int e = 4 * n4; e < n; ++e) out[e] = fmaxf(x[e], 0.0f);
+    }
+""".lstrip("\n")).replace("relu4_k<<<cdiv(max(n / 4, n % 4), 256), 256,", "relu4_k<<<cdiv(n / 4 + 1, 128), 128,"),
+        "__ldg float4 loads, the tail counted from the end by the first threads": RELU4.replace(_RELU4_BODY, r"""
+    const int j = blockIdx.x * blockDim.x + threadIdx.x, n4 = n >> 2;
+    if (j < (n & 3)) out[n - 1 - j] = fmaxf(__ldg(x + n - 1 - j), 0.0f);
+    if (j < n4) {
+        const float4 v = __ldg(reinterpret_cast<const float4*>(x) + j);
+        reinterpret_cast<float4*>(out)[j] = make_float4(fmaxf(v.x, 0.0f), fmaxf(v.y, 0.0f), fmaxf(v.z, 0.0f), fmaxf(v.w, 0.0f));
+    }
+""".lstrip("\n")).replace("cdiv(max(n / 4, n % 4), 256), 256,", "cdiv(max(n / 4, n % 4), 512), 512,"),
+    },
     "ex03-2-answer": {
         "the sigmoid through tanh: x (1 + tanh(x / 2)) / 2": SILU.replace(
             _SILU_LINE, "    if (i < n) { float v = x[i]; out[i] = 0.5f * v * (1.0f + tanhf(0.5f * v)); }"),

@@ -218,3 +218,56 @@ CPU_CHEATS = {
         "every thread stages tiles, thread (0,0) of block (0,0) computes the whole product": ONE_THREAD_BT,
     },
 }
+
+_BT_KERNEL = MATMUL_BT[MATMUL_BT.index("constexpr int TW = 16;"):MATMUL_BT.index("torch::Tensor matmul_bt(")]
+
+# right answers written otherwise than the solution: each must be accepted
+UNUSUAL = {
+    "ex04-3-answer": {
+        "8 x 8 tiles, the n tile gathered from nt a column at a time (uncoalesced, correct)": MATMUL_BT.replace(
+            _BT_KERNEL, r"""constexpr int TW = 8;
+
+__global__ void matmul_bt_k(const float* __restrict__ m, const float* __restrict__ nt,
+                            float* __restrict__ out, int h, int w, int k) {
+    __shared__ float ms[TW][TW], ns[TW][TW];     // ns[i][j] = n[ph + i][c0 + j]
+    const int tr = threadIdx.y, tc = threadIdx.x, r = blockIdx.y * TW + tr, c = blockIdx.x * TW + tc;
+    float p = 0.0f;
+    for (int ph = 0; ph < k; ph += TW) {
+        ms[tr][tc] = (r < h && ph + tc < k) ? m[r * k + ph + tc] : 0.0f;
+        ns[tr][tc] = (c < w && ph + tr < k) ? nt[c * k + ph + tr] : 0.0f;   // n[ph + tr][c] = nt[c][ph + tr]
+        __syncthreads();
+        for (int i = 0; i < TW; ++i) p += ms[tr][i] * ns[i][tc];
+        __syncthreads();
+    }
+    if (r < h && c < w) out[r * w + c] = p;
+}
+
+"""),
+        "one dynamic shared-memory array holding both tiles, flat indices, the last k-tile's loop cut short": (
+            MATMUL_BT.replace(_BT_KERNEL, r"""constexpr int TW = 16;
+
+__global__ void matmul_bt_k(const float* __restrict__ m, const float* __restrict__ nt,
+                            float* __restrict__ out, int h, int w, int k) {
+    extern __shared__ float tiles[];             // the m tile, then the nt tile (row j: column c0 + j of n)
+    float* ms = tiles;
+    float* nts = tiles + TW * TW;
+    const int tr = threadIdx.y, tc = threadIdx.x, r = blockIdx.y * TW + tr, c0 = blockIdx.x * TW;
+    float p = 0.0f;
+    for (int ph = 0; ph < k; ph += TW) {
+        if (ph + tc < k) {                       // columns past k are never read below: nothing to pad
+            ms[tr * TW + tc] = r < h ? m[r * k + ph + tc] : 0.0f;
+            nts[tr * TW + tc] = c0 + tr < w ? nt[(c0 + tr) * k + ph + tc] : 0.0f;
+        }
+        __syncthreads();
+        const int steps = min(TW, k - ph);
+        for (int i = 0; i < steps; ++i) p += ms[tr * TW + i] * nts[tc * TW + i];
+        __syncthreads();
+    }
+    if (r < h && c0 + tc < w) out[r * w + c0 + tc] = p;
+}
+
+""").replace("dim3(TW, TW), 0,", "dim3(TW, TW), 2 * TW * TW * sizeof(float),")),
+    },
+}
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer

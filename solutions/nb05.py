@@ -217,6 +217,109 @@ def smem_bytes(th, tw):
 # right answers written otherwise than the solutions: each must be accepted (05-3's and 05-4's are in
 # tests/unit/test_exercises_work.py, test_exercises_learners_launch.py and test_exercises_counted.py)
 UNUSUAL = {
+    "ex05-3-answer": {
+        "the n tile loaded by flat index: each of the 128 threads loads two of its 256 elements": '''
+TH = 8
+
+
+@cuda.jit
+def matmul_rect_numba(m, n, out):
+    ms = cuda.shared.array((TH, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    t = tr * TW + tc                          # 0 .. TH * TW - 1
+    r = cuda.blockIdx.y * TH + tr
+    c0 = cuda.blockIdx.x * TW
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
+        for e in range(t, TW * TW, TH * TW):
+            i, j = e // TW, e % TW
+            ns[i, j] = n[ph + i, c0 + j] if ph + i < k and c0 + j < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+    if r < h and c0 + tc < w:
+        out[r, c0 + tc] = p
+''',
+        "a while loop over k, the last tile's products cut short instead of padded": '''
+TH = 8
+
+
+@cuda.jit
+def matmul_rect_numba(m, n, out):
+    ms = cuda.shared.array((TH, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    c, r = cuda.grid(2)
+    h, k = m.shape
+    w = n.shape[1]
+    p = numba.float32(0.0)
+    ph = 0
+    while ph < k:
+        if ph + tc < k:                       # columns past k are never read below
+            ms[tr, tc] = m[r, ph + tc] if r < h else numba.float32(0.0)
+        for i in range(tr, min(TW, k - ph), TH):
+            ns[i, tc] = n[ph + i, c] if c < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(min(TW, k - ph)):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+        ph += TW
+    if r < h and c < w:
+        out[r, c] = p
+''',
+    },
+    "ex05-4-answer": {
+        "the nt tile kept as loaded (ns[tr, tc] = nt[c0 + tr, ph + tc]) and read along its rows": '''
+@cuda.jit
+def matmul_bt_numba(m, nt, out):
+    ms = cuda.shared.array((TW, TW), numba.float32)
+    nts = cuda.shared.array((TW, TW), numba.float32)   # nts[j, i] = n[ph + i, c0 + j]
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    r = cuda.blockIdx.y * TW + tr
+    c0 = cuda.blockIdx.x * TW
+    h, k = m.shape
+    w = nt.shape[0]
+    p = numba.float32(0.0)
+    for ph in range(0, k, TW):
+        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
+        nts[tr, tc] = nt[c0 + tr, ph + tc] if c0 + tr < w and ph + tc < k else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(TW):
+            p += ms[tr, i] * nts[tc, i]
+        cuda.syncthreads()
+    if r < h and c0 + tc < w:
+        out[r, c0 + tc] = p
+''',
+        "a while loop over k, the last tile's products cut short instead of padded": '''
+@cuda.jit
+def matmul_bt_numba(m, nt, out):
+    ms = cuda.shared.array((TW, TW), numba.float32)
+    ns = cuda.shared.array((TW, TW), numba.float32)
+    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
+    c, r = cuda.grid(2)
+    c0 = c - tc
+    h, k = m.shape
+    w = nt.shape[0]
+    p = numba.float32(0.0)
+    ph = 0
+    while ph < k:
+        if ph + tc < k:                       # columns past k are never read below
+            ms[tr, tc] = m[r, ph + tc] if r < h else numba.float32(0.0)
+            ns[tc, tr] = nt[c0 + tr, ph + tc] if c0 + tr < w else numba.float32(0.0)
+        cuda.syncthreads()
+        for i in range(min(TW, k - ph)):
+            p += ms[tr, i] * ns[i, tc]
+        cuda.syncthreads()
+        ph += TW
+    if r < h and c < w:
+        out[r, c] = p
+''',
+    },
     "ex05-1-answer": {
         "the grid and the block as three numbers each, the grid by ceiling division": '''
 import math

@@ -286,3 +286,218 @@ CPU_CHEATS = {
             "            if (i == 0 || flags[i]) acc = 0.0f;\n            out[i] = acc;\n            acc += x[i];\n        }\n    }"),
     },
 }
+
+_CARRY_LINE = "    if (!f) v += wv[warp];                     // no start in this warp up to me: add the carry\n"
+assert _CARRY_LINE in SEG_SCAN
+
+# right answers written otherwise than the solutions: each must be accepted (more, judged by their counts, are in
+# tests/unit/test_exercises_learners_launch.py)
+UNUSUAL = {
+    "ex1-answer-09": {
+        "|x| and the index as one 64-bit key, 64-bit shuffles, blocks of 256": r'''absmax_src = utils.cuda_begin + r"""
+// |x| >= 0, so its bits order as an unsigned int does; below them 0x7fffffff - i, so that on a tie the smaller
+// index makes the larger key
+__device__ __forceinline__ unsigned long long key_of(float a, int i) {
+    return ((unsigned long long)__float_as_uint(a) << 32) | (unsigned)(0x7fffffff - i);
+}
+
+__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long kv) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long c = __shfl_down_sync(0xffffffffu, kv, o);
+        kv = c > kv ? c : kv;
+    }
+    return kv;
+}
+
+__global__ void absmax_k(const float* __restrict__ x, int* __restrict__ idx, int n) {
+    __shared__ unsigned long long best[32];
+    unsigned long long kv = 0;                  // below every element's key
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const unsigned long long c = key_of(fabsf(x[i]), i);
+        kv = c > kv ? c : kv;
+    }
+    kv = warp_max_key(kv);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) best[warp] = kv;
+    __syncthreads();
+    if (warp == 0) {
+        kv = warp_max_key(lane < blockDim.x / 32 ? best[lane] : 0ull);
+        if (lane == 0) *idx = 0x7fffffff - (int)(kv & 0xffffffffu);
+    }
+}
+
+void absmax(torch::Tensor x, torch::Tensor idx) {
+    CHECK_INPUT(x); CHECK_INPUT(idx);
+    absmax_k<<<1, 256>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+''',
+        "a shared-memory tree down to 32 pairs, one warp's shuffles for the rest, blocks of 512": r'''absmax_src = utils.cuda_begin + r"""
+__global__ void absmax_k(const float* __restrict__ x, int* __restrict__ idx, int n) {
+    __shared__ float sv[512];
+    __shared__ int si[512];
+    const int t = threadIdx.x;
+    float v = -1.0f;
+    int i = 0x7fffffff;
+    for (int k = t; k < n; k += blockDim.x) {   // k grows: on a tie the first index stays
+        const float a = fabsf(x[k]);
+        if (a > v) { v = a; i = k; }
+    }
+    sv[t] = v; si[t] = i;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s >= 32; s >>= 1) {
+        if (t < s) {
+            const float w = sv[t + s];
+            const int j = si[t + s];
+            if (w > v || (w == v && j < i)) { v = w; i = j; sv[t] = v; si[t] = i; }
+        }
+        __syncthreads();
+    }
+    if (t < 32) {
+        for (int o = 16; o > 0; o >>= 1) {
+            const float w = __shfl_down_sync(0xffffffffu, v, o);
+            const int j = __shfl_down_sync(0xffffffffu, i, o);
+            if (w > v || (w == v && j < i)) { v = w; i = j; }
+        }
+        if (t == 0) *idx = i;
+    }
+}
+
+void absmax(torch::Tensor x, torch::Tensor idx) {
+    CHECK_INPUT(x); CHECK_INPUT(idx);
+    absmax_k<<<1, 512>>>(x.data_ptr<float>(), idx.data_ptr<int>(), x.numel());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+''',
+    },
+    "ex2-answer-09": {
+        "each warp groups its 32 neighbouring bytes by bin (__match_any_sync), one atomic per group": r'''hist32_src = utils.cuda_begin + r"""
+__global__ void hist32_k(const unsigned char* __restrict__ x, int* __restrict__ counts, int n) {
+    __shared__ int local[32];
+    if (threadIdx.x < 32) local[threadIdx.x] = 0;
+    __syncthreads();
+    const int lane = threadIdx.x % 32;
+    // a warp's lanes read 32 neighbouring bytes; the loop's bounds are the warp's, so all 32 lanes match together
+    for (int base = blockIdx.x * blockDim.x + threadIdx.x - lane; base < n; base += gridDim.x * blockDim.x) {
+        const int i = base + lane;
+        const int b = i < n ? x[i] >> 3 : 32 + lane;               // past the end: a bin no other lane has
+        const unsigned same = __match_any_sync(0xffffffffu, b);   // the lanes whose byte has my bin
+        if (i < n && lane == __ffs(same) - 1) atomicAdd(&local[b], __popc(same));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32 && local[threadIdx.x] > 0) atomicAdd(&counts[threadIdx.x], local[threadIdx.x]);
+}
+
+void hist32(torch::Tensor x, torch::Tensor counts) {
+    CHECK_INPUT(x); CHECK_INPUT(counts);
+    TORCH_CHECK(counts.numel() == 32, "hist32: counts must have 32 elements");
+    counts.zero_();
+    int n = x.numel();
+    hist32_k<<<min(cdiv(n, 256), 128), 256>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+''',
+        "16 bytes a load (uint4), runs counted within them, blocks of 128": r'''hist32_src = utils.cuda_begin + r"""
+__global__ void hist32_k(const unsigned char* __restrict__ x, int* __restrict__ counts, int n) {
+    __shared__ int local[32];
+    for (int b = threadIdx.x; b < 32; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    const int n16 = n / 16, tid = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+    for (int v = tid; v < n16; v += stride) {
+        const uint4 q = reinterpret_cast<const uint4*>(x)[v];     // 16 neighbouring bytes in one load
+        const unsigned words[4] = {q.x, q.y, q.z, q.w};
+        int run_bin = -1, run = 0;
+        for (int e = 0; e < 16; ++e) {
+            const int b = ((words[e / 4] >> (8 * (e % 4))) & 0xffu) >> 3;
+            if (b == run_bin) { ++run; continue; }
+            if (run > 0) atomicAdd(&local[run_bin], run);
+            run_bin = b; run = 1;
+        }
+        atomicAdd(&local[run_bin], run);
+    }
+    for (int i = 16 * n16 + tid; i < n; i += stride) atomicAdd(&local[x[i] >> 3], 1);   // the last n % 16 bytes
+    __syncthreads();
+    for (int b = threadIdx.x; b < 32; b += blockDim.x)
+        if (local[b] > 0) atomicAdd(&counts[b], local[b]);
+}
+
+void hist32(torch::Tensor x, torch::Tensor counts) {
+    CHECK_INPUT(x); CHECK_INPUT(counts);
+    TORCH_CHECK(counts.numel() == 32, "hist32: counts must have 32 elements");
+    TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0, "hist32: x must start on 16 bytes");
+    counts.zero_();
+    int n = x.numel();
+    hist32_k<<<min(cdiv(n / 16 + 1, 128), 64), 128>>>(x.data_ptr<unsigned char>(), counts.data_ptr<int>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+''',
+    },
+    "ex3-answer-09": {
+        "out[t] = P[t] - P[start of t's segment]: a sum scan and a max scan of start indices, by shuffles": r'''seg_scan_src = utils.cuda_begin + r"""
+// P, the exclusive prefix sum of x, scanned once over the whole block; each element's segment starts at the
+// largest start index at or before it (a max scan), and the segment's sum so far is the difference of two P's
+__device__ __forceinline__ float warp_sum_scan(float v) {   // inclusive
+    const int lane = threadIdx.x % 32;
+    for (int s = 1; s < 32; s *= 2) {
+        const float u = __shfl_up_sync(0xffffffffu, v, s);
+        if (lane >= s) v += u;
+    }
+    return v;
+}
+
+__device__ __forceinline__ int warp_max_scan(int v) {       // inclusive
+    const int lane = threadIdx.x % 32;
+    for (int s = 1; s < 32; s *= 2) {
+        const int u = __shfl_up_sync(0xffffffffu, v, s);
+        if (lane >= s) v = max(v, u);
+    }
+    return v;
+}
+
+__global__ void seg_scan_k(const float* __restrict__ x, const int* __restrict__ flags, float* __restrict__ out, int n) {
+    __shared__ float p[1024];
+    __shared__ float wsum[32];
+    __shared__ int wstart[32];
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32, warps = blockDim.x / 32;
+    const float xv = t < n ? x[t] : 0.0f;
+    float s = warp_sum_scan(xv);
+    int st = warp_max_scan(t < n && (t == 0 || flags[t] != 0) ? t : 0);
+    if (lane == 31) { wsum[warp] = s; wstart[warp] = st; }
+    __syncthreads();
+    if (warp == 0) {                          // the warps' totals scanned, then shifted by one: what each carries in
+        const float a = warp_sum_scan(lane < warps ? wsum[lane] : 0.0f);
+        const int b = warp_max_scan(lane < warps ? wstart[lane] : 0);
+        const float pa = __shfl_up_sync(0xffffffffu, a, 1);
+        const int pb = __shfl_up_sync(0xffffffffu, b, 1);
+        wsum[lane] = lane == 0 ? 0.0f : pa;
+        wstart[lane] = lane == 0 ? 0 : pb;
+    }
+    __syncthreads();
+    s += wsum[warp];
+    st = max(st, wstart[warp]);
+    p[t] = s - xv;                            // exclusive
+    __syncthreads();
+    if (t < n) out[t] = p[t] - p[st];
+}
+
+void seg_scan(torch::Tensor x, torch::Tensor flags, torch::Tensor out) {
+    CHECK_INPUT(x); CHECK_INPUT(flags); CHECK_INPUT(out);
+    int n = x.numel();
+    TORCH_CHECK(n >= 1 && n <= 1024, "seg_scan: one block scans 1 to 1024 elements");
+    seg_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), flags.data_ptr<int>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+''',
+        "the carry added below the warp's first start, found by __ballot_sync and __ffs": SEG_SCAN.replace(
+            _CARRY_LINE,
+            "    const unsigned starts = __ballot_sync(0xffffffffu, f_own);   // the lanes where a segment starts\n"
+            "    if (lane < (starts ? __ffs(starts) - 1 : 32)) v += wv[warp];  // before the first: carry in\n"),
+    },
+}
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer

@@ -263,3 +263,52 @@ CHEATS["ex12-4-answer"] = {
     "the piece XORed with i % 8 (the operand's row) in both majors": _ADDRESS.format(
         swizzled="addr ^ ((i % 8) << 4)"),
 }
+
+_STAGE_LOOP = WMMA_ANY[WMMA_ANY.index("    for (int i = 0; i < k; i += 16) {\n"):
+                       WMMA_ANY.index("    wmma::store_matrix_sync(&os[0][0], acc, 16, wmma::mem_row_major);")]
+_TILES = ("    __shared__ __align__(32) __half ms[16][16];\n"
+          "    __shared__ __align__(32) __half ns[16][16];\n")
+assert _TILES in WMMA_ANY
+
+# right answers written otherwise than the solution: each must be accepted (another, judged by its counts, is in
+# tests/unit/test_exercises_learners_launch.py)
+UNUSUAL = {
+    "ex12-1-answer": {
+        "two lanes a row of each tile, 8 halves each: zeros first, then what lies inside": WMMA_ANY.replace(
+            _STAGE_LOOP, """\
+    const int tr = lane / 2, tc0 = (lane % 2) * 8;     // this lane's 8 halves of row tr of both tiles
+    for (int i = 0; i < k; i += 16) {
+        for (int c = tc0; c < tc0 + 8; ++c) {
+            ms[tr][c] = __float2half(0.0f);
+            ns[tr][c] = __float2half(0.0f);
+            if (r0 + tr < h && i + c < k) ms[tr][c] = m[(r0 + tr) * k + i + c];
+            if (i + tr < k && c0 + c < w) ns[tr][c] = n[(i + tr) * w + c0 + c];
+        }
+        __syncwarp();
+        wmma::load_matrix_sync(a, &ms[0][0], 16);
+        wmma::load_matrix_sync(b, &ns[0][0], 16);
+        wmma::mma_sync(acc, a, b, acc);
+        __syncwarp();
+    }
+"""),
+        "32 of k a step: two pairs of tiles staged, the second product skipped past k": WMMA_ANY.replace(
+            _TILES, _TILES.replace("[16][16]", "[2][16][16]")).replace(_STAGE_LOOP, """\
+    for (int i = 0; i < k; i += 32) {
+        for (int e = lane; e < 2 * 16 * 16; e += 32) {
+            const int q = e / 256, r = e / 16 % 16, c = e % 16, kq = i + 16 * q;
+            ms[q][r][c] = r0 + r < h && kq + c < k ? m[(r0 + r) * k + kq + c] : __float2half(0.0f);
+            ns[q][r][c] = kq + r < k && c0 + c < w ? n[(kq + r) * w + c0 + c] : __float2half(0.0f);
+        }
+        __syncwarp();
+        for (int q = 0; q < 2 && i + 16 * q < k; ++q) {    // a 16-step wholly past k adds nothing: not done
+            wmma::load_matrix_sync(a, &ms[q][0][0], 16);
+            wmma::load_matrix_sync(b, &ns[q][0][0], 16);
+            wmma::mma_sync(acc, a, b, acc);
+        }
+        __syncwarp();
+    }
+"""),
+    },
+}
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer
