@@ -120,6 +120,15 @@ def test_find_launches_several_per_statement_templates_and_lambdas():
     assert ls[0].template_args is None and cxx.text_of(toks, *ls[1].template_args) == "<16, float"
 
 
+def test_a_comparison_in_a_launch_configuration_is_not_a_template_bracket():
+    """Was: "launch configuration with 1 values" for a grid capped by a ternary (the GPU build then fell
+    back to one nvcc unit, which keeps no launch log for an exercise's check)."""
+    src = "void f(int n) { k<<<cdiv(n, 256) < 8 ? cdiv(n, 256) : 8, 256, 0, s>>>(x, n < 4 ? 1 : 2); }"
+    toks = cxx.tokenize(src)
+    (L,) = cxx.find_launches(toks, cxx.match_brackets(toks))
+    assert [cxx.text_of(toks, a, b) for a, b in L.config] == ["cdiv(n, 256) < 8 ? cdiv(n, 256) : 8", "256", "0", "s"]
+
+
 def test_a_malformed_launch_names_its_line():
     toks = cxx.tokenize("void f() {\n  k<<<1, 1>>>;\n}")
     with pytest.raises(cxx.LaunchSyntaxError, match="line 2: could not read this kernel launch"):

@@ -194,14 +194,43 @@ def angle_close(toks: list[Tok], lt: int, match: dict[int, int], stop: int | Non
     return None
 
 
+def _opens_template(toks: list[Tok], j: int, rp: int, match: dict[int, int]) -> bool:
+    """Is the ``<`` at ``j`` (before ``rp``) the start of template arguments, not a comparison? It follows a
+    name, and a ``>`` closes it before anything a template argument list cannot hold (``?``, ``;``, ``&&``,
+    ``||``, braces) or ``rp``: ``std::min<int>(a, b)`` is one, ``cdiv(n, 256) < 8 ? cdiv(n, 256) : 8`` is not."""
+    before = toks[j - 1] if j else None
+    if before is None or before.kind != "id" or (before.text in KEYWORDS and not before.text.endswith("_cast")):
+        return False
+    depth, k = 1, j + 1
+    while k < rp:
+        x = toks[k].text
+        if x in ("(", "[") and k in match:
+            k = match[k] + 1
+            continue
+        if x in ("?", ";", "&&", "||", "{", "}"):
+            return False
+        if x == "<" and toks[k - 1].kind == "id":
+            depth += 1
+        elif x in (">", ">>"):
+            depth -= len(x)
+            if depth <= 0:
+                return True
+        k += 1
+    return False
+
+
 def split_args(toks: list[Tok], lp: int, rp: int, match: dict[int, int],
                angles: bool = True) -> list[tuple[int, int]]:
     """Token ranges [a, b) of the comma-separated items between brackets lp and rp; with
-    ``angles`` a comma inside ``<...>`` (template arguments) does not split.
+    ``angles`` a comma inside ``<...>`` (template arguments) does not split, and a ``<`` that compares
+    (:func:`_opens_template`) opens nothing.
 
     >>> toks = tokenize("f(std::pair<int, int> p, float* x)")
     >>> [text_of(toks, a, b) for a, b in split_args(toks, 1, len(toks) - 1, match_brackets(toks))]
     ['std::pair<int, int> p', 'float* x']
+    >>> toks = tokenize("k<<<cdiv(n, 256) < 8 ? cdiv(n, 256) : 8, 256, 0, s>>>(x)")
+    >>> [text_of(toks, a, b) for a, b in split_args(toks, 1, 25, match_brackets(toks))]
+    ['cdiv(n, 256) < 8 ? cdiv(n, 256) : 8', '256', '0', 's']
     """
     params, a, j, angle = [], lp + 1, lp + 1, 0
     while j < rp:
@@ -209,7 +238,7 @@ def split_args(toks: list[Tok], lp: int, rp: int, match: dict[int, int],
         if x in ("(", "[", "{") and j in match:
             j = match[j] + 1
             continue
-        if angles and x == "<":
+        if angles and x == "<" and _opens_template(toks, j, rp, match):
             angle += 1
         elif angles and x == ">" and angle:
             angle -= 1
