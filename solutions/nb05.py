@@ -216,35 +216,20 @@ def smem_bytes(th, tw):
 
 # right answers written otherwise than the solutions: each must be accepted (05-3's and 05-4's are in
 # tests/unit/test_exercises_work.py, test_exercises_learners_launch.py and test_exercises_counted.py)
+_RECT_N_TILE = """\
+        for i in range(tr, TW, TH):  # rows tr and tr + 8 of the n tile (a range: numba types it on a GPU)
+            ns[i, tc] = n[ph + i, c] if ph + i < k and c < w else numba.float32(0.0)
+"""
+assert _RECT_N_TILE in SOLUTIONS["ex05-3-answer"]
+
 UNUSUAL = {
     "ex05-3-answer": {
-        "the n tile loaded by flat index: each of the 128 threads loads two of its 256 elements": '''
-TH = 8
-
-
-@cuda.jit
-def matmul_rect_numba(m, n, out):
-    ms = cuda.shared.array((TH, TW), numba.float32)
-    ns = cuda.shared.array((TW, TW), numba.float32)
-    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
-    t = tr * TW + tc                          # 0 .. TH * TW - 1
-    r = cuda.blockIdx.y * TH + tr
-    c0 = cuda.blockIdx.x * TW
-    h, k = m.shape
-    w = n.shape[1]
-    p = numba.float32(0.0)
-    for ph in range(0, k, TW):
-        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
-        for e in range(t, TW * TW, TH * TW):
+        "the n tile loaded by flat index: each of the 128 threads loads two of its 256 elements": (
+            SOLUTIONS["ex05-3-answer"].replace(_RECT_N_TILE, """\
+        for e in range(tr * TW + tc, TW * TW, TH * TW):   # element e of the n tile: row e // TW, column e % TW
             i, j = e // TW, e % TW
-            ns[i, j] = n[ph + i, c0 + j] if ph + i < k and c0 + j < w else numba.float32(0.0)
-        cuda.syncthreads()
-        for i in range(TW):
-            p += ms[tr, i] * ns[i, tc]
-        cuda.syncthreads()
-    if r < h and c0 + tc < w:
-        out[r, c0 + tc] = p
-''',
+            ns[i, j] = n[ph + i, c - tc + j] if ph + i < k and c - tc + j < w else numba.float32(0.0)
+""")),
         "a while loop over k, the last tile's products cut short instead of padded": '''
 TH = 8
 
@@ -274,27 +259,9 @@ def matmul_rect_numba(m, n, out):
 ''',
     },
     "ex05-4-answer": {
-        "the nt tile kept as loaded (ns[tr, tc] = nt[c0 + tr, ph + tc]) and read along its rows": '''
-@cuda.jit
-def matmul_bt_numba(m, nt, out):
-    ms = cuda.shared.array((TW, TW), numba.float32)
-    nts = cuda.shared.array((TW, TW), numba.float32)   # nts[j, i] = n[ph + i, c0 + j]
-    tc, tr = cuda.threadIdx.x, cuda.threadIdx.y
-    r = cuda.blockIdx.y * TW + tr
-    c0 = cuda.blockIdx.x * TW
-    h, k = m.shape
-    w = nt.shape[0]
-    p = numba.float32(0.0)
-    for ph in range(0, k, TW):
-        ms[tr, tc] = m[r, ph + tc] if r < h and ph + tc < k else numba.float32(0.0)
-        nts[tr, tc] = nt[c0 + tr, ph + tc] if c0 + tr < w and ph + tc < k else numba.float32(0.0)
-        cuda.syncthreads()
-        for i in range(TW):
-            p += ms[tr, i] * nts[tc, i]
-        cuda.syncthreads()
-    if r < h and c0 + tc < w:
-        out[r, c0 + tc] = p
-''',
+        "the nt tile kept as loaded (ns[tr, tc] = nt[c0 + tr, ph + tc]) and read along its rows": (
+            SOLUTIONS["ex05-4-answer"].replace("ns[tc, tr] = nt[c0 + tr, ph + tc]", "ns[tr, tc] = nt[c0 + tr, ph + tc]")
+            .replace("p += ms[tr, i] * ns[i, tc]", "p += ms[tr, i] * ns[tc, i]")),
         "tiles counted by a range, two partial sums (the even and the odd terms of each tile)": '''
 @cuda.jit
 def matmul_bt_numba(m, nt, out):
@@ -340,3 +307,5 @@ def launch_8x32(m, n, out):
 ''',
     },
 }
+for _answer, _variants in UNUSUAL.items():   # each differs from the solution it stands beside
+    assert all(code != SOLUTIONS[_answer] for code in _variants.values()), _answer

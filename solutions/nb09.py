@@ -471,15 +471,7 @@ __global__ void seg_scan_k(const float* __restrict__ x, const int* __restrict__ 
     if (t < n) out[t] = p[t] - p[st];
 }
 
-void seg_scan(torch::Tensor x, torch::Tensor flags, torch::Tensor out) {
-    CHECK_INPUT(x); CHECK_INPUT(flags); CHECK_INPUT(out);
-    int n = x.numel();
-    TORCH_CHECK(n >= 1 && n <= 1024, "seg_scan: one block scans 1 to 1024 elements");
-    seg_scan_k<<<1, cdiv(n, 32) * 32>>>(x.data_ptr<float>(), flags.data_ptr<int>(), out.data_ptr<float>(), n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-"""
-''',
+''' + SEG_SCAN[SEG_SCAN.index("void seg_scan("):],
         "the carry added below the warp's first start, found by __ballot_sync and __ffs": SEG_SCAN.replace(
             _CARRY_LINE,
             "    const unsigned starts = __ballot_sync(0xffffffffu, f_own);   // the lanes where a segment starts\n"
