@@ -126,11 +126,37 @@ def fixed_config():
     return gpu_fixed_config() if ON_GPU else dict(CPU_FIXED)
 
 
+# Where no configuration of matmul_configs() fits the GPU's shared memory per block for the operands' type
+# (fp32 on a T4: 64 KB, and the smallest needs 96 KB), the autotuner tries these instead, the smallest first.
+SMALL_CONFIGS = (config(64, 64, 32, 2, 4), config(128, 64, 32, 2, 4), config(64, 128, 32, 2, 4))
+
+
+def fitting_configs(configs, named_args, **kwargs):
+    """The autotuner's early prune: ``configs`` as they are where one of them fits this GPU's shared memory per
+    block in the course's model (:func:`_stage_bytes` per stage, 2 KB left for the compiler's own scratch), else
+    those of :data:`SMALL_CONFIGS` that fit (a T4 in fp32). Triton times every config it is given, and one it
+    cannot launch counts as infinitely slow; with none launchable it raised out of resources at the first call.
+
+    >>> len(fitting_configs(matmul_configs(), {"a_ptr": torch.empty(0)})) == len(matmul_configs())
+    True
+    """
+    itemsize = named_args["a_ptr"].element_size()
+
+    def fits(c):
+        kw = c.kwargs
+        need = c.num_stages * _stage_bytes(kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], itemsize) + 2048
+        return fits_shared_memory(need, "a matmul tile")[0]
+    if any(fits(c) for c in configs):
+        return configs
+    return [c for c in SMALL_CONFIGS if fits(c)] or [SMALL_CONFIGS[0]]
+
+
 # The strides are in the key: a b stored k-major (as nn.Linear's weight, used as w.T) tunes apart
 # from a row-major b, because TF32 tensor cores on Hopper read both operands k-major.
 matmul_tuned = triton.autotune(configs=matmul_configs(),
                                key=["h", "w", "k", "b_stride_k", "b_stride_c", "DOT_PRECISION", "HAS_BIAS",
-                                    "ACTIVATION"])(matmul_kernel)
+                                    "ACTIVATION"],
+                               prune_configs_by={"early_config_prune": fitting_configs})(matmul_kernel)
 
 
 def dot_precision(dtype, tf32=False):

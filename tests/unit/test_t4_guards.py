@@ -149,3 +149,21 @@ def test_notebook_07s_fixed_tile_fits_the_gpu_and_stays_hoppers_on_hopper(cc, ca
     cc(T4)
     assert tm.gpu_fixed_config(quiet=True) == tm.FIXED_CONFIGS[-1] and capsys.readouterr().out == ""
     assert tm.fixed_config() == (tm.gpu_fixed_config(quiet=True) if mode.ON_GPU else tm.CPU_FIXED)
+
+
+def test_the_autotuner_gets_tiles_that_fit_where_none_of_its_own_does(cc):
+    """Found running notebook 07 on an H100 acting as a T4: in fp32 every autotuned tile needs 96 KB or more, the
+    autotuner found none it could launch, and the first call raised out of resources (196,608 of 65,536 bytes)."""
+    from gpu_course.kernels import triton_matmul as tm
+    gpu_configs = [tm.config(128, 256, 64, 3, 8), tm.config(64, 128, 32, 4, 4), tm.config(128, 64, 32, 4, 4)]
+    fp32, fp16 = {"a_ptr": torch.empty(0)}, {"a_ptr": torch.empty(0, dtype=torch.float16)}
+    cc(H100)
+    assert tm.fitting_configs(gpu_configs, fp32) == gpu_configs       # Hopper: the list as it is
+    cc(T4)
+    assert tm.fitting_configs(gpu_configs, fp16) == gpu_configs       # one fits in fp16 (48 KB): as it is
+    small = tm.fitting_configs(gpu_configs, fp32)
+    assert small and all(c in tm.SMALL_CONFIGS for c in small)
+    for c in small:
+        kw = c.kwargs
+        assert c.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * 4 + 2048 <= 64 * 1024
+    assert tm.matmul_tuned.early_config_prune is tm.fitting_configs
