@@ -2,10 +2,12 @@
 (``kernel[grid]``: the autotuner's and ``JITFunction.run``'s Python) and on the direct path
 (:class:`gpu_course.triton_launch.Launcher`, the compiled kernel's own launcher), beside cuBLAS.
 
-* :func:`normal_path` wraps a function so that its launches take ``kernel[grid]`` (what a call cost before);
+* :func:`normal_path` wraps a function so that its launches take ``kernel[grid]`` (what a call cost before),
+  :func:`python_path` so that the matmul's C++ route (:func:`~gpu_course.kernels.triton_matmul.build_route`)
+  stands aside and the direct path launches;
 * :func:`call_profile` / :func:`profile_call` is a cProfile of one call, kept to the calling thread's
   functions: which functions the time goes to;
-* :func:`paths_rounds` times cuBLAS and both paths in interleaved rounds (GPU time, time per step of a
+* :func:`paths_rounds` times cuBLAS and the paths in interleaved rounds (GPU time, time per step of a
   back-to-back loop, CPU per call; :mod:`gpu_course.rounds`), :func:`paths_table` prints them with the
   rounds' range of each loop ratio, :func:`loop_ratios` and :func:`cpu_us` give a claim its figures;
 * :func:`fake_gpu` (cpu mode) makes the Launchers of given kernels act as on a GPU whose compiled kernels
@@ -31,7 +33,7 @@ from .rounds import interleaved_rounds
 from .timing import fmt_ms
 from .user_timing import bench_user
 
-PATHS = ("cuBLAS", "Triton, kernel[grid]", "Triton, direct")
+PATHS = ("cuBLAS", "Triton, kernel[grid]", "Triton, direct", "Triton, C++ route")
 
 
 def normal_path(fn):
@@ -40,6 +42,17 @@ def normal_path(fn):
         with triton_launch.through_jit():
             return fn(*args, **kwargs)
     return through
+
+
+def python_path(fn):
+    """``fn`` with the matmul's C++ route turned off: its launches take the Launcher's direct path (or
+    ``kernel[grid]`` where that steps aside), whether or not the route is built."""
+    from .kernels.triton_matmul import without_route
+
+    def python(*args, **kwargs):
+        with without_route():
+            return fn(*args, **kwargs)
+    return python
 
 
 KEEP = ("triton", "torch", "gpu_course")  # where Python cannot tell threads apart: the call's own packages

@@ -2,11 +2,21 @@
 
 _ADD_RELU_LAUNCHER = '''
 
-def add_relu(x, y, BLOCK=1024):
+def add_relu(x, b, BLOCK=1024):
+    assert x.is_contiguous() and b.shape == (x.shape[-1],), "x contiguous, b one value per column"
     out = utils.poisoned(x.shape, device=x.device)
-    n = x.numel()
-    add_relu_kernel[(utils.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)
+    n, w = x.numel(), x.shape[-1]
+    add_relu_kernel[(utils.cdiv(n, BLOCK),)](x, b, out, n, w, BLOCK=BLOCK)
     return out
+'''
+
+_ADD_RELU_BIAS_AT = '''
+@triton.jit
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    b = tl.load(b_ptr + {index}, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask) + b, 0.0), mask=mask)
 '''
 
 _ROW_MAX_LAUNCHER = '''
@@ -71,12 +81,12 @@ def row_max_kernel(x_ptr, out_ptr, x_row_stride, w, BLOCK_W: tl.constexpr):
 SOLUTIONS = {
     "ex06-1-answer": '''
 @triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
-    y = tl.load(y_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=mask)
+    b = tl.load(b_ptr + offs % w, mask=mask)  # the column of each element picks its bias
+    tl.store(out_ptr + offs, tl.maximum(x + b, 0.0), mask=mask)
 ''' + _ADD_RELU_LAUNCHER,
     "ex06-2-answer": _ROW_MAX_LOOP,
     "ex06-3-answer": _LAYER_NORM_HEAD + '''
@@ -96,64 +106,83 @@ def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 CHEATS = {
     "ex06-1-answer": {
-        "torch's result in out before a kernel that never stores": '''
+        "torch's result in out before a kernel that never stores": """
 @triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
 
 
-def add_relu(x, y, BLOCK=1024):
-    out = torch.relu(x + y)
-    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), BLOCK=BLOCK)
+def add_relu(x, b, BLOCK=1024):
+    out = torch.relu(x + b)
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, b, out, x.numel(), x.shape[-1], BLOCK=BLOCK)
     return out
-''',
-        "a torch one-liner": "add_relu = lambda x, y: torch.relu(x + y)",
-        "torch's result, copied by a kernel": '''
+""",
+        "a torch one-liner": "add_relu = lambda x, b: torch.relu(x + b)",
+        "torch's result, copied by a kernel": """
 @triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
 
 
-def add_relu(x, y, BLOCK=1024):
+def add_relu(x, b, BLOCK=1024):
     out = utils.poisoned(x.shape, device=x.device)
-    done = torch.relu(x + y)
-    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](done, y, out, x.numel(), BLOCK=BLOCK)
+    done = torch.relu(x + b)
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](done, b, out, x.numel(), x.shape[-1], BLOCK=BLOCK)
     return out
-''',
-        "not fused: the add, then the ReLU in a second launch": '''
-@triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, RELU: tl.constexpr = False):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    if RELU:  # pass 2: out = max(out, 0), in place
-        tl.store(out_ptr + offs, tl.maximum(tl.load(out_ptr + offs, mask=mask), 0.0), mask=mask)
-    else:  # pass 1: out = x + y
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-
-
-def add_relu(x, y, BLOCK=1024):
-    out = utils.poisoned(x.shape, device=x.device)
-    grid = (utils.cdiv(x.numel(), BLOCK),)
-    add_relu_kernel[grid](x, y, out, x.numel(), BLOCK=BLOCK)
-    add_relu_kernel[grid](x, y, out, x.numel(), BLOCK=BLOCK, RELU=True)
-    return out
-''',
-        "the kernel adds, torch applies the ReLU afterwards": '''
+""",
+        "the bias expanded to x's shape by torch, then a flat add of two tensors of one shape": """
 @triton.jit
 def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-''' + _ADD_RELU_LAUNCHER.replace("    return out", "    return out.relu_()"),
-        "the notebook's square kernel": '''
-def add_relu(x, y, BLOCK=1024):
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), 0.0),
+             mask=mask)
+
+
+def add_relu(x, b, BLOCK=1024):
     out = utils.poisoned(x.shape, device=x.device)
-    square_kernel_1d[(utils.cdiv(x.numel(), BLOCK),)](torch.relu(x + y).sqrt(), out, x.numel(), BLOCK=BLOCK)
+    y = b.expand_as(x).contiguous()   # torch does the broadcast: h x w floats written, then read again
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), BLOCK=BLOCK)
     return out
-''',
+""",
+        "the bias of the element's row, not of its column": _ADD_RELU_BIAS_AT.format(index="offs // w")
+                                                            + _ADD_RELU_LAUNCHER,
+        "the bias of the element's flat offset within its block": _ADD_RELU_BIAS_AT.format(
+            index="tl.arange(0, BLOCK) % w") + _ADD_RELU_LAUNCHER,
+        "not fused: the add, then the ReLU in a second launch": """
+@triton.jit
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr, RELU: tl.constexpr = False):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if RELU:  # pass 2: out = max(out, 0), in place
+        tl.store(out_ptr + offs, tl.maximum(tl.load(out_ptr + offs, mask=mask), 0.0), mask=mask)
+    else:  # pass 1: out = x + b
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + offs % w, mask=mask), mask=mask)
+
+
+def add_relu(x, b, BLOCK=1024):
+    out = utils.poisoned(x.shape, device=x.device)
+    grid = (utils.cdiv(x.numel(), BLOCK),)
+    add_relu_kernel[grid](x, b, out, x.numel(), x.shape[-1], BLOCK=BLOCK)
+    add_relu_kernel[grid](x, b, out, x.numel(), x.shape[-1], BLOCK=BLOCK, RELU=True)
+    return out
+""",
+        "the kernel adds, torch applies the ReLU afterwards": """
+@triton.jit
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + offs % w, mask=mask), mask=mask)
+""" + _ADD_RELU_LAUNCHER.replace("    return out", "    return out.relu_()"),
+        "the notebook's square kernel": """
+def add_relu(x, b, BLOCK=1024):
+    out = utils.poisoned(x.shape, device=x.device)
+    square_kernel_1d[(utils.cdiv(x.numel(), BLOCK),)](torch.relu(x + b).sqrt(), out, x.numel(), BLOCK=BLOCK)
+    return out
+""",
     },
     "ex06-2-answer": {
         "a torch one-liner instead of a kernel": "row_max_kernel = lambda x_ptr, out_ptr, x_row_stride, w, BLOCK_W: None",
@@ -239,6 +268,19 @@ def max_two_pass(x, BLOCK=1024):
 def max_two_pass(x, BLOCK=1024):
     return mean_two_pass(x).reshape(1)
 ''',
+        "one launch: the programs combine their maxima with tl.atomic_max": '''
+@triton.jit
+def max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))
+    tl.atomic_max(out_ptr, tl.max(x, axis=0))
+
+
+def max_two_pass(x, BLOCK=1024):
+    out = torch.full((1,), -float("inf"), device=x.device)
+    max_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK=BLOCK)
+    return out
+''',
     },
 }
 
@@ -255,29 +297,30 @@ class Hidden:   # hands Triton an address (data_ptr, dtype), is no tensor
     def stride(self): return self.t.stride()
 '''
 CHEATS["ex06-1-answer"]["torch's result copied through an object that is no tensor"] = _HIDDEN + \
-    CHEATS["ex06-1-answer"]["torch's result, copied by a kernel"].replace("](done, y, out,", "](Hidden(done), y, out,")
-CHEATS["ex06-1-answer"]["x's address passed as a number, to tell the learner's launch from the check's"] = '''
+    CHEATS["ex06-1-answer"]["torch's result, copied by a kernel"].replace("](done, b, out,", "](Hidden(done), b, out,")
+CHEATS["ex06-1-answer"]["x's address passed as a number, to tell the learner's launch from the check's"] = """
 @triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, x_addr, BLOCK: tl.constexpr):
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, x_addr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     if x_ptr.to(tl.int64, bitcast=True) == x_addr:       # the learner's own run: program 0 does it all
         if pid == 0:
             for start in range(0, n, BLOCK):
                 offs = start + tl.arange(0, BLOCK)
                 m = offs < n
-                tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0),
-                         mask=m)
+                s = tl.load(x_ptr + offs, mask=m) + tl.load(b_ptr + offs % w, mask=m)
+                tl.store(out_ptr + offs, tl.maximum(s, 0.0), mask=m)
     else:
         offs = pid * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
-        tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0), mask=m)
+        tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(b_ptr + offs % w, mask=m), 0.0),
+                 mask=m)
 
 
-def add_relu(x, y, BLOCK=1024):
+def add_relu(x, b, BLOCK=1024):
     out = utils.poisoned(x.shape, device=x.device)
-    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), x.data_ptr(), BLOCK=BLOCK)
+    add_relu_kernel[(utils.cdiv(x.numel(), BLOCK),)](x, b, out, x.numel(), x.shape[-1], x.data_ptr(), BLOCK=BLOCK)
     return out
-'''
+"""
 
 # Refused in cpu mode only: the interpreter counts what each program stored. On a GPU the compiled kernel cannot
 # say which program stored what, and a single-program relaunch does not show it either (tl.num_programs is then 1,
@@ -365,34 +408,51 @@ def row_max(x):
 # right answers written otherwise than the solutions: each must be accepted
 UNUSUAL = {
     "ex06-1-answer": {
-        "each program adds two blocks, one after the other, on half the programs": '''
+        "each program adds two blocks, one after the other, on half the programs": """
 @triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
     for half in range(2):
         offs = (tl.program_id(0) * 2 + half) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
-        s = tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask)
+        s = tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + offs % w, mask=mask)
         tl.store(out_ptr + offs, tl.where(s > 0, s, 0.0), mask=mask)
 
 
-def add_relu(x, y, BLOCK=512):
+def add_relu(x, b, BLOCK=512):
     out = utils.poisoned(x.shape, device=x.device)
     n = x.numel()
-    add_relu_kernel[(utils.cdiv(n, 2 * BLOCK),)](x, y, out, n, BLOCK=BLOCK)
+    add_relu_kernel[(utils.cdiv(n, 2 * BLOCK),)](x, b, out, n, x.shape[-1], BLOCK=BLOCK)
     return out
-''',
-        "the ReLU in a @triton.jit helper, blocks of 256": '''
+""",
+        "the column as offs - (offs // w) * w, the ReLU in a @triton.jit helper, blocks of 256": """
 @triton.jit
 def relu_of(v):
     return tl.maximum(v, 0.0)
 
 
 @triton.jit
-def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, relu_of(tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask)), mask=mask)
-''' + _ADD_RELU_LAUNCHER.replace("BLOCK=1024", "BLOCK=256"),
+    c = offs - (offs // w) * w
+    tl.store(out_ptr + offs, relu_of(tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + c, mask=mask)), mask=mask)
+""" + _ADD_RELU_LAUNCHER.replace("BLOCK=1024", "BLOCK=256"),
+        "one program per row, with a launcher of its own": """
+@triton.jit
+def add_relu_kernel(x_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    mask = c < w
+    s = tl.load(x_ptr + r * w + c, mask=mask) + tl.load(b_ptr + c, mask=mask)
+    tl.store(out_ptr + r * w + c, tl.maximum(s, 0.0), mask=mask)
+
+
+def add_relu(x, b):
+    h, w = x.shape
+    out = utils.poisoned(x.shape, device=x.device)
+    add_relu_kernel[(h,)](x, b, out, x.numel(), w, BLOCK=triton.next_power_of_2(w))
+    return out
+""",
     },
     "ex06-2-answer": {
         "a running scalar max instead of a block of maxima": '''

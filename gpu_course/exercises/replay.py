@@ -100,6 +100,7 @@ class Execution:
     lanes: dict = field(default_factory=lambda: defaultdict(int))   # as ``work``, masked-off lanes included
     grids: list = field(default_factory=list)                        # each launch's grid
     wrote: dict = field(default_factory=lambda: defaultdict(int))
+    atomics: dict = field(default_factory=lambda: defaultdict(int))   # as ``wrote``, by atomic operations only
     scalar_loads: dict = field(default_factory=lambda: defaultdict(int))   # tl.loads of one lane, per program
     launch: int = 0
 
@@ -369,6 +370,8 @@ def counting(ex: Execution):
         ex.lanes[key] += lanes
         if ev.op != "load":
             ex.wrote[key] += n
+            if ev.op.startswith("atomic"):
+                ex.atomics[key] += n
         elif ptrs.size == 1:
             ex.scalar_loads[key] += 1
 

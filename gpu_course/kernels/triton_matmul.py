@@ -20,7 +20,8 @@ from ..launch import cdiv
 from ..hardware import fits_shared_memory
 from ..mode import ON_GPU, by_mode
 from ..tile_order import tile_of
-from ..triton_launch import direct
+from .. import triton_route
+from ..triton_launch import direct, direct_allowed
 
 ACTIVATIONS = ("", "gelu")
 
@@ -203,7 +204,12 @@ def check_shapes(a, b):
 
 def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
     """activation(a @ b + bias) in one kernel; autotuned, or with ``cfg`` (BLOCK_M, BLOCK_N, BLOCK_K,
-    GROUP_M, num_warps, num_stages) fixed."""
+    GROUP_M, num_warps, num_stages) fixed. Once :func:`build_route` has built the C++ route, an autotuned
+    call whose arguments' kinds were seen before goes through it (:func:`route_sig`)."""
+    if _ROUTE["mod"] is not None and cfg is None and alloc is torch.empty:  # the C++ route (end of section 3)
+        out = _through_route(a, b, bias, activation, tf32)
+        if out is not None:
+            return out
     h, w, k = check_shapes(a, b)
     assert activation in ACTIVATIONS, f"matmul: activation must be one of {ACTIVATIONS}, got {activation!r}"
     assert bias is None or bias.shape == (w,), f"matmul: bias must have shape ({w},), got {tuple(bias.shape)}"
@@ -213,10 +219,101 @@ def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.emp
     switches = dict(DOT_PRECISION=dot_precision(a.dtype, tf32), HAS_BIAS=bias is not None, ACTIVATION=activation)
     if cfg is None:
         grid = lambda meta: (cdiv(h, meta["BLOCK_M"]) * cdiv(w, meta["BLOCK_N"]),)  # noqa: E731
-        direct(matmul_tuned)[grid](*args, **switches)  # after a key's first call: the compiled kernel itself
+        ck = direct(matmul_tuned)[grid](*args, **switches)  # after a key's first call: the compiled kernel itself
+        if _ROUTE["mod"] is not None and alloc is torch.empty:
+            _remember(ck, a, b, bias, activation, tf32)
     else:
         direct(matmul_kernel)[(cdiv(h, cfg["BLOCK_M"]) * cdiv(w, cfg["BLOCK_N"]),)](*args, **switches, **cfg)
     return out
+
+
+# ------------------------------------------------- the C++ route (gpu_course/triton_route.py, cuda/triton_route/)
+ROUTE_SOURCE = triton_route.ROUTE_DIR / "matmul.cpp"
+_ROUTE = {"mod": None, "why": "not built yet: build_route() builds it", "on": True}
+_ROUTE_SIGS: dict = {}   # route_sig(...) -> (kernel id, BLOCK_M, BLOCK_N), or None where the route cannot launch it
+
+
+def build_route(verbose=False) -> bool:
+    """Build the matmul's C++ route (``cuda/triton_route/matmul.cpp``; about a minute the first time) and
+    turn it on for :func:`matmul`: True when it is ready, else False and :func:`route_status` says why."""
+    if _ROUTE["mod"] is None:
+        _ROUTE["mod"], _ROUTE["why"] = triton_route.build("matmul_route", ROUTE_SOURCE, verbose)
+    return _ROUTE["mod"] is not None
+
+
+def route_status():
+    """None when :func:`matmul`'s later calls go through the C++ route, else why they do not."""
+    return _ROUTE["why"]
+
+
+class without_route:
+    """``with without_route():`` :func:`matmul` takes the Python launch path even where the route is built:
+    what a call costs without it, for comparisons.
+
+    >>> with without_route():
+    ...     _ROUTE["on"]
+    False
+    """
+
+    def __enter__(self):
+        self._was, _ROUTE["on"] = _ROUTE["on"], False
+        return self
+
+    def __exit__(self, *exc):
+        _ROUTE["on"] = self._was
+
+
+def route_sig(a, b, bias, activation, tf32):
+    """Everything the compiled kernel's choice and its specialisation depend on, for one call: dtypes, shapes
+    and strides (which fix each int's kind and the autotuner's key), each pointer's 16-byte alignment, the
+    devices (the tensors' and the current one, where Triton compiled), the epilogue and the precision.
+
+    >>> a = torch.zeros(4, 8); route_sig(a, a.T, None, "", False) == route_sig(a + 1, a.T, None, "", False)
+    True
+    """
+    return (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16,
+            a.device, b.device, torch._C._cuda_getDevice() if a.is_cuda else None, activation, tf32,
+            None if bias is None else (bias.dtype, bias.shape, bias.stride(), bias.data_ptr() % 16, bias.device))
+
+
+def route_taken(a, b, bias=None, activation="", tf32=False) -> bool:
+    """Whether :func:`matmul`'s next call with these arguments goes through the C++ route (built, on, and
+    this call's kinds seen before with a kernel the route can launch)."""
+    return (_ROUTE["mod"] is not None and _ROUTE["on"] and direct_allowed()
+            and _ROUTE_SIGS.get(route_sig(a, b, bias, activation, tf32)) is not None)
+
+
+def _through_route(a, b, bias, activation, tf32):
+    """``matmul``'s result through the route where a call of these kinds was seen before (and may launch
+    directly), else None: the Python path then runs, and checks the arguments."""
+    if not (_ROUTE["on"] and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and (bias is None or isinstance(bias, torch.Tensor))):
+        return None
+    hit = _ROUTE_SIGS.get(route_sig(a, b, bias, activation, tf32))
+    if hit is None or not direct_allowed():
+        return None
+    mod = _ROUTE["mod"]
+    return mod.matmul(a, b, *hit) if bias is None else mod.matmul_bias(a, b, bias, *hit)
+
+
+def _remember(ck, a, b, bias, activation, tf32):
+    """After a call through the Python path: register the kernel ``ck`` it launched with the route, for this
+    call's kinds (once; None where the route cannot launch it)."""
+    if not _ROUTE["on"] or not direct_allowed():
+        return
+    sig = route_sig(a, b, bias, activation, tf32)
+    if sig not in _ROUTE_SIGS:
+        _ROUTE_SIGS[sig] = _route_entry(_ROUTE["mod"], ck)
+
+
+def _route_entry(mod, ck):
+    """The route's arguments for a call the autotuner's choice ``ck`` made: (kernel id, BLOCK_M, BLOCK_N), or
+    None where the route cannot launch it (then every such call keeps the Python path)."""
+    kid = triton_route.register(mod, ck, 13) if ck is not None else None
+    if kid is None:
+        return None
+    kw = direct(matmul_tuned).kernel.best_config.kwargs     # the autotuner's choice, which the launcher launched
+    return kid, kw["BLOCK_M"], kw["BLOCK_N"]
 
 
 def tensor_core_instruction(a, b, tf32=False):

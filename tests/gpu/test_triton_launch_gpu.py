@@ -13,6 +13,15 @@ from gpu_course.lessons import layernorm as lesson
 pytestmark = pytest.mark.skipif(not utils.ON_GPU, reason="needs a GPU (gpu mode)")
 
 
+@pytest.fixture(autouse=True)
+def _python_launch_path():
+    """These tests are about the Launcher's direct path: the matmul's C++ route, where an earlier test built
+    it, would take its calls (tests/gpu/test_triton_matmul_gpu.py checks the route)."""
+    from gpu_course.kernels import triton_matmul as tm
+    with tm.without_route():
+        yield
+
+
 def _check_forward(x, wt, b):
     y, _, _ = ln.layer_norm_forward(x, wt, b, alloc=utils.poisoned)
     ref = F.layer_norm(x.double(), (x.shape[-1],), wt.double(), b.double(), 1e-5)

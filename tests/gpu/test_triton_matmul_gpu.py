@@ -18,3 +18,22 @@ def test_tf32_uses_tensor_cores_in_both_layouts(k_major):
     op = tensor_core_instruction(a, b, tf32=True)
     wanted = "wgmma" if torch.cuda.get_device_capability() >= (9, 0) else "mma"
     assert op.startswith(wanted) and "tf32" in op, op
+
+
+@pytest.mark.parametrize("dtype, shape, epilogue", [(torch.float16, (1000, 777, 555), False),
+                                                    (torch.float16, (256, 512, 384), True),
+                                                    (torch.float32, (300, 200, 100), True)])
+def test_the_cpp_route_gives_the_python_paths_result_bit_for_bit(dtype, shape, epilogue):
+    from gpu_course.kernels import triton_matmul as tm
+    assert tm.build_route(), tm.route_status()
+    h, k, w = shape
+    a, b = torch.randn(h, k, device="cuda", dtype=dtype), torch.randn(k, w, device="cuda", dtype=dtype)
+    kw = dict(bias=torch.randn(w, device="cuda", dtype=dtype), activation="gelu") if epilogue else {}
+    with tm.without_route():
+        want = tm.matmul(a, b, **kw)                       # tunes, compiles, registers nothing
+    first = tm.matmul(a, b, **kw)                          # the Python path, registering the kernel
+    sig = tm.route_sig(a, b, kw.get("bias"), kw.get("activation", ""), False)
+    assert tm._ROUTE_SIGS.get(sig) is not None, "the route did not take this kernel"
+    got = tm.matmul(a, b, **kw)                            # through the route
+    assert torch.equal(first, want) and torch.equal(got, want)
+    torch.cuda.synchronize()

@@ -77,7 +77,9 @@ class PythonKind(Kind):
     def own_launch(self, trial):
         """:func:`..replay.replay` of the learner's launches; what it executed must split the work
         (:meth:`executed_problem`, whatever the number of launches); then, for one launch on a grid of
-        more than two, a single program or block alone must not write the whole output."""
+        more than two, a single program or block alone must not write the whole output, unless the
+        programs combine their results in it with atomics (:meth:`combined`: then each of them writes
+        every output, and the exercise's evidence judges the method)."""
         from ..replay import replay, written
         from ..runner import first_line
         label, mine, out, inputs = trial.label, trial.mine, trial.out, trial.inputs
@@ -95,7 +97,7 @@ class PythonKind(Kind):
         unit = self.unit_one
         if self.counted_per_program(execution):   # what each one wrote in the learner's own grid
             where, n = max(execution.wrote.items(), key=lambda kv: kv[1])
-            if n >= out.numel():
+            if n >= out.numel() and not self.combined(execution, where):
                 return (f"{unit} {_show(where[1])} of {label} wrote all {out.numel()} outputs itself, the work of "
                         f"the whole grid of {execution.programs}: each {unit} must compute its own part, not "
                         f"loop over the others'"), got, execution
@@ -106,7 +108,7 @@ class PythonKind(Kind):
             return (f"the check launched {label} with a single {unit} and it raised {first_line(e)}: "
                     f"a {unit} must work on its own part, whatever the grid"), got, execution
         n = int(written(one).sum())
-        if n >= out.numel():
+        if n >= out.numel() and not self.combined(execution, None):
             return (f"launched alone, {unit} 0 of {label} wrote all {n} outputs, the work of the whole grid "
                     f"of {execution.programs}: each {unit} must compute its own part, not loop over the "
                     f"others'"), got, execution
@@ -123,6 +125,14 @@ class PythonKind(Kind):
         (``execution.wrote``): then whether one of them wrote the whole output is read from the learner's
         own grid, instead of from a launch of a single one (which a grid-stride loop rightly answers by
         doing all the work, its grid being of one)."""
+        return False
+
+    def combined(self, execution, program) -> bool:
+        """Whether the programs or blocks of the course's own launch combined their results into the
+        output with atomic operations (a max or a sum of all of them in one number), so that one of them
+        writing every output is no sign of it doing the others' work. ``program``: the (launch, program)
+        that wrote them all, where :meth:`counted_per_program`; None otherwise. False here: the kind
+        tells."""
         return False
 
     def launch_again(self, launch, args, kwargs, grid, execution) -> None:

@@ -58,6 +58,17 @@ class TritonKind(PythonKind):
     def counted_per_program(self, execution) -> bool:
         return bool(execution.counted and execution.grids)
 
+    def combined(self, execution, program) -> bool:
+        """cpu mode: every element ``program`` wrote was an atomic update, and another program of its launch
+        made atomic updates too; on a GPU: the compiled kernel holds an atomic operation."""
+        if execution.counted:
+            if program is None:
+                return False
+            others = [k for k, v in execution.atomics.items() if v and k[0] == program[0] and k != program]
+            return bool(others) and execution.atomics.get(program, 0) >= execution.wrote.get(program, 0) > 0
+        from ..compiled import triton_ops
+        return any(triton_ops(k)["atomic"] for k in execution.compiled)
+
     def executed_problem(self, trial, execution) -> str | None:
         """What each program of every launch of the course's own launch did (cpu mode): none stored
         nothing, and none did the others' share: within a launch, the busiest program's loads and

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from ... import triton_route
 from ...mode import ON_GPU
 from ...triton_launch import direct_allowed
 from .function import LayerNorm
@@ -43,16 +44,11 @@ def build_node(verbose=False):
         _NODE["why"] = ("cpu mode: the node launches compiled GPU kernels through the CUDA driver; "
                         "layer_norm_node and layer_norm_op run the Python launchers here")
         return False
-    from torch.utils.cpp_extension import load
-    from ...cuda.cache_files import cache_dir
-    build = cache_dir("cuda") / "layer_norm_node"
-    build.mkdir(parents=True, exist_ok=True)
-    try:
-        _NODE["mod"] = load(name="gpu_course_layer_norm_node", sources=[str(NODE_SOURCE)], extra_cflags=["-O2"],
-                            extra_ldflags=["-ldl"], build_directory=str(build), verbose=verbose)
-    except Exception as e:  # a compiler's error: say it, keep the Python path
-        _NODE["why"] = "the build failed: " + " ".join(str(e).split())[:300]
+    mod, why = triton_route.build("layer_norm_node", NODE_SOURCE, verbose)
+    if mod is None:
+        _NODE["why"] = why
         return False
+    _NODE["mod"] = mod
     _NODE["why"] = None
     _ROUTE["node"] = layer_norm_node   # from now on layer_norm_op, what a model calls, goes through the node
     return True
@@ -67,16 +63,7 @@ def _node_kernel(ck, nargs):
     """Register compiled kernel ``ck`` (``nargs`` runtime arguments) with the node: its id, or None where
     a launch through ``cuLaunchKernel`` would not be the launch Triton makes (an argument type other
     than a pointer, i32, i64 or fp32; scratch memory; a cluster of programs)."""
-    meta, sig = ck.metadata, list(ck.src.signature.values())
-    if (getattr(meta, "global_scratch_size", 0) or getattr(meta, "profile_scratch_size", 0)
-            or getattr(meta, "num_ctas", 1) != 1 or len(sig) < nargs or any(t != "constexpr" for t in sig[nargs:])):
-        return None
-    codes = {"i32": "i", "i64": "l", "fp32": "f", "constexpr": "-"}
-    layout = "".join("p" if t.startswith("*") else codes.get(t, "?") for t in sig[:nargs])
-    if "?" in layout:
-        return None
-    scratch = 2 if hasattr(meta, "profile_scratch_size") else 1 if hasattr(meta, "global_scratch_size") else 0
-    return _NODE["mod"].add_kernel(ck.function, 32 * meta.num_warps, meta.shared, layout, scratch)
+    return triton_route.register(_NODE["mod"], ck, nargs)
 
 
 def _node_ids(x2, weight, bias, cfg):

@@ -4,124 +4,11 @@
 // its own; a Python backward there pays the interpreter (and Triton's Python launcher) again on every
 // step, a C++ one does not.
 //
-// Python registers each compiled kernel once (add_kernel): its CUfunction, threads per program, dynamic
-// shared memory, and how each argument is passed, one letter per argument in order: 'p' a pointer,
-// 'i' a 32-bit int, 'l' a 64-bit int, 'f' a 32-bit float, '-' compiled in (Triton folds an int equal to
-// 1 into the kernel). Triton appends `scratch` null pointers (its global and profile scratch memory)
-// after the arguments.
-#include <torch/extension.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-
-#include <dlfcn.h>
-
-#include <array>
-#include <cstdint>
-#include <deque>
-#include <mutex>
-#include <string>
+// The driver, the kernels' registry and launch(): triton_route/launch.h.
+#define TRITON_ROUTE_WHO "layer_norm_node"
+#include "../triton_route/launch.h"
 
 namespace {
-
-using CUresult = int;  // CUDA_SUCCESS is 0
-using LaunchFn = CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              void*, void**, void**);
-using ErrorFn = CUresult (*)(CUresult, const char**);
-using CtxGetFn = CUresult (*)(void**);
-using CtxSetFn = CUresult (*)(void*);
-using DeviceGetFn = CUresult (*)(int*, int);
-using RetainFn = CUresult (*)(void**, int);
-
-// The driver's entry points, from the libcuda.so.1 that torch has loaded (no link-time dependency).
-struct Driver {
-  LaunchFn launch;
-  ErrorFn error;
-  CtxGetFn ctx_get;
-  CtxSetFn ctx_set;
-  DeviceGetFn device_get;
-  RetainFn retain;
-};
-
-const Driver& driver() {
-  static const Driver d = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
-    TORCH_CHECK(lib != nullptr, "layer_norm_node: cannot open libcuda.so.1 (the CUDA driver)");
-    Driver d{reinterpret_cast<LaunchFn>(dlsym(lib, "cuLaunchKernel")),
-             reinterpret_cast<ErrorFn>(dlsym(lib, "cuGetErrorString")),
-             reinterpret_cast<CtxGetFn>(dlsym(lib, "cuCtxGetCurrent")),
-             reinterpret_cast<CtxSetFn>(dlsym(lib, "cuCtxSetCurrent")),
-             reinterpret_cast<DeviceGetFn>(dlsym(lib, "cuDeviceGet")),
-             reinterpret_cast<RetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"))};
-    TORCH_CHECK(d.launch && d.error && d.ctx_get && d.ctx_set && d.device_get && d.retain,
-                "layer_norm_node: the CUDA driver lacks an entry point this node needs");
-    return d;
-  }();
-  return d;
-}
-
-void check(CUresult r, const char* what) {
-  if (r == 0) return;
-  const char* s = nullptr;
-  driver().error(r, &s);
-  TORCH_CHECK(false, std::string("layer_norm_node: ") + what + " failed: " + (s ? s : "unknown error"));
-}
-
-constexpr int kMaxArgs = 24;
-
-struct Kernel {
-  void* fn;
-  unsigned threads, shared;
-  int nargs, scratch;
-  std::array<char, kMaxArgs> layout;
-};
-
-std::mutex registry_lock;      // kernels are added from Python while a backward may read them
-std::deque<Kernel> registry;   // a deque: adding never moves the kernels already there
-
-Kernel kernel(int64_t id) {
-  std::lock_guard<std::mutex> g(registry_lock);
-  TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(registry.size()), "layer_norm_node: no kernel of that id");
-  return registry[id];
-}
-
-// One argument as Python would pass it: a pointer or an int in `i`, a float in `f`.
-struct Word {
-  int64_t i;
-  double f;
-};
-Word P(const at::Tensor& t) { return {reinterpret_cast<int64_t>(t.data_ptr()), 0.0}; }
-Word I(int64_t v) { return {v, 0.0}; }
-Word F(double v) { return {0, v}; }
-
-void launch(const Kernel& k, int64_t grid, std::initializer_list<Word> words, const at::Device& device) {
-  TORCH_CHECK(static_cast<int>(words.size()) == k.nargs, "layer_norm_node: the kernel takes " +
-              std::to_string(k.nargs) + " arguments, given " + std::to_string(words.size()));
-  std::array<int64_t, kMaxArgs + 2> store{};
-  std::array<void*, kMaxArgs + 2> params{};
-  int n = 0, j = 0;
-  for (const Word& w : words) {
-    const char c = k.layout[j++];
-    if (c == '-') continue;  // compiled into the kernel: not a parameter
-    void* slot = &store[n];
-    if (c == 'i') *static_cast<int32_t*>(slot) = static_cast<int32_t>(w.i);
-    else if (c == 'f') *static_cast<float*>(slot) = static_cast<float>(w.f);
-    else *static_cast<int64_t*>(slot) = w.i;  // 'p', 'l'
-    params[n++] = slot;
-  }
-  for (int s = 0; s < k.scratch; ++s) params[n++] = &store[kMaxArgs + s];  // null: no scratch memory
-  const Driver& d = driver();
-  void* ctx = nullptr;  // autograd's worker thread may have no current context yet
-  check(d.ctx_get(&ctx), "cuCtxGetCurrent");
-  if (ctx == nullptr) {
-    int dev = 0;
-    check(d.device_get(&dev, device.index()), "cuDeviceGet");
-    check(d.retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    check(d.ctx_set(ctx), "cuCtxSetCurrent");
-  }
-  void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle();
-  check(d.launch(k.fn, static_cast<unsigned>(grid), 1, 1, k.threads, 1, 1, k.shared, stream, params.data(), nullptr),
-        "cuLaunchKernel");
-}
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
@@ -162,23 +49,6 @@ struct LayerNormNode : public torch::autograd::Function<LayerNormNode> {
 };
 
 }  // namespace
-
-// A compiled Triton kernel, registered once: returns its id.
-int64_t add_kernel(int64_t function, int64_t threads, int64_t shared, const std::string& layout, int64_t scratch) {
-  TORCH_CHECK(function != 0 && threads > 0 && shared >= 0, "add_kernel: not a loaded kernel");
-  TORCH_CHECK(layout.size() <= static_cast<size_t>(kMaxArgs) && scratch >= 0 && scratch <= 2,
-              "add_kernel: at most 24 arguments and 2 scratch pointers");
-  Kernel k{reinterpret_cast<void*>(function), static_cast<unsigned>(threads), static_cast<unsigned>(shared),
-           static_cast<int>(layout.size()), static_cast<int>(scratch), {}};
-  for (size_t i = 0; i < layout.size(); ++i) {
-    TORCH_CHECK(std::string("pilf-").find(layout[i]) != std::string::npos,
-                "add_kernel: the layout's letters are p, i, l, f and -");
-    k.layout[i] = layout[i];
-  }
-  std::lock_guard<std::mutex> g(registry_lock);
-  registry.push_back(k);
-  return static_cast<int64_t>(registry.size()) - 1;
-}
 
 // y = LayerNorm(x) with this node as y's grad_fn.
 at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
