@@ -206,7 +206,7 @@ def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.emp
     """activation(a @ b + bias) in one kernel; autotuned, or with ``cfg`` (BLOCK_M, BLOCK_N, BLOCK_K,
     GROUP_M, num_warps, num_stages) fixed. Once :func:`build_route` has built the C++ route, an autotuned
     call whose arguments' kinds were seen before goes through it (:func:`route_sig`)."""
-    if _ROUTE["mod"] is not None and cfg is None and alloc is torch.empty:  # the C++ route (end of section 3)
+    if _ROUTE["mod"] is not None and cfg is None and alloc is torch.empty:  # the C++ route, once build_route() built it
         out = _through_route(a, b, bias, activation, tf32)
         if out is not None:
             return out
