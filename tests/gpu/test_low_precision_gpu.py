@@ -57,3 +57,15 @@ def test_the_tuned_choice_is_kept_per_shape():
     key = (2, 256, 1024, x.dtype, x.device)
     assert key in G._TUNED and set(G._TUNED[key]) >= {"BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages"}
     assert G._TUNED[key]["BLOCK_K"] % G.GROUP == 0
+
+
+@pytest.mark.parametrize("n, k", [(8192, 8192), (4096, 14336), (1000, 384)])
+def test_the_strided_int4_gemv_matches_float64_at_decoding_shapes(n, k):
+    from gpu_course.kernels import quant_gemv_strided as S
+    w = Q.weight_like(n, k, seed=5).to("cuda")
+    packed, scales = Q.quantize_int4_groups(w, 128, torch.float16)
+    x = torch.randn(1, k, device="cuda", dtype=torch.float16)
+    ref = x.double() @ Q.dequantize_int4_groups(packed, scales).double().T.to("cuda")
+    for cfg in (None, dict(BLOCK_N=16, BLOCK_KW=64, SPLIT_K=1, num_warps=4, num_stages=2)):
+        utils.check(S.int4_gemv_strided(x, S.repack_strided(packed), scales, cfg, alloc=utils.poisoned), ref,
+                    atol=2e-2, rtol=1e-2, name=f"int4_gemv_strided {n}x{k}")

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow   # the scripts run whole, in a fresh interpreter
 
 # script -> its arguments for a short cpu-mode run
-SCRIPTS = {"elementwise.py": [], "matmul_ladder.py": [], "reductions.py": [], "tensor_cores.py": [],
+SCRIPTS = {"elementwise.py": [], "int4_gemv.py": ["--shapes", "32x256"], "matmul_ladder.py": [], "reductions.py": [], "tensor_cores.py": [],
            "triton_basics_bench.py": [], "triton_matmul.py": ["--sizes", "64"],
            "triton_matmul_sweep.py": ["fp16", "64"]}
 
