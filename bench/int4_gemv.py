@@ -1,5 +1,5 @@
 """Batch-1 int4 GEMV: notebook 15's kernel, the strided-packing kernel (gpu_course/kernels/quant_gemv_strided.py),
-torch's int4 kernel, the bf16 (fp16) F.linear and a clone of the packed bytes, with L2 flushed before each timing.
+torch's int4 and int8 kernels and the bf16 (fp16) F.linear, with L2 flushed before each timing.
 
     python bench/int4_gemv.py                      # 8192 x 8192 and 4096 x 14336 (W is n x k)
     python bench/int4_gemv.py --shapes 8192x8192

@@ -40,7 +40,8 @@ def check_cpu_ms_per_call(timer) -> None:
     ``launch_ms``). Each of the check's calls keeps the CPU busy for a few ms, a different time each (its launch),
     and queues tens of ms of GPU work (real on a GPU, simulated in cpu mode: see
     :func:`gpu_course.exercises.slow_work`), so a clock that waits for the GPU, anywhere, reads far more than
-    the calls' CPU time. Refused: a wait for the GPU between two calls (the next call finds the queue empty),
+    the calls' CPU time; some of that work is queued before the timer is called. Refused: a wait for that work after
+    the clock started, a wait for the GPU between two calls (the next call finds the queue empty),
     another number of calls than ``calls``, and the course's own loop (:func:`~gpu_course.timing.cpu_ms_back_to_back`,
     behind ``utils.cpu_ms_per_call`` and ``bench``'s ``launch_ms``)."""
     import random
@@ -61,6 +62,8 @@ def check_cpu_ms_per_call(timer) -> None:
                 made.append(1)
                 launch()                                      # then its GPU work, queued
                 clock[1:] = [time.perf_counter()]             # the latest call returns
+            launch()                                          # work queued before the loop: it must not count
+            queued = time.perf_counter()
             got = timer(call, calls)
             mode.synchronize()                                # the check waits for the work; not the timer's
         assert not course_loop, "utils.cpu_ms_per_call (and bench's launch_ms) is the loop you are asked to write"
@@ -71,6 +74,11 @@ def check_cpu_ms_per_call(timer) -> None:
         # the loop's CPU time per call, from the first call's start to the last one's return, as the check saw it
         # (on a busy machine a call can take longer than the CPU work it was given)
         loop = (clock[1] - clock[0]) * 1e3 / calls
+        late = (clock[0] - queued) * 1e3                      # from the timer's start to its first call
+        assert not (late >= 0.5 * work_ms and got > 1.3 * loop + 2), (
+            f"{got:.3g} ms per call, but the calls kept the CPU busy {loop:.1f} ms each: your clock counted "
+            f"{late:.0f} ms of work queued before the loop (a wait for the GPU after the clock started); wait, if "
+            f"at all, before starting the clock")
         assert got >= 0.9 * loop, (f"{got:.3g} ms per call, but the calls kept the CPU busy {loop:.1f} ms each on "
                                    f"average (milliseconds, per call)")
         assert got <= 1.3 * loop + 2, (

@@ -56,6 +56,14 @@ def cpu_ms_per_call(fn, calls):
     utils.synchronize()
     return (time.perf_counter() - t0) * 1e3 / calls
 ''',
+        "the clock started before the wait for earlier work": '''
+def cpu_ms_per_call(fn, calls):
+    t0 = time.perf_counter()
+    utils.synchronize()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / calls
+''',
         "one call timed": '''
 def cpu_ms_per_call(fn, calls):
     t0 = time.perf_counter()
@@ -85,5 +93,26 @@ def cpu_ms_per_call(fn, calls):
         "fp32 assumed": "mean_bytes = lambda t, dim: (t.numel() + t.numel() // t.shape[dim]) * 4",
         "the wrong dimension kept": "mean_bytes = lambda t, dim: (t.numel() + t.shape[dim]) * t.element_size()",
         "the course's reference called": "mean_bytes = timing_exercises.reduction_bytes",
+    },
+}
+
+UNUSUAL = {
+    "ex01-2-answer": {
+        "no wait at all: the clock starts at the first call, so earlier work cannot count": '''
+def cpu_ms_per_call(fn, calls):
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return 1e3 * (time.perf_counter() - start) / calls
+''',
+        "a while loop and time.perf_counter_ns": '''
+def cpu_ms_per_call(fn, calls):
+    utils.synchronize()
+    n, t0 = 0, time.perf_counter_ns()
+    while n < calls:
+        fn()
+        n += 1
+    return (time.perf_counter_ns() - t0) / 1e6 / calls
+''',
     },
 }

@@ -19,7 +19,7 @@ HINTS: dict[str, str] = {
     # 06 · Triton basics
     "fused add + ReLU": (
         "each program owns a block of flat offsets, as in square_kernel_1d. The rows of x lie end to end, w values "
-        "each: for the element at flat offset i, which column is it in? That column picks its bias"),
+        "each: for the element at flat offset i, which column is it in?"),
     "row-wise max, rows wider than a block": (
         "mean_serial_kernel walks n elements a block at a time with a running block of sums; here each "
         "program walks its own row, and the running block holds maxima. What must it start from, and what "
@@ -132,8 +132,8 @@ HINTS: dict[str, str] = {
         "section 4's ridge point is FLOP per byte; how many bytes does one output element cost, counting each "
         "input read and the output written? torch.float16.itemsize is 2"),
     "the CPU's time per call of a loop": (
-        "section 1's stopwatch has two synchronizes: one makes sure earlier work is not counted, the other makes "
-        "the clock wait for the GPU. Which of the two does this measurement want, and where?"),
+        "what should the clock include: the time the GPU takes to run what the calls queued, or only the time "
+        "the CPU takes to make the calls? Section 2c's definition decides"),
     "bytes moved by t.mean(dim)": (
         "every element is read once; how many results are there when the dimension dim disappears from the "
         "shape, and how many bytes is each?"),
