@@ -74,7 +74,7 @@ def check_cpu_ms_per_call(timer) -> None:
         # the loop's CPU time per call, from the first call's start to the last one's return, as the check saw it
         # (on a busy machine a call can take longer than the CPU work it was given)
         loop = (clock[1] - clock[0]) * 1e3 / calls
-        late = (clock[0] - queued) * 1e3                      # from the timer's start to its first call
+        late = (clock[0] - queued) * 1e3                      # from the work queued before it to its first call
         assert not (late >= 0.5 * work_ms and got > 1.3 * loop + 2), (
             f"{got:.3g} ms per call, but the calls kept the CPU busy {loop:.1f} ms each: your clock counted "
             f"{late:.0f} ms of work queued before the loop (a wait for the GPU after the clock started); wait, if "

@@ -89,6 +89,7 @@ class Launcher:
         self.kernel = kernel
         self._compiled = {}   # (device, key, constexpr values) -> (CompiledKernel, constexpr values in order, meta)
         self.direct = 0
+        self.last = None      # the compiled kernel of the latest launch (what kernel[grid] returned), for callers
         self._tuner = hasattr(kernel, "configs") and hasattr(kernel, "fn")   # a triton.autotune
         keys = getattr(kernel, "keys", ()) if self._tuner else ()
         self._exact = frozenset(i for i, n in enumerate(kernel.arg_names) if n in keys)
@@ -115,16 +116,18 @@ class Launcher:
         # knows as a Triton launch; tracing the direct path would guard on the cache's keys, which
         # hold triton dtypes it cannot name (an InternalTorchDynamoError on a GPU).
         if not direct_allowed():
-            return self.kernel[grid](*args, **constexprs)
+            self.last = self.kernel[grid](*args, **constexprs)
+            return self.last
         if key is None:
             key = spec_key(args, self._exact)
             if key is None:                          # an argument it cannot key on: always kernel[grid]
-                return self.kernel[grid](*args, **constexprs)
+                self.last = self.kernel[grid](*args, **constexprs)
+                return self.last
         full = self._full_key(key, constexprs)
         dev = full[0]
         hit = self._compiled.get(full)
         if hit is None:
-            ck = self.kernel[grid](*args, **constexprs)   # tunes, compiles if need be, and launches
+            ck = self.last = self.kernel[grid](*args, **constexprs)   # tunes, compiles if need be, and launches
             self._register(full, ck, args, constexprs)
             return ck
         ck, tail, meta = hit
@@ -136,6 +139,7 @@ class Launcher:
         stream = torch._C._cuda_getCurrentRawStream(dev)
         _triton.run_compiled(ck, g, stream, args + tail)
         self.direct += 1
+        self.last = ck
         return ck
 
     def _register(self, full, ck, args, constexprs):

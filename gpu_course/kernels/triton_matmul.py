@@ -12,6 +12,8 @@ where the autotuner cannot time anything), or with a fixed ``cfg`` for sweeps.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -204,12 +206,7 @@ def check_shapes(a, b):
 
 def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
     """activation(a @ b + bias) in one kernel; autotuned, or with ``cfg`` (BLOCK_M, BLOCK_N, BLOCK_K,
-    GROUP_M, num_warps, num_stages) fixed. Once :func:`build_route` has built the C++ route, an autotuned
-    call whose arguments' kinds were seen before goes through it (:func:`route_sig`)."""
-    if _ROUTE["mod"] is not None and cfg is None and alloc is torch.empty:  # the C++ route, once build_route() built it
-        out = _through_route(a, b, bias, activation, tf32)
-        if out is not None:
-            return out
+    GROUP_M, num_warps, num_stages) fixed."""
     h, w, k = check_shapes(a, b)
     assert activation in ACTIVATIONS, f"matmul: activation must be one of {ACTIVATIONS}, got {activation!r}"
     assert bias is None or bias.shape == (w,), f"matmul: bias must have shape ({w},), got {tuple(bias.shape)}"
@@ -219,9 +216,7 @@ def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.emp
     switches = dict(DOT_PRECISION=dot_precision(a.dtype, tf32), HAS_BIAS=bias is not None, ACTIVATION=activation)
     if cfg is None:
         grid = lambda meta: (cdiv(h, meta["BLOCK_M"]) * cdiv(w, meta["BLOCK_N"]),)  # noqa: E731
-        ck = direct(matmul_tuned)[grid](*args, **switches)  # after a key's first call: the compiled kernel itself
-        if _ROUTE["mod"] is not None and alloc is torch.empty:
-            _remember(ck, a, b, bias, activation, tf32)
+        direct(matmul_tuned)[grid](*args, **switches)  # after a key's first call: the compiled kernel itself
     else:
         direct(matmul_kernel)[(cdiv(h, cfg["BLOCK_M"]) * cdiv(w, cfg["BLOCK_N"]),)](*args, **switches, **cfg)
     return out
@@ -283,6 +278,24 @@ def route_taken(a, b, bias=None, activation="", tf32=False) -> bool:
             and _ROUTE_SIGS.get(route_sig(a, b, bias, activation, tf32)) is not None)
 
 
+def _route_first(launcher):
+    """``launcher`` (:func:`matmul`) with the C++ route in front: once :func:`build_route` has built it, an
+    autotuned call whose kinds were seen before goes through the route; any other call is ``launcher``'s, and
+    after one that the direct path launched, the kernel it launched is registered for those kinds."""
+    @functools.wraps(launcher)
+    def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
+        routed = _ROUTE["mod"] is not None and cfg is None and alloc is torch.empty
+        if routed:
+            out = _through_route(a, b, bias, activation, tf32)
+            if out is not None:
+                return out
+        out = launcher(a, b, bias, activation, tf32, cfg, alloc)
+        if routed:
+            _remember(direct(matmul_tuned).last, a, b, bias, activation, tf32)
+        return out
+    return matmul
+
+
 def _through_route(a, b, bias, activation, tf32):
     """``matmul``'s result through the route where a call of these kinds was seen before (and may launch
     directly), else None: the Python path then runs, and checks the arguments."""
@@ -314,6 +327,9 @@ def _route_entry(mod, ck):
         return None
     kw = direct(matmul_tuned).kernel.best_config.kwargs     # the autotuner's choice, which the launcher launched
     return kid, kw["BLOCK_M"], kw["BLOCK_N"]
+
+
+matmul = _route_first(matmul)   # the route in front of the launcher (matmul's source above is the launcher's)
 
 
 def tensor_core_instruction(a, b, tf32=False):
