@@ -6,8 +6,9 @@ torch's int4 and int8 kernels and the bf16 (fp16) F.linear, with L2 flushed befo
 
 For each shape: both Triton int4 kernels checked against float64, then every kernel's GPU time, time per step of a
 back-to-back loop and CPU time per call against torch's int4 kernel (utils.compare), and the GB/s of the weights
-and scales each reads over its GPU time, with their share of the measured copy ceiling. It records nothing in results/ (notebook 15 records its own comparison). In cpu mode
-it runs a small shape in the interpreter: that checks the script only; its times say nothing about a GPU.
+and scales each reads over its GPU time, with their share of the measured copy ceiling. It records nothing in
+results/ (notebook 15 records its own comparison). In cpu mode it runs a small shape in the interpreter: that
+checks the script only; its times say nothing about a GPU.
 """
 import argparse
 
@@ -49,6 +50,7 @@ def main():
             gbs = b / (t.median * 1e-3) / 1e9
             share = f" = {100 * gbs / copy:4.1f} % of the measured copy ceiling ({copy:,.0f} GB/s)" if copy else ""
             print(f"{name:<22} reads {b / 1e6:6.2f} MB: {gbs:7.0f} GB/s{share}")
+
 
 if __name__ == "__main__":
     main()

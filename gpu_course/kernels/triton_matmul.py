@@ -274,49 +274,38 @@ def route_sig(a, b, bias, activation, tf32):
 def route_taken(a, b, bias=None, activation="", tf32=False) -> bool:
     """Whether :func:`matmul`'s next call with these arguments goes through the C++ route (built, on, and
     this call's kinds seen before with a kernel the route can launch)."""
-    return (_ROUTE["mod"] is not None and _ROUTE["on"] and direct_allowed()
-            and _ROUTE_SIGS.get(route_sig(a, b, bias, activation, tf32)) is not None)
+    sig = _route_key(a, b, bias, activation, tf32, None, torch.empty)
+    return sig is not None and _ROUTE_SIGS.get(sig) is not None
+
+
+def _route_key(a, b, bias, activation, tf32, cfg, alloc):
+    """:func:`route_sig` of a call the route may take (built, on, autotuned, a plain output, tensors, and a launch
+    that may bypass ``kernel[grid]`` here and now), else None."""
+    if (_ROUTE["mod"] is None or not _ROUTE["on"] or cfg is not None or alloc is not torch.empty
+            or not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor)
+            or not (bias is None or isinstance(bias, torch.Tensor)) or not direct_allowed()):
+        return None
+    return route_sig(a, b, bias, activation, tf32)
 
 
 def _route_first(launcher):
     """``launcher`` (:func:`matmul`) with the C++ route in front: once :func:`build_route` has built it, an
-    autotuned call whose kinds were seen before goes through the route; any other call is ``launcher``'s, and
-    after one that the direct path launched, the kernel it launched is registered for those kinds."""
+    autotuned call whose kinds were seen before goes through the route; any other call is ``launcher``'s (which
+    checks the arguments), after which the kernel it launched is registered for those kinds (once; None where
+    the route cannot launch it)."""
     @functools.wraps(launcher)
     def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
-        routed = _ROUTE["mod"] is not None and cfg is None and alloc is torch.empty
-        if routed:
-            out = _through_route(a, b, bias, activation, tf32)
-            if out is not None:
-                return out
+        sig = _route_key(a, b, bias, activation, tf32, cfg, alloc)
+        if sig is not None:
+            hit = _ROUTE_SIGS.get(sig)
+            if hit is not None:
+                mod = _ROUTE["mod"]
+                return mod.matmul(a, b, *hit) if bias is None else mod.matmul_bias(a, b, bias, *hit)
         out = launcher(a, b, bias, activation, tf32, cfg, alloc)
-        if routed:
-            _remember(direct(matmul_tuned).last, a, b, bias, activation, tf32)
+        if sig is not None and sig not in _ROUTE_SIGS:
+            _ROUTE_SIGS[sig] = _route_entry(_ROUTE["mod"], direct(matmul_tuned).last)
         return out
     return matmul
-
-
-def _through_route(a, b, bias, activation, tf32):
-    """``matmul``'s result through the route where a call of these kinds was seen before (and may launch
-    directly), else None: the Python path then runs, and checks the arguments."""
-    if not (_ROUTE["on"] and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and (bias is None or isinstance(bias, torch.Tensor))):
-        return None
-    hit = _ROUTE_SIGS.get(route_sig(a, b, bias, activation, tf32))
-    if hit is None or not direct_allowed():
-        return None
-    mod = _ROUTE["mod"]
-    return mod.matmul(a, b, *hit) if bias is None else mod.matmul_bias(a, b, bias, *hit)
-
-
-def _remember(ck, a, b, bias, activation, tf32):
-    """After a call through the Python path: register the kernel ``ck`` it launched with the route, for this
-    call's kinds (once; None where the route cannot launch it)."""
-    if not _ROUTE["on"] or not direct_allowed():
-        return
-    sig = route_sig(a, b, bias, activation, tf32)
-    if sig not in _ROUTE_SIGS:
-        _ROUTE_SIGS[sig] = _route_entry(_ROUTE["mod"], ck)
 
 
 def _route_entry(mod, ck):

@@ -33,6 +33,25 @@ def result_problem(trial, got) -> str | None:
     return None
 
 
+def scratch_note(mem, rest: str) -> str:
+    """For a refusal of the check's own launch: where that launch gave a kernel argument poison because the buffer
+    is neither an input nor the output (a scratch buffer, or a tensor the learner's code made from the inputs with
+    torch, which the check does not reproduce), a sentence that says so; else ''.
+
+    >>> from types import SimpleNamespace as N
+    >>> scratch_note(N(regions={1: (None, "scratch", "add_relu_kernel's b_ptr")}), "function")[:60]
+    " (add_relu_kernel's b_ptr was given poison there, as every b"
+    >>> scratch_note(N(regions={1: (None, "input", "x_ptr")}), "function")
+    ''
+    """
+    names = [name for _, role, name in getattr(mem, "regions", {}).values() if role == "scratch"]
+    if not names:
+        return ""
+    return (f" ({names[0]} was given poison there, as every buffer that is neither an input nor the output is: if "
+            f"your {rest} filled it from the inputs with torch (an expanded or reshaped copy, say), have the kernel "
+            f"read the inputs themselves)")
+
+
 class Kind:
     """One kind of kernel. Class attributes: ``key`` (what ``kind=`` says), ``label`` (in messages),
     ``syntax`` (how a launch is written, ``{k}`` the kernel's name), ``answer`` (what the learner
@@ -155,23 +174,3 @@ from . import triton  # noqa: E402,F401,I001
 from . import numba  # noqa: E402,F401,I001
 from . import cuda  # noqa: E402,F401,I001
 from . import helion  # noqa: E402,F401,I001
-
-
-def scratch_note(mem, rest: str) -> str:
-    """For a refusal of the check's own launch: where that launch gave a kernel argument poison because the buffer
-    is neither an input nor the output (a scratch buffer, or a tensor the learner's code made from the inputs with
-    torch, which the check does not reproduce), a sentence that says so; else ''.
-
-    >>> from types import SimpleNamespace as N
-    >>> scratch_note(N(regions={1: (None, "scratch", "add_relu_kernel's b_ptr")}), "function")[:60]
-    " (add_relu_kernel's b_ptr was given poison there, as every b"
-    >>> scratch_note(N(regions={1: (None, "input", "x_ptr")}), "function")
-    ''
-    """
-    names = [name for _, role, name in getattr(mem, "regions", {}).values() if role == "scratch"]
-    if not names:
-        return ""
-    return (f" ({names[0]} was given poison there, as every buffer that is neither an input nor the output is: if "
-            f"your {rest} filled it from the inputs with torch (an expanded or reshaped copy, say), have the kernel "
-            f"read the inputs themselves)")
-
