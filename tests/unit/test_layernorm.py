@@ -460,3 +460,24 @@ def test_what_a_model_calls_gives_rounds_and_the_route():
     route, taken = lesson.what_a_model_calls(5, 40, torch.float32, rounds=2)
     assert "autograd.Function" in route and set(taken) == {lesson.EAGER, lesson.MODEL}
     assert len(taken[lesson.MODEL]) == 2 and len(lesson.loop_speedups(taken)) == 2
+
+
+def test_a_stack_of_layers_is_timed_under_one_backward():
+    calls = []
+    f = lesson.stacked(lambda x, wt, b: calls.append(1) or x * wt + b, 3)
+    x = torch.ones(2, requires_grad=True)
+    f(x, torch.full((2,), 2.0), torch.ones(2)).sum().backward()
+    assert len(calls) == 3 and x.grad.tolist() == [8.0, 8.0]       # d/dx of 2(2(2x+1)+1)+1
+    route, taken = lesson.what_a_model_calls(5, 40, torch.float32, rounds=1, layers=3)
+    assert set(taken) == {lesson.EAGER, lesson.MODEL} and len(taken[lesson.EAGER]) == 1
+
+
+@pytest.mark.parametrize("layers", [0, -1, 2.0, True, None])
+def test_what_a_model_calls_refuses_a_bad_layer_count(layers):
+    with pytest.raises(ValueError, match="layers must be a positive int"):
+        lesson.what_a_model_calls(5, 40, torch.float32, rounds=1, layers=layers)
+
+
+def test_backward_floor_times_the_smallest_backward():
+    t = lesson.backward_floor(5, 40, torch.float32)
+    assert t.cpu_ms > 0 and t.loop_ms > 0 and t.median > 0
