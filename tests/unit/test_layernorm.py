@@ -477,7 +477,3 @@ def test_what_a_model_calls_refuses_a_bad_layer_count(layers):
     with pytest.raises(ValueError, match="layers must be a positive int"):
         lesson.what_a_model_calls(5, 40, torch.float32, rounds=1, layers=layers)
 
-
-def test_backward_floor_times_the_smallest_backward():
-    t = lesson.backward_floor(5, 40, torch.float32)
-    assert t.cpu_ms > 0 and t.loop_ms > 0 and t.median > 0

@@ -12,5 +12,5 @@ from .compare import (EAGER, EPS, NODE, OP_DIRECT, OURS, OURS_COMPILED, check_va
                       dtypes_here, fwd_bwd, inputs, table, time_it, time_user, time_users, variants)
 from .overheads import (TIMES1_CPP, TIMES1_PY, Times1, cpu_layers, kernels_launched, node_comparison, on_each_thread,
                         on_the_calling_thread, python_backward_floor, under_cuda_graph)
-from .model_route import MODEL, backward_floor, loop_speedups, stacked, what_a_model_calls
+from .model_route import MODEL, loop_speedups, stacked, what_a_model_calls
 from .traffic import backward_dram_bytes, backward_time_from_bytes, bytes_moved, ulps_per_element

@@ -3,7 +3,7 @@ against eager torch, forward + backward in a loop, in interleaved rounds (:mod:`
 ``build_node()`` has built the C++ node, ``layer_norm_op`` goes through it (``ln.layer_norm_route()`` says so).
 
 A model calls ``backward()`` once a step for all its layers, and that call costs the CPU time of its own,
-whatever the layers: :func:`backward_floor` measures it on the smallest graph (one multiplication), and
+whatever the layers (:func:`~.overheads.python_backward_floor` measures it on ``x * 1``):
 ``what_a_model_calls(..., layers=8)`` times a stack of LayerNorms under one ``backward()``, which shares that
 cost among its layers as a model does."""
 from __future__ import annotations
@@ -48,20 +48,6 @@ def stacked(f, layers):
             x = f(x, wt, b)
         return x
     return run
-
-
-def backward_floor(h, w, dtype, seed=0):
-    """What ``backward()`` costs on the smallest graph, ``y = 2 x`` on an (h, w) input of ``dtype``: a
-    :class:`~gpu_course.user_timing.UserTiming` (as :func:`what_a_model_calls`'s) whose CPU per call is the
-    fixed cost of a step's call of ``backward()`` (autograd's engine; on a GPU also the hand-off to its device
-    thread and back) beside the GPU time of two elementwise kernels."""
-    x, _, _, dy = inputs(h, w, dtype, seed)
-
-    def step():
-        x.grad = None
-        (x * 2).backward(dy)
-    step()
-    return time_user(step)
 
 
 def loop_speedups(taken, name=MODEL):
