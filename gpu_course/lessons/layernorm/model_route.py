@@ -2,10 +2,10 @@
 against eager torch, forward + backward in a loop, in interleaved rounds (:mod:`gpu_course.rounds`). Once
 ``build_node()`` has built the C++ node, ``layer_norm_op`` goes through it (``ln.layer_norm_route()`` says so).
 
-A model calls ``backward()`` once a step for all its layers, and that call costs the CPU time of its own,
-whatever the layers (:func:`~.overheads.python_backward_floor` measures it on ``x * 1``):
-``what_a_model_calls(..., layers=8)`` times a stack of LayerNorms under one ``backward()``, which shares that
-cost among its layers as a model does."""
+A model calls ``backward()`` once a step for all its layers, and part of that call's CPU time does not grow with
+them (setting the backward up, handing it to autograd's worker thread and back; section 4's
+:func:`~.overheads.python_backward_floor` measures a whole step of ``x * 1``): ``what_a_model_calls(..., layers=8)``
+times a stack of LayerNorms under one ``backward()``, which shares that part among its layers as a model does."""
 from __future__ import annotations
 
 import torch
