@@ -1,4 +1,4 @@
-"""Batch-1 int4 GEMV: notebook 15's kernel, the strided-packing kernel (gpu_course/kernels/quant_gemv_strided.py),
+"""Batch-1 int4 GEMV: notebook 15's two kernels (gpu_course/kernels/quant_gemv.py, quant_gemv_strided.py),
 torch's int4 and int8 kernels and the bf16 (fp16) F.linear, with L2 flushed before each timing.
 
     python bench/int4_gemv.py                      # 8192 x 8192 and 4096 x 14336 (W is n x k)
@@ -15,7 +15,6 @@ import argparse
 import utils  # first: chooses the mode before triton is imported
 import torch
 
-from gpu_course.kernels import quant_gemv_strided as S
 from gpu_course.lessons.low_precision import measure as M
 from gpu_course.lessons.low_precision import quantize as Q
 
@@ -32,15 +31,12 @@ def main():
     for n, k in args.shapes:
         f = M.gemv_fixture(n, k, 1)
         fns, nbytes, notes = M.gemv_functions(f)
-        words = S.repack_strided(f["packed"])
-        fns = {"Triton int4, strided": lambda x: S.int4_gemv_strided(x, words, f["scales"]), **fns}
-        nbytes["Triton int4, strided"] = words.nbytes + f["scales"].nbytes
         x = f["x"]
         ref = x.double() @ Q.dequantize_int4_groups(f["packed"], f["scales"]).double().T.to(x.device)
         print(f"--- W {n} x {k}, batch 1" + ("" if utils.ON_GPU else " (cpu mode: the times say nothing about a GPU)"))
         for note in notes:
             print(note)
-        for name in ("Triton int4, strided", "Triton int4"):      # both against float64 before timing
+        for name in (M.STRIDED, "Triton int4"):      # both against float64 before timing
             print(utils.check(fns[name](x), ref, atol=2e-2, rtol=1e-2, name=name))
         base = "torch int4" if "torch int4" in fns else "Triton int4"
         times = utils.compare({name: (lambda fn=fn: fn(x)) for name, fn in fns.items()}, baseline=base,

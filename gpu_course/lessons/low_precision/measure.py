@@ -17,6 +17,7 @@ from ...device_ceilings import ceilings, spec_peak
 from ...hardware import gpu_has, gpu_supports
 from ...kernels import fp8_matmul as F
 from ...kernels import quant_gemv as G
+from ...kernels import quant_gemv_strided as S
 from ...mode import DEVICE, ON_GPU
 from ...user_timing import compare
 from . import quantize as Q
@@ -113,6 +114,8 @@ def layout_compare(n: int, seed: int = 0) -> dict:
 _FP8_ARGS = ("a_ptr", "b_ptr", "out_ptr", "sa_ptr", "sb_ptr", "h", "w", "k", "a_stride_r", "a_stride_k", "b_stride_k",
              "b_stride_c", "out_stride_r", "out_stride_c", "sa_stride_r", "sb_stride_c")
 # what each counted PTX instruction does: the copy of a tile to shared memory, and what is done to it on the way
+STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
+
 CENSUS = {"cp.async": "global -> shared, no registers (async copy)", "ld.global": "global -> registers",
           "prmt": "byte permute in registers", "st.shared": "registers -> shared",
           "wgmma.mma_async": "tensor-core product (Hopper)"}
@@ -184,16 +187,22 @@ def gemv_fixture(N: int, K: int, M: int = 1, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed + 1)
     packed, scales = Q.quantize_int4_groups(W, G.GROUP, act_dtype())
     q8, s8 = Q.quantize_int8_rows(W, act_dtype())
+    words = S.repack_strided(packed) if K % G.GROUP == 0 else None   # the strided kernel's layout, made once
     return dict(W=W, x=torch.randn(M, K, generator=g).to(DEVICE, act_dtype()), packed=packed, scales=scales,
-                q8=q8, s8=s8, w16=W.to(act_dtype()))
+                words=words, q8=q8, s8=s8, w16=W.to(act_dtype()))
 
 
 def gemv_functions(f: dict) -> tuple:
-    """``({name: function of x}, {name: bytes of weights (and scales) it reads}, notes)``: the Triton int4 and
-    int8 GEMVs, torch's int4 and int8 kernels where they run here, and the bf16 (fp16) ``F.linear``."""
-    fns = {"Triton int4": lambda x: G.int4_gemv(x, f["packed"], f["scales"]),
-           "Triton int8": lambda x: G.int8_gemv(x, f["q8"], f["s8"])}
-    nbytes = {"Triton int4": f["packed"].nbytes + f["scales"].nbytes, "Triton int8": f["q8"].nbytes + f["s8"].nbytes}
+    """``({name: function of x}, {name: bytes of weights (and scales) it reads}, notes)``: the Triton int4 GEMVs
+    (the strided one at batch 1, on its repacked words), the int8 one, torch's int4 and int8 kernels where they
+    run here, and the bf16 (fp16) ``F.linear``."""
+    fns = {"Triton int4": lambda x: G.int4_gemv(x, f["packed"], f["scales"])}
+    nbytes = {"Triton int4": f["packed"].nbytes + f["scales"].nbytes}
+    if f["x"].shape[0] == 1 and f["words"] is not None:
+        fns[STRIDED] = lambda x: S.int4_gemv_strided(x, f["words"], f["scales"])
+        nbytes[STRIDED] = f["words"].nbytes + f["scales"].nbytes
+    fns["Triton int8"] = lambda x: G.int8_gemv(x, f["q8"], f["s8"])
+    nbytes["Triton int8"] = f["q8"].nbytes + f["s8"].nbytes
     notes = []
     t4, why = torch_int4(f["W"])
     if t4 is not None:
@@ -235,7 +244,7 @@ def batch_sweep(N: int, K: int, batches, seed: int = 0) -> dict:
     from ...timing import bench
     f = gemv_fixture(N, K, 1, seed)
     fns, _, _ = gemv_functions(f)
-    fns = {k: v for k, v in fns.items() if "int8" not in k}
+    fns = {k: v for k, v in fns.items() if "int8" not in k and k != STRIDED}   # the strided kernel: batch 1 only
     out = {k: [] for k in fns}
     g = torch.Generator().manual_seed(seed + 2)
     for M in batches:
