@@ -164,12 +164,18 @@ def _intersection(a, b, spans) -> float:
 
 
 def _fsdp(model, device):
+    """``model`` on ``device``, each Linear and then the whole sharded over every rank (``fully_shard``) on a
+    mesh of the rank's own device type: left to choose, ``fully_shard`` puts its mesh on the accelerator
+    whenever torch sees one, so on a machine with one GPU, whose ranks run on the CPU with gloo, the second
+    rank would select GPU 1, which does not exist."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     model = model.to(device)
     for m in model:
         if isinstance(m, torch.nn.Linear):
-            fully_shard(m)
-    fully_shard(model)
+            fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
 
 

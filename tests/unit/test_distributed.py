@@ -178,6 +178,22 @@ def test_fsdp_holds_half_of_what_ddp_holds_and_trains_the_same(ranks):
     assert a[2] < a[0] and max(abs(x - y) for x, y in zip(a, b)) < 1e-6
 
 
+def state_bytes_where_torch_sees_a_gpu(*args, **kw):
+    """pt.state_bytes on a rank of a machine whose torch reports an accelerator (one GPU: the ranks run on the
+    CPU with gloo), where a mesh left to fully_shard's default would select a GPU per rank."""
+    real = torch._C._get_accelerator
+    torch._C._get_accelerator = lambda *a: torch.device("cuda")
+    try:
+        return pt.state_bytes(*args, **kw)
+    finally:
+        torch._C._get_accelerator = real
+
+
+def test_fsdp_shards_on_the_ranks_device_even_where_torch_sees_a_gpu(ranks):
+    held = ranks.run(state_bytes_where_torch_sees_a_gpu, 16, 2, 8, sharded=True)
+    assert [h["parameters"] for h in held] == [3 * (16 * 16 + 16) * 4 // 2] * 2
+
+
 def test_step_time_alone_runs_on_rank_0_only_and_overlap_needs_nccl(ranks):
     alone = ranks.run(pt.step_time, 16, 1, 4, 2, ddp=False, warmup=1)
     assert alone[0] > 0 and alone[1] is None
