@@ -8,7 +8,9 @@ both include ``kernels/cuda/triton_route/launch.h``, the driver's entry points a
 
 * :func:`build` compiles a route's extension (once; later sessions load it from the course's build cache);
 * :func:`kernel_layout` says how ``cuLaunchKernel`` takes a compiled kernel's arguments, or None where a
-  launch from C++ would not be the launch Triton makes; :func:`register` gives the route its id.
+  launch from C++ would not be the launch Triton makes; :func:`register` gives the route its id;
+* :class:`Route` holds one route's state for the Python wrapper in front of a launcher: the extension, whether
+  it is on, and what each kind of call (a key) maps to.
 
 >>> kernel_layout(_Ck(["*fp16", "i32", "constexpr", "fp32"], {}), 4)
 ('pi-f', 0)
@@ -17,6 +19,7 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -67,6 +70,79 @@ def register(mod, ck, nargs: int):
     if how is None:
         return None
     return mod.add_kernel(ck.function, 32 * ck.metadata.num_warps, ck.metadata.shared, *how)
+
+
+class Route:
+    """One C++ route, as the wrapper in front of a Python launcher uses it: ``mod``, the extension once
+    :meth:`build` has built it (``why`` says why not, until then); ``on``, cleared by :meth:`off` for comparisons;
+    ``entries``, a call's key -> the route's arguments for it (kernel ids and the like), or None where the route
+    cannot launch that key's kernel (every such call keeps the Python path). The wrapper's pattern: where
+    :meth:`ready`, a key found in ``entries`` goes through ``mod``; any other call goes through the launcher, after
+    which the key's entry is made from the kernels it launched (once).
+
+    >>> r = Route("demo", ROUTE_DIR / "demo.cpp"); r.ready(), r.why
+    (False, 'not built yet: build() builds it')
+    >>> with r.off():
+    ...     r.on
+    False
+    """
+
+    def __init__(self, name: str, source: Path):
+        self.name, self.source = name, source
+        self.mod, self.why, self.on = None, "not built yet: build() builds it", True
+        self.entries: dict = {}
+
+    def build(self, verbose: bool = False) -> bool:
+        """Build the extension (once; :func:`build`) and turn the route on: True when it is ready, else False
+        and ``why`` says why."""
+        if self.mod is None:
+            self.mod, self.why = build(self.name, self.source, verbose)
+        return self.mod is not None
+
+    def ready(self) -> bool:
+        """Whether a call may take the route here and now: built, on, and a launch that may bypass
+        ``kernel[grid]`` (:func:`~gpu_course.triton_launch.direct_allowed`)."""
+        if self.mod is None or not self.on:
+            return False
+        from .triton_launch import direct_allowed
+        return direct_allowed()
+
+    def register(self, *kernels):
+        """The kernel ids of ``kernels`` (each a ``(CompiledKernel, number of runtime arguments)``), registered with
+        the extension, or None where any of them is missing or the route cannot launch it (:func:`register`)."""
+        ids = []
+        for ck, nargs in kernels:
+            kid = register(self.mod, ck, nargs) if ck is not None else None
+            if kid is None:
+                return None
+            ids.append(kid)
+        return tuple(ids)
+
+    @contextlib.contextmanager
+    def off(self):
+        """``with route.off():`` calls take the Python path even where the route is built: what a call costs
+        without it, for comparisons."""
+        was, self.on = self.on, False
+        try:
+            yield self
+        finally:
+            self.on = was
+
+
+_ROUTES: dict = {}   # extension name -> its Route
+
+
+def route(name: str, source: Path) -> Route:
+    """The one :class:`Route` of extension ``name``, made on first use: modules whose kernels share an extension
+    (the softmax and the means) share its state.
+
+    >>> route("demo", ROUTE_DIR / "demo.cpp") is route("demo", ROUTE_DIR / "demo.cpp")
+    True
+    """
+    hit = _ROUTES.get(name)
+    if hit is None:
+        hit = _ROUTES[name] = Route(name, source)
+    return hit
 
 
 def _Ck(signature, meta):

@@ -10,14 +10,19 @@
   kernel; the order of the additions, so the last bits, may change from run to run).
 
 The tile size and warps come from :func:`mean_config` (``MEAN_GPU`` was tuned on an H100 with
-``bench/triton_basics_bench.py --tune``); the launchers take another ``cfg`` for sweeps.
+``bench/triton_basics_bench.py --tune``); the launchers take another ``cfg`` for sweeps. Once
+``triton_softmax.build_route()`` has built the C++ route shared with the softmax, a call of ``mean_two_pass`` or
+``mean_atomic`` of a kind seen before goes through it (:mod:`gpu_course.triton_route`).
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
+from .. import triton_route
 from ..launch import cdiv
 from ..mode import by_mode
 from ..triton_launch import direct
@@ -130,3 +135,41 @@ def mean_atomic(x, cfg=None):
     grid = (cdiv(x.numel(), BLOCK * TILES),)
     direct(mean_atomic_kernel)[grid](x, out, x.numel(), BLOCK=BLOCK, TILES=TILES, num_warps=num_warps)
     return out[0]
+
+
+# ------------------------------------------------- the C++ route (gpu_course/triton_route.py, cuda/triton_route/)
+ROUTE = triton_route.route("softmax_mean_route", triton_route.ROUTE_DIR / "softmax_mean.cpp")   # the softmax's too
+
+
+def route_key(mean, x):
+    """The route's key for ``mean(x)`` (the softmax's and the other mean's share its table): which mean, and
+    everything its compiled kernels' specialisation depends on: dtype, number of elements, the pointer's 16-byte
+    alignment, the devices (the tensor's and the current one) and the outputs' dtype."""
+    return (mean, x.dtype, x.numel(), x.data_ptr() % 16, x.device, torch._C._cuda_getDevice(),
+            torch.get_default_dtype())
+
+
+def _route_first(launcher, kernels, call):
+    """``launcher`` (a mean) with the C++ route in front: where the route is ready, a call with the default
+    configuration (and output) whose key was seen before goes through ``call(mod, x, *entry)``; any other call is
+    ``launcher``'s, after which ``kernels`` (each ``(kernel, runtime arguments)``) are registered for that key, once."""
+    @functools.wraps(launcher)
+    def mean(x, cfg=None, **alloc):
+        plain = cfg is None and alloc.get("alloc", torch.empty) is torch.empty and isinstance(x, torch.Tensor)
+        key = route_key(launcher.__name__, x) if plain and ROUTE.ready() else None
+        hit = ROUTE.entries.get(key) if key is not None else None
+        if hit is not None:
+            return call(ROUTE.mod, x, *hit)
+        out = launcher(x, cfg, **alloc)
+        if key is not None and key not in ROUTE.entries:
+            ids = ROUTE.register(*((direct(k).last, n) for k, n in kernels))
+            c = mean_config()
+            ROUTE.entries[key] = ids and (*ids, c["BLOCK"] * c["TILES"])
+        return out
+    return mean
+
+
+# the route in front of each launcher (their sources above are the launchers')
+mean_two_pass = _route_first(mean_two_pass, ((partial_sums_kernel, 3), (sum_to_mean_kernel, 4)),
+                             lambda mod, x, *entry: mod.mean_two_pass(x, *entry))
+mean_atomic = _route_first(mean_atomic, ((mean_atomic_kernel, 3),), lambda mod, x, *entry: mod.mean_atomic(x, *entry))

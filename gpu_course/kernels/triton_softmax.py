@@ -2,17 +2,21 @@
 holds ``ROWS`` whole rows, so a row is read once and written once (2 x 4 bytes per element), and
 short rows are packed several to a program. :func:`softmax_config` picks the block, rows and warps
 for a row length; :func:`softmax` takes another ``cfg`` for sweeps.
-Notebook 06's sweep over row lengths is in :mod:`gpu_course.lessons.softmax`.
+Once :func:`build_route` has built the C++ route that it shares with the means, a call of a kind seen before
+goes through it (:mod:`gpu_course.triton_route`). Notebook 06's sweep over row lengths is in :mod:`gpu_course.lessons.softmax`.
 
 >>> softmax_config(777)
 {'BLOCK_W': 1024, 'ROWS': 1, 'num_warps': 2}
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
+from .. import triton_route
 from ..launch import cdiv
 from ..triton_launch import direct
 
@@ -53,3 +57,44 @@ def softmax(x, cfg=None, alloc=torch.empty):
     out = alloc(h, w, device=x.device)
     direct(softmax_rows_kernel)[(cdiv(h, cfg["ROWS"]),)](x, out, x.stride(0), out.stride(0), h, w, **cfg)
     return out
+
+
+# ------------------------------------------------- the C++ route (gpu_course/triton_route.py, cuda/triton_route/)
+ROUTE = triton_route.route("softmax_mean_route", triton_route.ROUTE_DIR / "softmax_mean.cpp")   # the means' too
+
+
+def build_route(verbose=False) -> bool:
+    """Build the C++ route of the softmax and the means (``cuda/triton_route/softmax_mean.cpp``; about a minute the
+    first time) and turn it on for :func:`softmax` and :mod:`~gpu_course.kernels.triton_mean`'s two parallel means:
+    True when it is ready, else False and ``ROUTE.why`` says why."""
+    return ROUTE.build(verbose)
+
+
+def route_key(x):
+    """The route's key for ``softmax(x)`` (the means share its table): everything the compiled kernel's
+    specialisation depends on: dtype, shape, strides, the pointer's 16-byte alignment, the devices (the tensor's
+    and the current one) and the output's dtype."""
+    return ("softmax", x.dtype, x.shape, x.stride(), x.data_ptr() % 16, x.device, torch._C._cuda_getDevice(),
+            torch.get_default_dtype())
+
+
+def _route_first(launcher):
+    """``launcher`` (:func:`softmax`) with the C++ route in front: where the route is ready, a call with the
+    default configuration and output whose key was seen before goes through it; any other call is ``launcher``'s
+    (which checks the arguments), after which the kernel it launched is registered for that key (once)."""
+    @functools.wraps(launcher)
+    def softmax(x, cfg=None, alloc=torch.empty):
+        key = route_key(x) if (cfg is None and alloc is torch.empty and isinstance(x, torch.Tensor)
+                               and ROUTE.ready()) else None
+        hit = ROUTE.entries.get(key) if key is not None else None
+        if hit is not None:
+            return ROUTE.mod.softmax(x, *hit)
+        out = launcher(x, cfg, alloc)
+        if key is not None and key not in ROUTE.entries:
+            ids = ROUTE.register((direct(softmax_rows_kernel).last, 6))
+            ROUTE.entries[key] = ids and (ids[0], softmax_config(x.shape[1])["ROWS"])
+        return out
+    return softmax
+
+
+softmax = _route_first(softmax)   # the route in front of the launcher (softmax's source above is the launcher's)
