@@ -10,9 +10,10 @@ batch 1): 43.5 µs for the course's kernel, 31.4 µs here, 24.5 µs for torch's 
   memory (with barriers) to broadcast it over the rows. :func:`repack_strided` puts column ``16 i + w`` of each
   group of 128 in nibble i of word w of that group: nibble i of the group's 16 words meets 16 *consecutive*
   columns of x, one contiguous vector broadcast over the rows.
-* **A nibble as a mantissa.** ``((word << (19 - 4 i)) & 0x00780000) | 0x3F800000`` read as an fp32 is exactly
-  ``f = 1 + q'/16`` (exponent 0, the nibble q' = q + 8 in the mantissa's top four bits): a shift, one three-input
-  logic op and a multiply-add per weight. With ``q = 16 (f - 1) - 8``, ``sum(q x) = 16 sum(f x) - 24 sum(x)``:
+* **A nibble as a mantissa.** With the word shifted so that nibble i lands in bits 19-22 (left by ``19 - 4 i``
+  for i <= 4, right by ``4 i - 19`` above), ``(t & 0x00780000) | 0x3F800000`` read as an fp32 is exactly
+  ``f = 1 + q'/16`` (exponent 0, the nibble q' = q + 8 in the mantissa's top four bits): a shift, an AND, an OR
+  and a multiply-add per weight. With ``q = 16 (f - 1) - 8``, ``sum(q x) = 16 sum(f x) - 24 sum(x)``:
   the ``sum(x)`` of a block is one vector for all the block's rows, and the group's scale multiplies once per word.
 
 >>> words = repack_strided(torch.arange(64, dtype=torch.uint8).repeat(2, 1))   # 2 rows, k = 128
