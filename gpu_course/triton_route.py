@@ -2,9 +2,10 @@
 the output and launches a kernel that Triton compiled (through Python, on a shape's first call) with the CUDA
 driver's ``cuLaunchKernel``, so that a later call spends in Python one look-up and one call into C++
 (:class:`~gpu_course.triton_launch.Launcher`'s direct path still runs Python for the key, the grid and
-the launcher's arguments). Two routes use it: notebook 10's LayerNorm node
-(``kernels/cuda/layer_norm/node.cpp``) and notebook 07's matmul (``kernels/cuda/triton_route/matmul.cpp``);
-both include ``kernels/cuda/triton_route/launch.h``, the driver's entry points and the kernels' registry.
+the launcher's arguments). Three routes use it: notebook 10's LayerNorm node
+(``kernels/cuda/layer_norm/node.cpp``), notebook 07's matmul (``kernels/cuda/triton_route/matmul.cpp``) and
+notebook 06's softmax and means (``kernels/cuda/triton_route/softmax_mean.cpp``, through a :class:`Route`); each
+includes ``kernels/cuda/triton_route/launch.h``, the driver's entry points and the kernels' registry.
 
 * :func:`build` compiles a route's extension (once; later sessions load it from the course's build cache);
 * :func:`kernel_layout` says how ``cuLaunchKernel`` takes a compiled kernel's arguments, or None where a
