@@ -24,17 +24,19 @@ attrs = {(i,): [["tt.divisibility", 16]] for i in a["aligned"]}
 src = triton.compiler.ASTSource(fn, a["signature"], a["constexprs"], attrs)
 opts = {"num_warps": a["num_warps"], **({"num_stages": a["num_stages"]} if a["num_stages"] else {})}
 k = triton.compile(src, target=GPUTarget("cuda", a["capability"], 32), options=opts)
-sys.stdout.write(k.asm["ptx"])
+sys.stdout.write(k.asm[a.get("asm", "ptx")])
 """
 
 
 def compiled_ptx(module: str, kernel: str, signature: dict, constexprs: dict, *, num_warps: int = 4,
-                 num_stages: int | None = None, aligned=(), capability: int = 90, timeout: float = 300) -> str:
+                 num_stages: int | None = None, aligned=(), capability: int = 90, timeout: float = 300,
+                 asm: str = "ptx") -> str:
     """The PTX of ``module.kernel`` (a ``@triton.jit`` function) compiled for compute capability
     ``capability`` with ``num_warps`` warps. ``signature`` maps each argument to its Triton type
     (``"*fp32"``, ``"i32"``, ``"constexpr"``), ``constexprs`` gives the constexpr values, and
     ``aligned`` lists the argument indices a launch would find divisible by 16 (pointers from torch,
-    sizes that are multiples of 16), which is what lets Triton emit vector loads.
+    sizes that are multiples of 16), which is what lets Triton emit vector loads. ``asm="sass"`` gives the GPU's
+    machine code instead (``ptxas``, then ``cuobjdump -sass``, both shipped with Triton).
 
     For example (tests/unit checks it), pass 1 of notebook 06's mean::
 
@@ -43,7 +45,7 @@ def compiled_ptx(module: str, kernel: str, signature: dict, constexprs: dict, *,
                       "TILES": "constexpr"}, {"BLOCK": 4096, "TILES": 4}, num_warps=8, aligned=(0, 1, 2))
     """
     args = dict(module=module, kernel=kernel, signature=signature, constexprs=constexprs, num_warps=num_warps,
-                num_stages=num_stages, aligned=list(aligned), capability=capability)
+                num_stages=num_stages, aligned=list(aligned), capability=capability, asm=asm)
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     r = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(args)], capture_output=True, text=True,

@@ -17,16 +17,17 @@ def census():
 def test_both_loops_are_found_with_the_same_work(census):
     first, strided = census.values()
     assert first["weights"] == strided["weights"] == 32 * 512 // 128
-    assert first["all"] > 100 and strided["all"] > 100 and first["ld.global"] > 0 and strided["ld.global"] > 0
+    assert first["all"] > 100 and strided["all"] > 100 and first["LDG"] > 0 and strided["LDG"] > 0
 
 
 def test_the_first_kernels_loop_waits_at_many_more_barriers(census):
     first, strided = census.values()
-    assert strided["bar.sync"] >= 1 and first["bar.sync"] >= 5 * strided["bar.sync"]
-    assert first["st.shared"] > strided["st.shared"]
+    assert strided["BAR"] >= 1 and first["BAR"] >= 5 * strided["BAR"]
+    assert first["STS"] > strided["STS"]
 
 
 def test_a_loop_is_a_label_and_the_branch_back_to_it():
-    ptx = "a;\n$L__BB0_1:\nb;\n$L__BB0_2:\nc;\n@%p1 bra $L__BB0_2;\nd;\n@%p2 bra $L__BB0_1;\nret;"
-    assert C.loop_body(ptx) == ["b;", "c;", "@%p1 bra $L__BB0_2;", "d;", "@%p2 bra $L__BB0_1;"]
-    assert C.loop_body("a;\nbra.uni $L__BB0_9;\n$L__BB0_9:\nret;") == []    # a branch forward is no loop
+    sass = "\n".join(["--:-:-:-:1\tA;", "LBB1:", "--:-:-:-:1\tB;", "LBB2:", "--:-:-:-:1\t@P0 C R1;",
+                      "--:-:-:-:5\t@P1 BRA LBB2;", "--:-:-:-:1\tD;", "--:-:-:-:5\t@!P2 BRA LBB1;", "--:-:-:-:1\tEXIT;"])
+    assert C.loop_body(sass) == ["B", "C", "BRA", "D", "BRA"]
+    assert C.loop_body("--:-:-:-:5\tBRA LBB9;\nLBB9:\n--:-:-:-:1\tEXIT;") == []    # a branch forward is no loop

@@ -1,6 +1,6 @@
 """Notebook 15's instruction census of its two batch-1 int4 GEMV kernels: each compiled for sm_90 (without a
-GPU: :func:`~gpu_course.triton_ptx.compiled_ptx`) with the same block of W, and the PTX of its k loop counted per
-weight a thread handles in one iteration. What the source says each kernel does per weight (the first: mask,
+GPU: :func:`~gpu_course.triton_ptx.compiled_ptx`) with the same block of W, and the machine code (SASS) of its k
+loop counted per weight a thread handles in one iteration. What the source says each kernel does per weight (the first: mask,
 OR, subtract and multiply-add; the strided one: shift, AND, OR and multiply-add, with ``sum(x)`` once per block)
 becomes a count the compiler produced, and so does the traffic through shared memory that the first kernel's
 broadcast of x and change of layout cost (barriers, shared stores and loads)."""
@@ -11,51 +11,68 @@ from ...kernels import quant_gemv_strided as S
 
 # the block both kernels are compiled with: S.CONFIG's on a GPU (32 rows of W, 512 columns a step, k in two)
 BLOCK = dict(BLOCK_N=32, COLUMNS=512, SPLIT_K=2, num_warps=4, num_stages=2)
-OPS = {"bar.sync": "barrier: every warp of the program waits", "st.shared": "registers -> shared memory",
-       "ld.shared": "shared memory -> registers", "ldmatrix": "shared memory -> registers, a warp's tile",
-       "ld.global": "global memory -> registers"}
-_SKIP = ("//", ".", "$", "{", "}", ")")
+OPS = {"BAR": "barrier: every warp of the program waits", "STS": "registers -> shared memory",
+       "LDSM": "shared memory -> registers, a warp's tile", "LDS": "shared memory -> registers",
+       "LDG": "global memory -> registers"}   # SASS opcodes (LDSM before LDS: a name is counted once)
 
 
-def loop_body(ptx: str) -> list:
-    """The instructions of the longest loop of ``ptx``: from a label to the last branch back to it (what lies
-    between them, inner branches included, runs once an iteration), without labels and directives.
+def _instruction(line: str) -> str | None:
+    r"""The opcode of one line of ``cuobjdump -sass`` as Triton prints it (``ctrl<TAB>@P0 OPCODE args;``), without
+    its predicate, or None for a label or a blank line.
 
-    >>> loop_body("mov.u32 %r1, 0;\\n$L__BB0_1:  // loop\\nadd.s32 %r1, %r1, 1;\\n@%p1 bra $L__BB0_1;\\nret;")
-    ['add.s32 %r1, %r1, 1;', '@%p1 bra $L__BB0_1;']
+    >>> _instruction("--:-:-:-:5\t@!P0 BRA LBB0;"), _instruction("LBB1:"), _instruction("--:-:-:Y:2\tSTS.128 [R3], R4;")
+    ('BRA', None, 'STS.128')
     """
-    lines = [ln.split("//")[0].strip() for ln in ptx.splitlines()]   # a label may carry a comment
-    labels = {ln[:-1]: i for i, ln in enumerate(lines) if ln.startswith("$") and ln.endswith(":")}
+    body = line.split("\t", 1)[1].strip() if "\t" in line else ""
+    if not body:
+        return None
+    words = body.rstrip(";").split()
+    return words[1] if words[0].startswith("@") else words[0]
+
+
+def loop_body(sass: str) -> list:
+    r"""The opcodes of the longest loop of ``sass``: from a label to the last branch back to it (what lies between
+    them, inner branches included, runs once an iteration).
+
+    >>> loop_body("--:-:-:-:1\tMOV R1, RZ;\nLBB1:\n--:-:-:-:1\tIADD3 R1, R1, 1, RZ;\n--:-:-:-:5\t@P1 BRA LBB1;\nEXIT;")
+    ['IADD3', 'BRA']
+    """
+    lines = [ln.strip() for ln in sass.splitlines()]
+    labels = {ln[:-1]: i for i, ln in enumerate(lines) if ln.endswith(":") and "\t" not in ln and " " not in ln}
     best = (0, 0)
     for i, ln in enumerate(lines):
         words = ln.rstrip(";").split()
-        if len(words) >= 2 and words[-2].startswith("bra") and labels.get(words[-1], i) < i:
-            j = labels[words[-1]]
-            best = max(best, (i - j, j), key=lambda b: b[0])
+        if len(words) >= 2 and words[-2] == "BRA" and labels.get(words[-1], i) < i:
+            best = max(best, (i - labels[words[-1]], labels[words[-1]]), key=lambda b: b[0])
     span, start = best
-    return [ln for ln in lines[start + 1:start + span + 1] if ln and not ln.startswith(_SKIP)]
+    return [op for op in map(_instruction, lines[start + 1:start + span + 1]) if op]
 
 
 def count(body: list) -> dict:
-    """How many instructions of ``body`` start with each opcode of :data:`OPS`, and ``"all"`` of them.
+    """How many opcodes of ``body`` start with each name of :data:`OPS` (each counted once, under the first that
+    fits), and ``"all"`` of them.
 
-    >>> count(["bar.sync 0;", "@%p1 ld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];", "add.f32 %f1, %f2, %f3;"])
-    {'bar.sync': 1, 'st.shared': 0, 'ld.shared': 0, 'ldmatrix': 0, 'ld.global': 1, 'all': 3}
+    >>> count(["BAR.SYNC.DEFER_BLOCKING", "LDSM.16.M88.4", "LDS.U8", "LDG.E.128", "FFMA"])
+    {'BAR': 1, 'STS': 0, 'LDSM': 1, 'LDS': 1, 'LDG': 1, 'all': 5}
     """
-    ops = [ln.split()[1] if ln.startswith("@") else ln.split()[0] for ln in body]
-    return {**{op: sum(o.startswith(op) for o in ops) for op in OPS}, "all": len(ops)}
+    out = dict.fromkeys(OPS, 0)
+    for op in body:
+        name = next((n for n in OPS if op.startswith(n)), None)
+        if name:
+            out[name] += 1
+    return {**out, "all": len(body)}
 
 
 def _compile(module: str, kernel: str, signature: dict, constexprs: dict) -> str:
     from ...triton_ptx import compiled_ptx
     aligned = [i for i, t in enumerate(signature.values()) if t != "constexpr"]   # 16-byte pointers, sizes of 16
     return compiled_ptx(module, kernel, signature, constexprs, num_warps=BLOCK["num_warps"],
-                        num_stages=BLOCK["num_stages"], aligned=aligned)
+                        num_stages=BLOCK["num_stages"], aligned=aligned, asm="sass")
 
 
 def gemv_census() -> dict:
     """``{kernel: counts}`` for the first int4 kernel (``int4_gemv_kernel``, batch 1) and the strided one, both
-    with :data:`BLOCK`: :func:`count` of the k loop's PTX, plus ``"weights"`` (the weights each thread handles in
+    with :data:`BLOCK`: :func:`count` of the k loop's SASS, plus ``"weights"`` (the weights each thread handles in
     an iteration) and ``"per weight"`` (instructions per weight). A few seconds a kernel, no GPU needed."""
     threads = 32 * BLOCK["num_warps"]
     first = dict(x_ptr="*bf16", w_ptr="*i32", s_ptr="*bf16", out_ptr="*fp32", M="constexpr", N="i32", K="i32",
@@ -81,7 +98,7 @@ def show_gemv_census(census: dict) -> str:
     """The census as a table: a row per count, a column per kernel."""
     names = list(census)
     lines = [f"{'in the k loop, per thread':<28}" + "".join(f"{n:>26}" for n in names)]
-    for key, what in [*OPS.items(), ("all", "every PTX instruction"), ("weights", "weights an iteration"),
+    for key, what in [*OPS.items(), ("all", "every instruction"), ("weights", "weights an iteration"),
                       ("per weight", "instructions per weight")]:
         cells = "".join(f"{census[n][key]:>26.1f}" if key == "per weight" else f"{census[n][key]:>26}" for n in names)
         lines.append(f"{key:<28}" + cells + f"   {what}")
