@@ -114,8 +114,6 @@ def layout_compare(n: int, seed: int = 0) -> dict:
 _FP8_ARGS = ("a_ptr", "b_ptr", "out_ptr", "sa_ptr", "sb_ptr", "h", "w", "k", "a_stride_r", "a_stride_k", "b_stride_k",
              "b_stride_c", "out_stride_r", "out_stride_c", "sa_stride_r", "sb_stride_c")
 # what each counted PTX instruction does: the copy of a tile to shared memory, and what is done to it on the way
-STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
-
 CENSUS = {"cp.async": "global -> shared, no registers (async copy)", "ld.global": "global -> registers",
           "prmt": "byte permute in registers", "st.shared": "registers -> shared",
           "wgmma.mma_async": "tensor-core product (Hopper)"}
@@ -156,6 +154,9 @@ def show_census(census: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the GEMV
+STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
+
+
 def act_dtype() -> torch.dtype:
     """The activations' dtype: bf16 where the GPU has it, fp16 elsewhere (and in the interpreter)."""
     return F.out_dtype()
