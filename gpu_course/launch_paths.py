@@ -211,11 +211,11 @@ def paths_table(taken: dict, baseline: str = "cuBLAS") -> str:
     """One line per function: the medians over the rounds of its GPU time, time per loop step and CPU per
     call, and ``baseline``'s loop time over its own (median, and the rounds' range)."""
     width = max(len(n) for n in taken) + 2
-    lines = [f"{'':<{width}}{'GPU time':>10}{'loop/step':>11}{'CPU/call':>10}   × {baseline} in a loop (rounds)"]
+    lines = [f"{'':<{width}}{'GPU time':>11}{'loop/step':>12}{'CPU/call':>11}   × {baseline} in a loop (rounds)"]
     for name, ts in taken.items():
         r = sorted(loop_ratios(taken, name, baseline))
-        lines.append(f"{name:<{width}}{fmt_ms(_med([t.median for t in ts])):>10}"
-                     f"{fmt_ms(_med([t.loop_ms for t in ts])):>11}{fmt_ms(_med([t.cpu_ms for t in ts])):>10}"
+        lines.append(f"{name:<{width}} {fmt_ms(_med([t.median for t in ts])):>10}"
+                     f" {fmt_ms(_med([t.loop_ms for t in ts])):>11} {fmt_ms(_med([t.cpu_ms for t in ts])):>10}"
                      f"   {_med(r):.2f}× ({r[0]:.2f}-{r[-1]:.2f}×)")
     return "\n".join(lines)
 

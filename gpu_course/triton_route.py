@@ -2,10 +2,12 @@
 the output and launches a kernel that Triton compiled (through Python, on a shape's first call) with the CUDA
 driver's ``cuLaunchKernel``, so that a later call spends in Python one look-up and one call into C++
 (:class:`~gpu_course.triton_launch.Launcher`'s direct path still runs Python for the key, the grid and
-the launcher's arguments). Three routes use it: notebook 10's LayerNorm node
-(``kernels/cuda/layer_norm/node.cpp``), notebook 07's matmul (``kernels/cuda/triton_route/matmul.cpp``) and
-notebook 06's softmax and means (``kernels/cuda/triton_route/softmax_mean.cpp``, through a :class:`Route`); each
-includes ``kernels/cuda/triton_route/launch.h``, the driver's entry points and the kernels' registry.
+the launcher's arguments). Four routes use it: notebook 10's LayerNorm node
+(``kernels/cuda/layer_norm/node.cpp``), notebook 07's matmul (``kernels/cuda/triton_route/matmul.cpp``),
+notebook 06's softmax and means (``kernels/cuda/triton_route/softmax_mean.cpp``) and notebook 11's attention
+forward (``kernels/cuda/triton_route/attention.cpp``, which fills its descriptor kernel's TMA tensor maps), the last
+two through a :class:`Route`; each includes ``kernels/cuda/triton_route/launch.h``, the driver's entry points
+(``cuLaunchKernel``, ``cuTensorMapEncodeTiled``) and the kernels' registry.
 
 * :func:`build` compiles a route's extension (once; later sessions load it from the course's build cache);
 * :func:`kernel_layout` says how ``cuLaunchKernel`` takes a compiled kernel's arguments, or None where a
@@ -21,6 +23,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -50,18 +53,69 @@ def build(name: str, source: Path, verbose: bool = False):
 
 def kernel_layout(ck, nargs: int):
     """How a route passes compiled kernel ``ck``'s ``nargs`` runtime arguments (one letter each: ``p`` a
-    pointer, ``i`` i32, ``l`` i64, ``f`` fp32, ``-`` compiled in), and how many null scratch pointers Triton
-    appends, as ``(layout, scratch)``; None where a launch through ``cuLaunchKernel`` would not be the launch
-    Triton makes (another argument type; scratch memory in use; a cluster of programs; a trailing argument
-    that is not a constexpr)."""
+    pointer, ``i`` i32, ``l`` i64, ``f`` fp32, ``-`` compiled in; a host tensor descriptor as Triton's launcher
+    passes it, ``T`` its tensor map and then its shape's and strides' letters), and how many null scratch pointers
+    Triton appends, as ``(layout, scratch)``; None where a launch through ``cuLaunchKernel`` would not be the
+    launch Triton makes (another argument type; scratch memory in use; a cluster of programs, a cooperative grid or
+    a programmatic dependent launch; a trailing argument that is not a constexpr).
+
+    >>> kernel_layout(_Ck(["tensordesc<fp16[64, 64]>", "*fp32", "i32"], {}, [{"swizzle": 3}]), 3)
+    ('Tiillpi', 0)
+    """
     meta, sig = ck.metadata, list(ck.src.signature.values())
     if (getattr(meta, "global_scratch_size", 0) or getattr(meta, "profile_scratch_size", 0)
-            or getattr(meta, "num_ctas", 1) != 1 or len(sig) < nargs or any(t != "constexpr" for t in sig[nargs:])):
+            or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_cooperative_grid", False)
+            or getattr(meta, "launch_pdl", False) or len(sig) < nargs
+            or any(t != "constexpr" for t in sig[nargs:])):
         return None
-    layout = "".join("p" if t.startswith("*") else _CODES.get(t, "?") for t in sig[:nargs])
+    words = _expanded(sig[:nargs], getattr(meta, "tensordesc_meta", None))
+    if words is None:
+        return None
+    layout = "".join(_letter(t) for t in words)
     if "?" in layout:
         return None
     return layout, 2 if hasattr(meta, "profile_scratch_size") else 1 if hasattr(meta, "global_scratch_size") else 0
+
+
+def _letter(t) -> str:
+    if not isinstance(t, str):
+        return "?"
+    return "p" if t.startswith("*") else "T" if t == "nvTmaDesc" else _CODES.get(t, "?")
+
+
+def _expanded(sig, tensordesc_meta):
+    """The kernel's parameters as ``cuLaunchKernel`` takes them: ``sig`` itself without tensor descriptors; with
+    them, as this Triton's NVIDIA launcher expands the whole signature (``expand_signature``: a 2-D tiled host
+    descriptor becomes ``nvTmaDesc, i32, i32, i64, i64``: the map, the shape, the strides). None where that is not
+    the expansion a route makes (a Triton without descriptor metadata, another rank, im2col or fp4 descriptors).
+
+    >>> _expanded(["tensordesc<fp16[64, 64]>", "*fp32"], [{"swizzle": 3}])
+    ['nvTmaDesc', 'i32', 'i32', 'i64', 'i64', '*fp32']
+    >>> _expanded(["tensordesc<fp16[8, 64, 64]>"], [{"swizzle": 3}]) is None   # a 3-D box
+    True
+    """
+    is_desc = [isinstance(t, str) and t.startswith("tensordesc") for t in sig]
+    if not any(is_desc):
+        return sig
+    metas = list(tensordesc_meta or [])
+    if (len(metas) != sum(is_desc) or any(m.get("is_im2col") or m.get("fp4_padded") for m in metas)
+            or any(d and not re.fullmatch(r"tensordesc<[^[>]*\[\s*\d+\s*,\s*\d+\s*\]>", t) for t, d in zip(sig, is_desc))):
+        return None   # the route encodes 2-D tiled maps only
+    want = []   # the expansion a route makes
+    for t, d in zip(sig, is_desc):
+        want += ["nvTmaDesc", "i32", "i32", "i64", "i64"] if d else [t]
+    try:
+        try:
+            from triton.backends.driver import expand_signature
+            out = expand_signature(list(sig), metas, "nvTmaDesc")
+        except ImportError:   # a Triton whose NVIDIA driver expands them itself (3.5)
+            from triton.backends.nvidia.driver import expand_signature
+            out = expand_signature(list(sig), metas)
+    except ImportError:   # Triton 3.6 names no expansion: its launcher passes the map, the shape and the strides
+        return want       # (make_tensordesc_arg), which is this one (checked bit for bit on an H100)
+    except (TypeError, AssertionError, AttributeError):
+        return None
+    return list(out) if list(out) == want else None
 
 
 def register(mod, ck, nargs: int):
@@ -146,7 +200,7 @@ def route(name: str, source: Path) -> Route:
     return hit
 
 
-def _Ck(signature, meta):
+def _Ck(signature, meta, tensordesc_meta=None):
     """A stand-in for a CompiledKernel in the doctests: its signature's types and metadata."""
     return SimpleNamespace(src=SimpleNamespace(signature=dict(enumerate(signature))),
-                           metadata=SimpleNamespace(num_ctas=1, **meta))
+                           metadata=SimpleNamespace(num_ctas=1, tensordesc_meta=tensordesc_meta, **meta))

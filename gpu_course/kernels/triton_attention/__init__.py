@@ -23,6 +23,7 @@ name of them here (``ta.attention_forward``, ``ta._fwd_inner``):
 * :mod:`.forward`: the forward kernel with pointer loads, its autotuner, what both forwards share;
 * :mod:`.forward_desc`: the forward with tensor descriptors (warp-specialised, pipelined, persistent);
 * :mod:`.backward`: the backward's kernels (delta, dK/dV, dQ, atomic dQ), autotuners and launchers;
+* :mod:`.route`: the forward's C++ route (:func:`build_route`), which a call of a kind seen before takes;
 * :mod:`.flash`: :func:`attention_forward`, the autograd Function and :func:`flash_attention`.
 
 What notebook 11 and ``bench/flash_attention.py`` measure them with (PyTorch's own attentions, the speed and memory
@@ -60,5 +61,6 @@ from .forward import (_FORWARD_TUNER, _LAST_FORWARD, DTYPES, HEAD_DIMS, LOG2E, _
 from .forward_desc import (_desc_grid, _desc_query_block, _descriptors, _fwd_inner_desc, _fwd_inner_pipelined,
                            _online_update, attention_fwd_desc_kernel, attention_fwd_desc_tuned,
                            attention_forward_desc, uses_descriptors)
+from .route import ROUTE, build_route, route_key, route_taken
 from .reference import (attention_flops, check_inputs, default_scale, naive_attention, online_softmax_attention,
                         tile_flops)

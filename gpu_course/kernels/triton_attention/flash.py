@@ -1,5 +1,6 @@
 """What a caller runs: :func:`attention_forward` (the autotuned descriptor forward where
-:func:`~.forward_desc.uses_descriptors`, else the pointer forward, or a fixed ``cfg``), the autograd Function
+:func:`~.forward_desc.uses_descriptors`, else the pointer forward, or a fixed ``cfg``; once :func:`~.route.build_route`
+has built its C++ route, a call of a kind seen before goes through it), the autograd Function
 :class:`FlashAttention` that pairs it with the backward, and :func:`flash_attention`, the differentiable entry point.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from .forward import (_FORWARD_TUNER, _LAST_FORWARD, _forward_buffers, attention
                       check_flash_inputs)
 from .forward_desc import attention_fwd_desc_tuned, attention_forward_desc, uses_descriptors
 from .reference import default_scale
+from .route import route_first
 
 
 def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.empty, descriptors=None):
@@ -40,6 +42,9 @@ def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.e
         ck = direct(attention_fwd_kernel)[(cdiv(N, cfg["BLOCK_M"]), B * H)](*args, **switches, **cfg)
     _LAST_FORWARD[0] = ck
     return out, lse
+
+
+attention_forward = route_first(attention_forward)   # the C++ route in front (the source above is the launcher's)
 
 
 class FlashAttention(torch.autograd.Function):

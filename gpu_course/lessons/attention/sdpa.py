@@ -4,6 +4,7 @@ which of them run here, the fp32 reference, how far ours and theirs are from it,
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -78,24 +79,31 @@ def one_line(e):
     return f"{type(e).__name__}: {text[0][:140] if text else ''}"
 
 
+def skip_reason(name):
+    """Why SDPA's backend ``name`` cannot run here (``utils.gpu_supports`` says this GPU lacks it; in cpu mode every
+    backend but "SDPA flash", for which SDPA's default CPU kernel stands in), or None where it may be tried."""
+    if name not in SDPA_BACKENDS:
+        raise ValueError(f"unknown backend {name!r} of SDPA; known: {', '.join(SDPA_BACKENDS)}")
+    feature = SDPA_BACKENDS[name][1]
+    ok, why = gpu_supports(feature) if feature else (True, "")
+    if not ok:
+        return f"{name}: {why}"
+    if not ON_GPU and name != "SDPA flash":
+        return f"{name}: skipped in cpu mode (a GPU backend; on the CPU SDPA has its own kernel)"
+    return None
+
+
 def sdpa_baselines(q, k, v, dout, causal=False, names=tuple(SDPA_BACKENDS)):
     """The SDPA backends (of ``names``) that run here for these inputs: ``(fns, skipped)`` with
     ``fns = {name: function(q, k, v, causal)}`` and ``skipped = {name: one-line reason}``. A backend
-    is skipped where ``utils.gpu_supports`` says this GPU lacks it, in cpu mode (except "SDPA flash",
-    for which SDPA's default CPU kernel stands in), or where one forward and backward with it raises
+    is skipped where :func:`skip_reason` gives a reason, or where one forward and backward with it raises
     (the exception's first line is the reason). ``q, k, v`` must require grad."""
     import warnings
     fns, skipped = {}, {}
     for name in names:
-        if name not in SDPA_BACKENDS:
-            raise ValueError(f"sdpa_baselines: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
-        feature = SDPA_BACKENDS[name][1]
-        ok, why = gpu_supports(feature) if feature else (True, "")
-        if not ok:
-            skipped[name] = f"{name}: {why}"
-            continue
-        if not ON_GPU and name != "SDPA flash":
-            skipped[name] = f"{name}: skipped in cpu mode (a GPU backend; on the CPU SDPA has its own kernel)"
+        why = skip_reason(name)
+        if why:
+            skipped[name] = why
             continue
         fn = sdpa_with(name)
         try:
@@ -108,6 +116,43 @@ def sdpa_baselines(q, k, v, dout, causal=False, names=tuple(SDPA_BACKENDS)):
             continue
         fns[name] = fn
     return fns, skipped
+
+
+def forward_paths(q, k, v, causal=False, rounds=5):
+    """What one forward call (no autograd) costs through each launch path of ours, beside every SDPA backend that runs
+    here: ``(taken, baseline)``. ``taken`` is :func:`~gpu_course.launch_paths.paths_rounds`' (per name, one
+    ``UserTiming`` a round: GPU time, time per loop step, CPU per call) for the SDPA backends, ``"ours, Python path"``
+    (the C++ route off: the autotuner, the tensor descriptors and the launch in Python) and, where the route is ready,
+    ``"ours, C++ route"``; ``baseline`` names the SDPA backend with the shortest median loop step."""
+    import statistics
+    import warnings
+
+    from ...kernels import triton_attention as ta
+    from ...launch_paths import paths_rounds
+    fns = {}
+    with torch.no_grad():
+        for name in SDPA_BACKENDS:
+            fn = sdpa_with(name)
+            try:
+                if skip_reason(name):
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fn(q, k, v, causal)
+            except Exception:  # noqa: BLE001 - not available for these inputs: left out
+                continue
+            fns[name] = functools.partial(fn, q, k, v, causal)
+
+        def python_path():
+            with ta.ROUTE.off():
+                return ta.attention_forward(q, k, v, causal)
+        fns["ours, Python path"] = python_path
+        if ta.ROUTE.ready():
+            fns["ours, C++ route"] = functools.partial(ta.attention_forward, q, k, v, causal)
+        taken = paths_rounds(fns, rounds)
+    libs = [n for n in taken if n in SDPA_BACKENDS]
+    best = min(libs, key=lambda n: statistics.median(t.loop_ms for t in taken[n])) if libs else None
+    return taken, best
 
 
 def max_err(a, b):
