@@ -98,9 +98,10 @@ def _expanded(sig, tensordesc_meta):
     if not any(is_desc):
         return sig
     metas = list(tensordesc_meta or [])
+    two_d = re.compile(r"tensordesc<[^[>]*\[\s*\d+\s*,\s*\d+\s*\]>")   # the route encodes 2-D tiled maps only
     if (len(metas) != sum(is_desc) or any(m.get("is_im2col") or m.get("fp4_padded") for m in metas)
-            or any(d and not re.fullmatch(r"tensordesc<[^[>]*\[\s*\d+\s*,\s*\d+\s*\]>", t) for t, d in zip(sig, is_desc))):
-        return None   # the route encodes 2-D tiled maps only
+            or any(d and not two_d.fullmatch(t) for t, d in zip(sig, is_desc))):
+        return None
     want = []   # the expansion a route makes
     for t, d in zip(sig, is_desc):
         want += ["nvTmaDesc", "i32", "i32", "i64", "i64"] if d else [t]

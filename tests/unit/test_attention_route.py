@@ -137,7 +137,8 @@ def test_the_layout_under_a_triton_whose_nvidia_driver_expands_descriptors(monke
     monkeypatch.setattr(nvidia, "expand_signature", expand_signature, raising=False)
     sig = ["tensordesc<fp16[128, 64]>"] * 3 + ["*fp16", "*fp32", "fp32", "i32", "i32"]
     meta = {"global_scratch_size": 0, "profile_scratch_size": 0}
-    assert triton_route.kernel_layout(triton_route._Ck(sig, meta, [dict(swizzle=3)] * 3), 8) == ("Tiill" * 3 + "ppfii", 2)
+    ck = triton_route._Ck(sig, meta, [dict(swizzle=3)] * 3)
+    assert triton_route.kernel_layout(ck, 8) == ("Tiill" * 3 + "ppfii", 2)
 
 
 def test_forward_paths_times_each_path_beside_the_libraries(route):
@@ -148,6 +149,7 @@ def test_forward_paths_times_each_path_beside_the_libraries(route):
     taken, best = lesson.forward_paths(q, k, v, rounds=2)
     assert list(taken) == ["SDPA flash", "ours, Python path", "ours, C++ route"] and best == "SDPA flash"
     assert all(len(t) == 2 for t in taken.values()) and route.calls      # the route's row went through the route
+    assert lesson.fastest_library(taken) == [t.loop_ms for t in taken["SDPA flash"]]   # the only library here
     with ar.ROUTE.off():
         taken, _ = lesson.forward_paths(q, k, v, rounds=1)
     assert "ours, C++ route" not in taken

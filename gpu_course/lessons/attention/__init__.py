@@ -16,8 +16,8 @@ from .ladder import (BACKWARD_LADDER, LADDER, PTX_CENSUS, PTX_OPS, REGISTERS, ba
 from .memory import forward_memory, forward_peak_memory, gib, memory_table
 from .ncu import (NCU_FIELDS, NCU_KERNELS, NCU_ORDER, NCU_SHAPE, attention_limiter_rows, limiter_table, limiters_file,
                   ncu_launches)
-from .sdpa import (ERROR_FLOORS, SDPA_BACKENDS, accuracy_baseline, errors_like_sdpa, forward_paths, fp32_reference,
-                   half_dtypes, max_err, one_line, reference_parts, sdpa_backend, sdpa_baselines, sdpa_flash,
-                   sdpa_with, skip_reason, time_attention)
+from .sdpa import (ERROR_FLOORS, SDPA_BACKENDS, accuracy_baseline, errors_like_sdpa, fastest_library, forward_paths,
+                   fp32_reference, half_dtypes, max_err, one_line, reference_parts, sdpa_backend, sdpa_baselines,
+                   sdpa_flash, sdpa_with, skip_reason, time_attention)
 from .tables import (rate_label, ratio_table, record_speed, shape_tag, speed_ratios, speed_table, stored_summary_rows,
                      summary_rows, summary_table)

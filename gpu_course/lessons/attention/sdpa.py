@@ -120,39 +120,54 @@ def sdpa_baselines(q, k, v, dout, causal=False, names=tuple(SDPA_BACKENDS)):
 
 def forward_paths(q, k, v, causal=False, rounds=5):
     """What one forward call (no autograd) costs through each launch path of ours, beside every SDPA backend that runs
-    here: ``(taken, baseline)``. ``taken`` is :func:`~gpu_course.launch_paths.paths_rounds`' (per name, one
-    ``UserTiming`` a round: GPU time, time per loop step, CPU per call) for the SDPA backends, ``"ours, Python path"``
-    (the C++ route off: the autotuner, the tensor descriptors and the launch in Python) and, where the route is ready,
-    ``"ours, C++ route"``; ``baseline`` names the SDPA backend with the shortest median loop step."""
+    here: ``(taken, baseline)``. ``taken`` holds, per name, one ``UserTiming`` a round of interleaved rounds (GPU time,
+    time per loop step, CPU per call; :func:`~gpu_course.rounds.interleaved_rounds`) for the SDPA backends (each
+    chosen outside the timed calls, so that they time the bare ``F.scaled_dot_product_attention``),
+    ``"ours, Python path"`` (the C++ route off: our checks, the autotuner, the tensor descriptors and Triton's launch,
+    in Python) and, where the route is ready and takes these calls, ``"ours, C++ route"``; ``baseline`` names the SDPA
+    backend with the shortest median loop step."""
     import statistics
     import warnings
 
     from ...kernels import triton_attention as ta
-    from ...launch_paths import paths_rounds
-    fns = {}
+    from ...rounds import interleaved_rounds
+    fns, pinned = {}, {}
     with torch.no_grad():
         for name in SDPA_BACKENDS:
-            fn = sdpa_with(name)
+            if skip_reason(name):
+                continue
+            fn = functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal)
             try:
-                if skip_reason(name):
-                    continue
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), sdpa_backend(name):
                     warnings.simplefilter("ignore")
-                    fn(q, k, v, causal)
+                    fn()
             except Exception:  # noqa: BLE001 - not available for these inputs: left out
                 continue
-            fns[name] = functools.partial(fn, q, k, v, causal)
+            fns[name], pinned[id(fn)] = fn, name
 
         def python_path():
             with ta.ROUTE.off():
                 return ta.attention_forward(q, k, v, causal)
         fns["ours, Python path"] = python_path
         if ta.ROUTE.ready():
-            fns["ours, C++ route"] = functools.partial(ta.attention_forward, q, k, v, causal)
-        taken = paths_rounds(fns, rounds)
+            ta.attention_forward(q, k, v, causal)            # the Python path, which registers the kernel
+            if ta.route_taken(q, k, v, causal):
+                fns["ours, C++ route"] = functools.partial(ta.attention_forward, q, k, v, causal)
+
+        def timer(fn, **kwargs):   # an SDPA backend is pinned around its timing, not inside each call
+            with sdpa_backend(pinned[id(fn)]) if id(fn) in pinned else contextlib.nullcontext():
+                fn(), fn()                                   # warm-up (the autotuner's first call tunes)
+                return bench_user(fn, **kwargs)
+        taken = interleaved_rounds(fns, rounds=rounds, timer=timer)
     libs = [n for n in taken if n in SDPA_BACKENDS]
     best = min(libs, key=lambda n: statistics.median(t.loop_ms for t in taken[n])) if libs else None
     return taken, best
+
+
+def fastest_library(taken: dict) -> list:
+    """Per round of :func:`forward_paths`' ``taken``, the shortest loop step among its SDPA backends (ms)."""
+    libs = [n for n in taken if n in SDPA_BACKENDS]
+    return [min(taken[n][r].loop_ms for n in libs) for r in range(len(taken[libs[0]]))] if libs else []
 
 
 def max_err(a, b):
