@@ -114,8 +114,10 @@ GQA_WAYS = ("enable_gqa", "group as query rows", "repeat_interleave")
 
 
 def _backend(name):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    return sdpa_kernel(getattr(SDPBackend, name)) if ON_GPU else contextlib.nullcontext()
+    """SDPA restricted to backend ``name`` on a GPU (:class:`~gpu_course.sdpa_pin.pin`, made once per function and
+    entered per call); in cpu mode a context that changes nothing."""
+    from ..sdpa_pin import pin
+    return pin(name) if ON_GPU else contextlib.nullcontext()
 
 
 def sdpa_decode(backend: str, way: str, q, k, v):
@@ -131,9 +133,10 @@ def sdpa_decode(backend: str, way: str, q, k, v):
     """
     B, HQ, T, D = q.shape
     HKV = k.shape[1]
+    pinned = _backend(backend)   # made once: each call pays only its entry
     if way == "enable_gqa":
         def run():
-            with _backend(backend):
+            with pinned:
                 return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     elif way == "group as query rows":
         if T != 1:
@@ -141,13 +144,13 @@ def sdpa_decode(backend: str, way: str, q, k, v):
         qr = q.view(B, HKV, HQ // HKV, D)
 
         def run():
-            with _backend(backend):
+            with pinned:
                 return F.scaled_dot_product_attention(qr, k, v).reshape(B, HQ, T, D)   # a backend's output may not be contiguous
     elif way == "repeat_interleave":
         ke, ve = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
 
         def run():
-            with _backend(backend):
+            with pinned:
                 return F.scaled_dot_product_attention(q, ke, ve)
     else:
         raise ValueError(f"sdpa_decode: unknown way {way!r}; known: {', '.join(GQA_WAYS)}")

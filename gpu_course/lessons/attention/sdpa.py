@@ -14,6 +14,7 @@ from ...checking import CheckFailed
 from ...kernels.triton_attention import flash_attention
 from ...hardware import gpu_supports
 from ...mode import ON_GPU
+from ...sdpa_pin import pin
 from ...user_timing import bench_user
 
 ERROR_FLOORS = {"out": 2e-3, "dq": 1e-2, "dk": 1e-2, "dv": 1e-2}  # fp16 outputs round at ~5e-4
@@ -30,26 +31,34 @@ SDPA_BACKENDS = {
 
 def sdpa_backend(name="SDPA flash"):
     """A context in which ``scaled_dot_product_attention`` may use only the backend ``name`` (a key of
-    :data:`SDPA_BACKENDS`) on a GPU; in cpu mode a context that changes nothing (SDPA's default CPU
-    kernel stands in for every backend there)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    :data:`SDPA_BACKENDS`) on a GPU (:class:`~gpu_course.sdpa_pin.pin`: make it once, enter it for each call; an entry
+    costs about a tenth of ``torch.nn.attention.sdpa_kernel``'s); in cpu mode a context that changes nothing (SDPA's
+    default CPU kernel stands in for every backend there)."""
     if name not in SDPA_BACKENDS:
         raise ValueError(f"sdpa_backend: unknown backend {name!r}; known: {', '.join(SDPA_BACKENDS)}")
-    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[name][0])) if ON_GPU else contextlib.nullcontext()
+    return pin(SDPA_BACKENDS[name][0]) if ON_GPU else contextlib.nullcontext()
 
 
 def sdpa_with(name):
-    """A function ``(q, k, v, causal=False) -> out``: SDPA restricted to the backend ``name``."""
+    """A function ``(q, k, v, causal=False) -> out``: SDPA restricted to the backend ``name`` (its context made
+    once, entered in each call)."""
+    backend = sdpa_backend(name)
+
     def sdpa(q, k, v, causal=False):
-        with sdpa_backend(name):
+        with backend:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     sdpa.__name__ = sdpa.__qualname__ = name.replace(" ", "_").lower()
     return sdpa
 
 
+_FLASH = []   # sdpa_with("SDPA flash"), made on first use
+
+
 def sdpa_flash(q, k, v, causal=False):
     """PyTorch's attention restricted to its flash backend (FlashAttention-2)."""
-    return sdpa_with("SDPA flash")(q, k, v, causal)
+    if not _FLASH:
+        _FLASH.append(sdpa_with("SDPA flash"))
+    return _FLASH[0](q, k, v, causal)
 
 
 def accuracy_baseline():
