@@ -201,6 +201,19 @@ def route(name: str, source: Path) -> Route:
     return hit
 
 
+class StandIn:
+    """Stands in for a built route extension in cpu-mode tests (with :func:`~gpu_course.launch_paths.fake_gpu`):
+    ``add_kernel`` records each kernel's number of runtime arguments and returns its id; a subclass adds the
+    route's own functions, appending what each call received to ``calls``."""
+
+    def __init__(self):
+        self.calls, self.kernels = [], []
+
+    def add_kernel(self, ck, nargs):
+        self.kernels.append(nargs)
+        return len(self.kernels) - 1
+
+
 def _Ck(signature, meta, tensordesc_meta=None):
     """A stand-in for a CompiledKernel in the doctests: its signature's types and metadata."""
     return SimpleNamespace(src=SimpleNamespace(signature=dict(enumerate(signature))),
