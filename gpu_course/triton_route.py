@@ -23,11 +23,13 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
 from .mode import ON_GPU
+from .triton_launch import direct_allowed
 
 ROUTE_DIR = Path(__file__).parent / "kernels" / "cuda" / "triton_route"
 _CODES = {"i32": "i", "i64": "l", "fp32": "f", "constexpr": "-"}
@@ -132,9 +134,9 @@ class Route:
     """One C++ route, as the wrapper in front of a Python launcher uses it: ``mod``, the extension once
     :meth:`build` has built it (``why`` says why not, until then); ``on``, cleared by :meth:`off` for comparisons;
     ``entries``, a call's key -> the route's arguments for it (kernel ids and the like), or None where the route
-    cannot launch that key's kernel (every such call keeps the Python path). The wrapper's pattern: where
-    :meth:`ready`, a key found in ``entries`` goes through ``mod``; any other call goes through the launcher, after
-    which the key's entry is made from the kernels it launched (once).
+    cannot launch that key's kernel (every such call keeps the Python path). :meth:`front` puts it in front of a
+    launcher: where :meth:`ready`, a key found in ``entries`` goes through ``mod``; any other call goes through the
+    launcher, after which the key's entry is made from the kernels it launched (once).
 
     >>> r = Route("demo", ROUTE_DIR / "demo.cpp"); r.ready(), r.why
     (False, 'not built yet: build() builds it')
@@ -158,10 +160,7 @@ class Route:
     def ready(self) -> bool:
         """Whether a call may take the route here and now: built, on, and a launch that may bypass
         ``kernel[grid]`` (:func:`~gpu_course.triton_launch.direct_allowed`)."""
-        if self.mod is None or not self.on:
-            return False
-        from .triton_launch import direct_allowed
-        return direct_allowed()
+        return self.mod is not None and self.on and direct_allowed()
 
     def register(self, *kernels):
         """The kernel ids of ``kernels`` (each a ``(CompiledKernel, number of runtime arguments)``), registered with
@@ -173,6 +172,24 @@ class Route:
                 return None
             ids.append(kid)
         return tuple(ids)
+
+    def front(self, launcher, key, call, entry):
+        """``launcher`` with this route in front. Each of ``key``, ``call`` and ``entry`` takes a call's arguments as
+        ``launcher`` does: ``key(*a, **kw)`` is the call's key, or None where the call must keep the Python path (a
+        configuration or an output of the caller's); ``call(mod, hit, *a, **kw)`` makes the call through the
+        extension with the key's entry ``hit``; ``entry(*a, **kw)``, after the launcher has run, is the key's entry
+        (from the kernels the launcher launched), or None where the route cannot launch them."""
+        @functools.wraps(launcher)
+        def routed(*args, **kwargs):
+            k = key(*args, **kwargs) if self.ready() else None
+            hit = self.entries.get(k) if k is not None else None
+            if hit is not None:
+                return call(self.mod, hit, *args, **kwargs)
+            out = launcher(*args, **kwargs)
+            if k is not None and k not in self.entries:
+                self.entries[k] = entry(*args, **kwargs)
+            return out
+        return routed
 
     @contextlib.contextmanager
     def off(self):

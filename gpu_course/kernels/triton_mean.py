@@ -16,8 +16,6 @@ The tile size and warps come from :func:`mean_config` (``MEAN_GPU`` was tuned on
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -149,27 +147,25 @@ def route_key(mean, x):
             torch.get_default_dtype())
 
 
-def _route_first(launcher, kernels, call):
-    """``launcher`` (a mean) with the C++ route in front: where the route is ready, a call with the default
-    configuration (and output) whose key was seen before goes through ``call(mod, x, *entry)``; any other call is
-    ``launcher``'s, after which ``kernels`` (each ``(kernel, runtime arguments)``) are registered for that key, once."""
-    @functools.wraps(launcher)
-    def mean(x, cfg=None, **alloc):
+def _routed(launcher, kernels):
+    """``launcher`` (a mean) with the C++ route in front (:meth:`~gpu_course.triton_route.Route.front`): a call with
+    the default configuration and output is keyed by :func:`route_key`; its entry is ``kernels`` (each
+    ``(kernel, runtime arguments)``) as the launcher just launched them, and the tile; the extension's function of
+    the launcher's name makes the call."""
+    name = launcher.__name__
+
+    def key(x, cfg=None, **alloc):
         plain = cfg is None and alloc.get("alloc", torch.empty) is torch.empty and isinstance(x, torch.Tensor)
-        key = route_key(launcher.__name__, x) if plain and ROUTE.ready() else None
-        hit = ROUTE.entries.get(key) if key is not None else None
-        if hit is not None:
-            return call(ROUTE.mod, x, *hit)
-        out = launcher(x, cfg, **alloc)
-        if key is not None and key not in ROUTE.entries:
-            ids = ROUTE.register(*((direct(k).last, n) for k, n in kernels))
-            c = mean_config()
-            ROUTE.entries[key] = ids and (*ids, c["BLOCK"] * c["TILES"])
-        return out
-    return mean
+        return route_key(name, x) if plain else None
+
+    def entry(*_, **__):
+        ids = ROUTE.register(*((direct(k).last, n) for k, n in kernels))
+        c = mean_config()
+        return ids and (*ids, c["BLOCK"] * c["TILES"])
+
+    return ROUTE.front(launcher, key, lambda mod, hit, x, *_, **__: getattr(mod, name)(x, *hit), entry)
 
 
 # the route in front of each launcher (their sources above are the launchers')
-mean_two_pass = _route_first(mean_two_pass, ((partial_sums_kernel, 3), (sum_to_mean_kernel, 4)),
-                             lambda mod, x, *entry: mod.mean_two_pass(x, *entry))
-mean_atomic = _route_first(mean_atomic, ((mean_atomic_kernel, 3),), lambda mod, x, *entry: mod.mean_atomic(x, *entry))
+mean_two_pass = _routed(mean_two_pass, ((partial_sums_kernel, 3), (sum_to_mean_kernel, 4)))
+mean_atomic = _routed(mean_atomic, ((mean_atomic_kernel, 3),))

@@ -10,8 +10,6 @@ goes through it (:mod:`gpu_course.triton_route`). Notebook 06's sweep over row l
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -78,23 +76,16 @@ def route_key(x):
             torch.get_default_dtype())
 
 
-def _route_first(launcher):
-    """``launcher`` (:func:`softmax`) with the C++ route in front: where the route is ready, a call with the
-    default configuration and output whose key was seen before goes through it; any other call is ``launcher``'s
-    (which checks the arguments), after which the kernel it launched is registered for that key (once)."""
-    @functools.wraps(launcher)
-    def softmax(x, cfg=None, alloc=torch.empty):
-        key = route_key(x) if (cfg is None and alloc is torch.empty and isinstance(x, torch.Tensor)
-                               and ROUTE.ready()) else None
-        hit = ROUTE.entries.get(key) if key is not None else None
-        if hit is not None:
-            return ROUTE.mod.softmax(x, *hit)
-        out = launcher(x, cfg, alloc)
-        if key is not None and key not in ROUTE.entries:
-            ids = ROUTE.register((direct(softmax_rows_kernel).last, 6))
-            ROUTE.entries[key] = ids and (ids[0], softmax_config(x.shape[1])["ROWS"])
-        return out
-    return softmax
+def _route_key(x, cfg=None, alloc=torch.empty):
+    """:func:`route_key` of a call with the default configuration and output, else None (the Python path)."""
+    return route_key(x) if cfg is None and alloc is torch.empty and isinstance(x, torch.Tensor) else None
 
 
-softmax = _route_first(softmax)   # the route in front of the launcher (softmax's source above is the launcher's)
+def _route_entry(x, cfg=None, alloc=torch.empty):
+    """The route's arguments for calls like this one: the kernel the launcher just launched, its rows a program."""
+    ids = ROUTE.register((direct(softmax_rows_kernel).last, 6))
+    return ids and (ids[0], softmax_config(x.shape[1])["ROWS"])
+
+
+# the route in front of the launcher (softmax's source above is the launcher's)
+softmax = ROUTE.front(softmax, _route_key, lambda mod, hit, x, *_, **__: mod.softmax(x, *hit), _route_entry)

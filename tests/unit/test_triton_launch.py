@@ -216,9 +216,8 @@ def test_hooks_or_a_recording_block_send_a_known_key_back_to_the_normal_path(on_
 def test_the_shipped_kernels_give_the_same_results_through_their_launchers():
     """cpu mode: every launch defers to kernel[grid] (the interpreter compiles nothing), results unchanged."""
     from gpu_course.kernels import triton_attention as ta, triton_matmul as tm, triton_mean as mn
-    from gpu_course.kernels.triton_softmax import softmax
-    shipped = (tm.matmul_tuned, softmax.__globals__["softmax_rows_kernel"], mn.mean_two_pass.__globals__[
-        "partial_sums_kernel"], ta.attention_fwd_tuned)
+    from gpu_course.kernels.triton_softmax import softmax, softmax_rows_kernel
+    shipped = (tm.matmul_tuned, softmax_rows_kernel, mn.partial_sums_kernel, ta.attention_fwd_tuned)
     before = [triton_launch.direct(k).direct for k in shipped]
     torch.manual_seed(0)
     a, b = torch.randn(40, 24), torch.randn(24, 36)

@@ -7,8 +7,6 @@ path, which tunes, compiles and launches, and then registers its kernel for that
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from ... import triton_route
@@ -65,25 +63,30 @@ def entry_for(ck, config, descriptors: bool):
     return ids[0], config["BLOCK_M"], sm_count(DEVICE) * persist if persist else 0, maps
 
 
+def _key(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.empty, descriptors=None):
+    """:func:`route_key` of an autotuned call (no ``cfg``, ``descriptors`` left to the default, plain outputs), else
+    None (the Python path)."""
+    plain = (cfg is None and descriptors is None and alloc is torch.empty and isinstance(q, torch.Tensor)
+             and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor))
+    return route_key(q, k, v, causal) if plain else None
+
+
+def _call(mod, hit, q, k, v, causal=False, scale=None, *_, **__):
+    out, lse = mod.forward(q, k, v, default_scale(q.shape[-1], scale), *hit)
+    return out, lse
+
+
+def _entry(*_, **__):
+    """The entry for the call the launcher just made: its compiled kernel and the autotuner's choice."""
+    desc = last_forward_tuner() is attention_fwd_desc_tuned
+    tuner = attention_fwd_desc_tuned if desc else direct(attention_fwd_tuned).kernel   # what launched
+    best = getattr(tuner, "best_config", None)
+    return entry_for(_LAST_FORWARD[0], best and best.kwargs, descriptors=desc)
+
+
 def route_first(launcher):
-    """``launcher`` (:func:`~.flash.attention_forward`) with the C++ route in front: where the route is ready, an
-    autotuned call (no ``cfg``, ``descriptors`` left to the default, plain outputs) whose key was seen before goes
-    through it; any other call is ``launcher``'s (which checks the arguments), after which the kernel it launched is
-    registered for that key (once)."""
-    @functools.wraps(launcher)
-    def attention_forward(q, k, v, causal=False, scale=None, cfg=None, alloc=torch.empty, descriptors=None):
-        plain = (cfg is None and descriptors is None and alloc is torch.empty and isinstance(q, torch.Tensor)
-                 and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor))
-        key = route_key(q, k, v, causal) if plain and ROUTE.ready() else None
-        hit = ROUTE.entries.get(key) if key is not None else None
-        if hit is not None:
-            out, lse = ROUTE.mod.forward(q, k, v, default_scale(q.shape[-1], scale), *hit)
-            return out, lse
-        result = launcher(q, k, v, causal, scale, cfg, alloc, descriptors)
-        if key is not None and key not in ROUTE.entries:
-            desc = last_forward_tuner() is attention_fwd_desc_tuned
-            tuner = attention_fwd_desc_tuned if desc else direct(attention_fwd_tuned).kernel   # what launched
-            best = getattr(tuner, "best_config", None)
-            ROUTE.entries[key] = entry_for(_LAST_FORWARD[0], best and best.kwargs, descriptors=desc)
-        return result
-    return attention_forward
+    """``launcher`` (:func:`~.flash.attention_forward`) with the C++ route in front
+    (:meth:`~gpu_course.triton_route.Route.front`): where the route is ready, an autotuned call whose key was seen
+    before goes through it; any other call is ``launcher``'s (which checks the arguments), after which the kernel it
+    launched is registered for that key (once)."""
+    return ROUTE.front(launcher, _key, _call, _entry)
