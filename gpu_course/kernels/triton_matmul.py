@@ -12,8 +12,6 @@ where the autotuner cannot time anything), or with a fixed ``cfg`` for sweeps.
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -23,7 +21,7 @@ from ..hardware import fits_shared_memory
 from ..mode import ON_GPU, by_mode
 from ..tile_order import tile_of
 from .. import triton_route
-from ..triton_launch import direct, direct_allowed
+from ..triton_launch import direct
 
 ACTIVATIONS = ("", "gelu")
 
@@ -224,38 +222,29 @@ def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.emp
 
 # ------------------------------------------------- the C++ route (gpu_course/triton_route.py, cuda/triton_route/)
 ROUTE_SOURCE = triton_route.ROUTE_DIR / "matmul.cpp"
-_ROUTE = {"mod": None, "why": "not built yet: build_route() builds it", "on": True}
-_ROUTE_SIGS: dict = {}   # route_sig(...) -> (kernel id, BLOCK_M, BLOCK_N), or None where the route cannot launch it
+ROUTE = triton_route.route("matmul_route", ROUTE_SOURCE)   # its entries: (kernel id, BLOCK_M, BLOCK_N) per key
 
 
 def build_route(verbose=False) -> bool:
     """Build the matmul's C++ route (``cuda/triton_route/matmul.cpp``; about a minute the first time) and
     turn it on for :func:`matmul`: True when it is ready, else False and :func:`route_status` says why."""
-    if _ROUTE["mod"] is None:
-        _ROUTE["mod"], _ROUTE["why"] = triton_route.build("matmul_route", ROUTE_SOURCE, verbose)
-    return _ROUTE["mod"] is not None
+    return ROUTE.build(verbose)
 
 
 def route_status():
     """None when :func:`matmul`'s later calls go through the C++ route, else why they do not."""
-    return _ROUTE["why"]
+    return ROUTE.why
 
 
-class without_route:
+def without_route():
     """``with without_route():`` :func:`matmul` takes the Python launch path even where the route is built:
     what a call costs without it, for comparisons.
 
     >>> with without_route():
-    ...     _ROUTE["on"]
+    ...     ROUTE.on
     False
     """
-
-    def __enter__(self):
-        self._was, _ROUTE["on"] = _ROUTE["on"], False
-        return self
-
-    def __exit__(self, *exc):
-        _ROUTE["on"] = self._was
+    return ROUTE.off()
 
 
 def route_sig(a, b, bias, activation, tf32):
@@ -274,51 +263,36 @@ def route_sig(a, b, bias, activation, tf32):
 def route_taken(a, b, bias=None, activation="", tf32=False) -> bool:
     """Whether :func:`matmul`'s next call with these arguments goes through the C++ route (built, on, and
     this call's kinds seen before with a kernel the route can launch)."""
-    sig = _route_key(a, b, bias, activation, tf32, None, torch.empty)
-    return sig is not None and _ROUTE_SIGS.get(sig) is not None
+    key = _route_key(a, b, bias, activation, tf32) if ROUTE.ready() else None
+    return key is not None and ROUTE.entries.get(key) is not None
 
 
-def _route_key(a, b, bias, activation, tf32, cfg, alloc):
-    """:func:`route_sig` of a call the route may take (built, on, autotuned, a plain output, tensors, and a launch
-    that may bypass ``kernel[grid]`` here and now), else None."""
-    if (_ROUTE["mod"] is None or not _ROUTE["on"] or cfg is not None or alloc is not torch.empty
-            or not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor)
-            or not (bias is None or isinstance(bias, torch.Tensor)) or not direct_allowed()):
+def _route_key(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
+    """:func:`route_sig` of an autotuned call with a plain output and tensors, else None (the Python path)."""
+    if (cfg is not None or alloc is not torch.empty or not isinstance(a, torch.Tensor)
+            or not isinstance(b, torch.Tensor) or not (bias is None or isinstance(bias, torch.Tensor))):
         return None
     return route_sig(a, b, bias, activation, tf32)
 
 
-def _route_first(launcher):
-    """``launcher`` (:func:`matmul`) with the C++ route in front: once :func:`build_route` has built it, an
-    autotuned call whose kinds were seen before goes through the route; any other call is ``launcher``'s (which
-    checks the arguments), after which the kernel it launched is registered for those kinds (once; None where
-    the route cannot launch it)."""
-    @functools.wraps(launcher)
-    def matmul(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):
-        sig = _route_key(a, b, bias, activation, tf32, cfg, alloc)
-        if sig is not None:
-            hit = _ROUTE_SIGS.get(sig)
-            if hit is not None:
-                mod = _ROUTE["mod"]
-                return mod.matmul(a, b, *hit) if bias is None else mod.matmul_bias(a, b, bias, *hit)
-        out = launcher(a, b, bias, activation, tf32, cfg, alloc)
-        if sig is not None and sig not in _ROUTE_SIGS:
-            _ROUTE_SIGS[sig] = _route_entry(_ROUTE["mod"], direct(matmul_tuned).last)
-        return out
-    return matmul
+def _route_call(mod, hit, a, b, bias=None, *_, **__):
+    """The call through the extension with the key's entry ``hit`` (kernel id, BLOCK_M, BLOCK_N)."""
+    return mod.matmul(a, b, *hit) if bias is None else mod.matmul_bias(a, b, bias, *hit)
 
 
-def _route_entry(mod, ck):
-    """The route's arguments for a call the autotuner's choice ``ck`` made: (kernel id, BLOCK_M, BLOCK_N), or
-    None where the route cannot launch it (then every such call keeps the Python path)."""
-    kid = triton_route.register(mod, ck, 13) if ck is not None else None
-    if kid is None:
+def _route_entry(*_, **__):
+    """The route's arguments for calls like the one the launcher just made: the kernel the autotuner chose and
+    launched, with its tile, or None where the route cannot launch it (then every such call keeps the Python
+    path)."""
+    ids = ROUTE.register((direct(matmul_tuned).last, 13))
+    if ids is None:
         return None
     kw = direct(matmul_tuned).kernel.best_config.kwargs     # the autotuner's choice, which the launcher launched
-    return kid, kw["BLOCK_M"], kw["BLOCK_N"]
+    return ids[0], kw["BLOCK_M"], kw["BLOCK_N"]
 
 
-matmul = _route_first(matmul)   # the route in front of the launcher (matmul's source above is the launcher's)
+# the route in front of the launcher (matmul's source above is the launcher's)
+matmul = ROUTE.front(matmul, _route_key, _route_call, _route_entry)
 
 
 def tensor_core_instruction(a, b, tf32=False):

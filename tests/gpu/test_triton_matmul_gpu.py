@@ -32,8 +32,7 @@ def test_the_cpp_route_gives_the_python_paths_result_bit_for_bit(dtype, shape, e
     with tm.without_route():
         want = tm.matmul(a, b, **kw)                       # tunes, compiles, registers nothing
     first = tm.matmul(a, b, **kw)                          # the Python path, registering the kernel
-    sig = tm.route_sig(a, b, kw.get("bias"), kw.get("activation", ""), False)
-    assert tm._ROUTE_SIGS.get(sig) is not None, "the route did not take this kernel"
+    assert tm.route_taken(a, b, kw.get("bias"), kw.get("activation", "")), "the route did not take this kernel"
     got = tm.matmul(a, b, **kw)                            # through the route
     assert torch.equal(first, want) and torch.equal(got, want)
     torch.cuda.synchronize()

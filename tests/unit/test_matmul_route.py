@@ -9,15 +9,8 @@ from gpu_course import triton_launch, triton_route
 from gpu_course.kernels import triton_matmul as tm
 
 
-class _Route:
+class _Route(triton_route.StandIn):
     """Stands in for the built extension: records each call, returns a marked output."""
-
-    def __init__(self):
-        self.calls, self.kernels = [], []
-
-    def add_kernel(self, *args):
-        self.kernels.append(args)
-        return len(self.kernels) - 1
 
     def matmul(self, a, b, kid, bm, bn):
         self.calls.append(("matmul", kid, bm, bn))
@@ -31,8 +24,8 @@ class _Route:
 @pytest.fixture
 def route(monkeypatch):
     mod = _Route()
-    monkeypatch.setitem(tm._ROUTE, "mod", mod)
-    monkeypatch.setattr(tm, "_ROUTE_SIGS", {})
+    monkeypatch.setattr(tm.ROUTE, "mod", mod)
+    monkeypatch.setattr(tm.ROUTE, "entries", {})
     monkeypatch.setattr(triton_route, "register", lambda m, ck, nargs: m.add_kernel(ck, nargs))
     with lp.fake_gpu(tm.matmul_tuned, tm.matmul_kernel):
         yield mod
@@ -69,7 +62,7 @@ def test_the_route_steps_aside(route):
     assert route.calls == []
     with pytest.raises(AssertionError, match="do not match"):    # a learner's mistake: the same message as before
         tm.matmul(a, a)
-    assert tm._ROUTE["on"] is True
+    assert tm.ROUTE.on is True
 
 
 def test_kernel_layout_refuses_what_the_route_cannot_pass():
