@@ -38,11 +38,22 @@ __device__ inline uint32_t cluster_rank() {
 __device__ inline void cluster_sync() {   // every thread of every block of the cluster
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// Arrive on the mbarrier at `bar`'s offset in the shared memory of block `cta` of this cluster (this block's own too).
+// Arrive on the mbarrier at `bar`'s offset in the shared memory of block `cta` of this cluster. With PTX's default
+// semantics (.release at CTA scope), as CUTLASS's cluster barrier does: the ordering that matters, the wgmma reads of
+// the stage finished before a peer's copy overwrites it, wgmma.wait_group has already given. Asked for with
+// .release.cluster instead, ptxas put a MEMBAR.ALL.GPU (a fence over all of the GPU's memory) before each arrive,
+// and the kernel lost a third of its speed at 4096^3 (cuobjdump -sass shows the fence).
 __device__ inline void mbar_arrive_cta(uint64_t* bar, uint32_t cta) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(cta));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+}
+// A consumer is done with a stage: it tells block `cta` of the cluster, on that block's empty barrier `bar` (this
+// block's own through rung 5's local arrive).
+template <int CLUSTER>
+__device__ inline void free_stage(uint64_t* bar, uint32_t cta) {
+    if (CLUSTER == 1 || cta == cluster_rank()) mbar_arrive(bar);
+    else mbar_arrive_cta(bar, cta);
 }
 // rung 5's mbar_wait, acquiring what the cluster's blocks released before they arrived.
 __device__ inline void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
@@ -147,11 +158,11 @@ persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ C
                     wgmma_step<BN, 1>(d, wg_desc(a + kk * 32, 16, 1024), wg_desc(b + kk * 16 * 128, BOX, 1024));
                 wg_commit();
                 wg_wait<1>();                                  // the stage before this one is read ...
-                if (kt > 0 && t < CLUSTER) mbar_arrive_cta(&empty[(g - 1) % STAGES], t);   // ... free it everywhere
+                if (kt > 0 && t < CLUSTER) free_stage<CLUSTER>(&empty[(g - 1) % STAGES], t);   // ... free it everywhere
             }
             wg_wait<0>();
             wg_touch(d);
-            if (t < CLUSTER) mbar_arrive_cta(&empty[(g - 1) % STAGES], t);   // this tile's last stage, too
+            if (t < CLUSTER) free_stage<CLUSTER>(&empty[(g - 1) % STAGES], t);   // this tile's last stage, too
             // the epilogue: fp16 results into the swizzled shared tile (box j = columns 64j .. 64j + 63), then TMA.
             if (t == 0) bulk_wait_read0();                     // the last tile's store has read my_c
             warpgroup_sync(1 + c);
