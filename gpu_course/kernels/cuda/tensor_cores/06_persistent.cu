@@ -87,7 +87,7 @@ __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.sh
 __device__ inline void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
 
 template <int BN, int STAGES, int CLUSTER>
-__global__ void __launch_bounds__(P6_THREADS, 1)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(P6_THREADS, 1)
 persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ CUtensorMap tm_n,
              const __grid_constant__ CUtensorMap tm_out, const int* __restrict__ order, int units, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -191,37 +191,15 @@ persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ C
 // The compiled shapes (tensor_cores.P6_VARIANTS names them, in this order): block tile 128 x BN, STAGES, CLUSTER.
 constexpr int P6_VARIANTS = 4;
 
-template <int BN, int STAGES, int CLUSTER>
-static void launch_persistent(const CUtensorMap& tm_m, const CUtensorMap& tm_n, const CUtensorMap& tm_out,
-                              const torch::Tensor& order, int units, int k, int sms, int max_blocks) {
-    constexpr int smem = STAGES * (WG_BM + BN) * WG_BK * 2 + 2 * 64 * BN * 2 + 1024 + 2 * STAGES * 8;
-    static bool allowed = false;
-    auto kernel = persistent_k<BN, STAGES, CLUSTER>;
-    if (!allowed) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    allowed = true;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CLUSTER;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(P6_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    int clusters = sms / CLUSTER;                    // one block per SM, where clusters of CLUSTER fit
-    if (CLUSTER > 1) {
-        cfg.gridDim = dim3(sms / CLUSTER * CLUSTER);
-        int fit = 0;
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg));
-        TORCH_CHECK(fit > 0, ("tc_persistent: no cluster of " + std::to_string(CLUSTER) + " blocks fits on this GPU").c_str());
-        clusters = std::min(clusters, fit);
-    }
-    if (max_blocks > 0) clusters = std::min(clusters, std::max(1, max_blocks / CLUSTER));
-    clusters = std::min(clusters, units);
-    cfg.gridDim = dim3(clusters * CLUSTER);
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_m, tm_n, tm_out, order.data_ptr<int>(), units, k));
+// Dynamic shared memory of a block: the stages, the two consumers' results, alignment slack and the mbarriers.
+constexpr int p6_smem(int bn, int stages) { return stages * (WG_BM + bn) * WG_BK * 2 + 2 * 64 * bn * 2 + 1024 + 2 * stages * 8; }
+
+// The grid: one block per SM (the kernel's shared memory allows one), in whole clusters, at most one per unit of
+// work and at most max_blocks (0: no limit). Clusters of 2 fill an H100's or H200's 132 SMs (66 clusters).
+static int p6_blocks(int sms, int cluster, int units, int max_blocks) {
+    int clusters = std::min(sms / cluster, units);
+    if (max_blocks > 0) clusters = std::min(clusters, std::max(1, max_blocks / cluster));
+    return clusters * cluster;
 }
 
 // out = m @ n by rung 6: compiled shape `variant`, the units of work in the order of `order` (int32, units x 2: the
@@ -248,11 +226,43 @@ torch::Tensor tc_persistent(torch::Tensor m, torch::Tensor n, torch::Tensor out,
     const CUtensorMap tm_m = tensor_map(m, WG_BM, WG_BK);
     const CUtensorMap tm_n = tensor_map(n, WG_BK, 64);
     const CUtensorMap tm_out = tensor_map(out, 64, 64);
-    switch (variant) {
-        case 0: launch_persistent<256, 3, 2>(tm_m, tm_n, tm_out, order, units, k, sms, max_blocks); break;
-        case 1: launch_persistent<256, 3, 1>(tm_m, tm_n, tm_out, order, units, k, sms, max_blocks); break;
-        case 2: launch_persistent<128, 5, 2>(tm_m, tm_n, tm_out, order, units, k, sms, max_blocks); break;
-        default: launch_persistent<128, 5, 1>(tm_m, tm_n, tm_out, order, units, k, sms, max_blocks); break;
+    const auto stream = at::cuda::getCurrentCUDAStream();   // torch's current stream
+    const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    const int* table = order.data_ptr<int>();
+    static bool allowed[P6_VARIANTS] = {};
+    switch (variant) {   // the clusters' size is the kernel's own (__cluster_dims__): a plain <<<>>> launch
+        case 0: {   // 128 x 256 tiles, 3 stages, clusters of 2
+            constexpr int smem = p6_smem(256, 3);
+            if (!allowed[0]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<256, 3, 2>, attr, smem));
+            allowed[0] = true;
+            persistent_k<256, 3, 2><<<p6_blocks(sms, 2, units, max_blocks), P6_THREADS, smem, stream>>>(
+                tm_m, tm_n, tm_out, table, units, k);
+            break;
+        }
+        case 1: {   // 128 x 256 tiles, 3 stages, no clusters
+            constexpr int smem = p6_smem(256, 3);
+            if (!allowed[1]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<256, 3, 1>, attr, smem));
+            allowed[1] = true;
+            persistent_k<256, 3, 1><<<p6_blocks(sms, 1, units, max_blocks), P6_THREADS, smem, stream>>>(
+                tm_m, tm_n, tm_out, table, units, k);
+            break;
+        }
+        case 2: {   // 128 x 128 tiles, 5 stages, clusters of 2
+            constexpr int smem = p6_smem(128, 5);
+            if (!allowed[2]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<128, 5, 2>, attr, smem));
+            allowed[2] = true;
+            persistent_k<128, 5, 2><<<p6_blocks(sms, 2, units, max_blocks), P6_THREADS, smem, stream>>>(
+                tm_m, tm_n, tm_out, table, units, k);
+            break;
+        }
+        default: {  // 128 x 128 tiles, 5 stages, no clusters
+            constexpr int smem = p6_smem(128, 5);
+            if (!allowed[3]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<128, 5, 1>, attr, smem));
+            allowed[3] = true;
+            persistent_k<128, 5, 1><<<p6_blocks(sms, 1, units, max_blocks), P6_THREADS, smem, stream>>>(
+                tm_m, tm_n, tm_out, table, units, k);
+            break;
+        }
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
