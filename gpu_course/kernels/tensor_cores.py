@@ -8,9 +8,12 @@
   shared tiles, fragments double-buffered in registers;
 * rung 4 ``04_cp_async.cu``: rung 3's warps fed by ``cp.async`` through a multistage pipeline;
 * rung 5 ``05_wgmma_tma.cu``: Hopper's ``wgmma.mma_async`` on tiles that TMA copies, an mbarrier pipeline and
-  warp specialisation (sm_90 only).
+  warp specialisation (sm_90 only);
+* rung 6 ``06_persistent.cu``: rung 5's warpgroups in persistent blocks that take their tiles in a chosen order
+  (:func:`unit_table`), in clusters of two that share n's tiles by TMA multicast, results stored by TMA while the
+  next tile's copies run (sm_90 only).
 
-Each rung has one host function (:data:`FUNCS`); rungs 4 and 5 take a ``cfg`` too, one of their compiled shapes
+Each rung has one host function (:data:`FUNCS`); rungs 4 to 6 take a ``cfg`` too, one of their compiled shapes
 (:data:`CONFIGS`). :func:`run` calls any of them; :func:`build` compiles the rungs that run here
 (:func:`rungs_here`: rungs 3 to 5 are inline PTX, which the CPU emulation refuses, and need sm_80, sm_80 and sm_90).
 ``fragment_layouts`` (tc_common.cuh) gives the lane layouts notebook 12 draws. The ladder's plumbing (files, source,
@@ -36,23 +39,31 @@ from .ladder import Ladder, Tuned
 # The name each rung is reported under (notebook 12 records its results with these).
 RUNGS = {1: "rung 1 WMMA, tiles from global memory", 2: "rung 2 WMMA, shared-memory tiles",
          3: "rung 3 mma.sync + ldmatrix, swizzled", 4: "rung 4 cp.async pipeline",
-         5: "rung 5 wgmma + TMA (Hopper)"}
+         5: "rung 5 wgmma + TMA (Hopper)", 6: "rung 6 persistent, clusters, TMA store"}
 DIR = "tensor_cores/"
 COMMON = DIR + "tc_common.cuh"
 # Each rung's files after tc_common.cuh, in the order they build (a later file uses what an earlier one defines).
 _FILES = {1: ["01_wmma.cu"], 2: ["02_wmma_shared.cu"], 3: ["tc_ptx.cuh", "03_mma_ldmatrix.cu"],
-          4: ["tc_ptx.cuh", "03_mma_ldmatrix.cu", "04_cp_async.cu"], 5: ["tc_ptx.cuh", "05_wgmma_tma.cu"]}
-FUNCS = {1: "tc_wmma_global", 2: "tc_wmma_shared", 3: "tc_mma", 4: "tc_async", 5: "tc_wgmma"}
+          4: ["tc_ptx.cuh", "03_mma_ldmatrix.cu", "04_cp_async.cu"], 5: ["tc_ptx.cuh", "05_wgmma_tma.cu"],
+          6: ["tc_ptx.cuh", "05_wgmma_tma.cu", "06_persistent.cu"]}
+FUNCS = {1: "tc_wmma_global", 2: "tc_wmma_shared", 3: "tc_mma", 4: "tc_async", 5: "tc_wgmma", 6: "tc_persistent"}
 LAYOUTS = "fragment_layouts"   # tc_common.cuh: the lane layouts notebook 12 draws
 # The compiled shapes of the rungs that take a cfg (the cases of their host functions, in order; cfg 0 is the
 # default): block tile, warp tile, pipeline stages.
 CONFIGS = {4: ["128x256x64 w64x64 3 stages", "128x128x64 w64x64 3 stages", "256x128x64 w64x64 3 stages",
                "128x256x64 w64x64 4 stages", "128x128x64 w64x32 4 stages"],
            5: ["128x256x64, 2 consumer warpgroups, 4 stages", "128x128x64, 2 consumer warpgroups, 5 stages",
-               "128x256x64, 4 stages, n transposed first (K-major)"]}
+               "128x256x64, 4 stages, n transposed first (K-major)"],
+           6: ["128x256x64, 3 stages, clusters of 2, grouped order", "128x256x64, 3 stages, clusters of 2, Hilbert order",
+               "128x256x64, 3 stages, clusters of 2, raster order", "128x256x64, 3 stages, no clusters, grouped order",
+               "128x128x64, 5 stages, clusters of 2, grouped order", "128x128x64, 5 stages, no clusters, grouped order"]}
+# Rung 6's shapes as (compiled variant of tc_persistent: (BN, STAGES, CLUSTER), tile order), in CONFIGS[6]'s order.
+P6_VARIANTS = [(256, 3, 2), (256, 3, 1), (128, 5, 2), (128, 5, 1)]
+P6_CONFIGS = [(0, "grouped"), (0, "hilbert"), (0, "raster"), (1, "grouped"), (2, "grouped"), (3, "grouped")]
 # What each rung needs: the hardware feature gates (gpu_course.hardware.FEATURES) it uses.
-NEEDS = {1: ("wmma",), 2: ("wmma",), 3: ("mma_fp16",), 4: ("mma_fp16", "cp_async"), 5: ("sm90a",)}
-PTX = {3: "ldmatrix, mma.sync", 4: "ldmatrix, mma.sync, cp.async", 5: "wgmma, TMA, mbarrier"}   # inline PTX
+NEEDS = {1: ("wmma",), 2: ("wmma",), 3: ("mma_fp16",), 4: ("mma_fp16", "cp_async"), 5: ("sm90a",), 6: ("sm90a",)}
+PTX = {3: "ldmatrix, mma.sync", 4: "ldmatrix, mma.sync, cp.async", 5: "wgmma, TMA, mbarrier",   # inline PTX
+       6: "wgmma, TMA multicast and stores, clusters, mbarrier"}
 
 
 def _rung_files(rung: int) -> list:
@@ -90,7 +101,7 @@ def funcs(rungs=None) -> list:
 def runs_here(rung: int) -> tuple:
     """``(True, "")`` where rung ``rung`` runs here, else ``(False, reason)``, the reason one line. In cpu mode rungs
     1 and 2 run (the emulation runs WMMA); rungs 3 to 5 are inline PTX, which it does not execute. On a GPU, by
-    compute capability (:data:`NEEDS`; ``COURSE_FAKE_CC`` pretends), and rung 5 on sm_90 only.
+    compute capability (:data:`NEEDS`; ``COURSE_FAKE_CC`` pretends), and rungs 5 and 6 on sm_90 only.
 
     >>> runs_here(1)
     (True, '')
@@ -105,7 +116,7 @@ def runs_here(rung: int) -> tuple:
     if not ON_GPU and rung in PTX:   # also where COURSE_FAKE_CC makes the emulation answer as a GPU
         return False, (f"{RUNGS[rung]}: inline PTX ({PTX[rung]}) runs on a GPU only; the CPU emulation runs "
                        f"CUDA C, not PTX")
-    if cc is not None and rung in (3, 4, 5):
+    if cc is not None and rung in (3, 4, 5, 6):
         ok, why = fits_shared_memory(shared_bytes(rung), RUNGS[rung])
         if not ok:
             return False, why
@@ -124,11 +135,11 @@ LADDER = Ladder("tensor_cores", RUNGS, _rung_files, lambda rungs: funcs(rungs), 
 
 
 def shared_bytes(rung: int, cfg: int = 0) -> int:
-    """Dynamic shared memory per block of rung ``rung`` in shape ``cfg`` (rungs 3 to 5; 0 for the others, whose
+    """Dynamic shared memory per block of rung ``rung`` in shape ``cfg`` (rungs 3 to 6; 0 for the others, whose
     shared memory is static).
 
-    >>> [shared_bytes(r) // 1024 for r in (3, 4, 5)]
-    [64, 144, 193]
+    >>> [shared_bytes(r) // 1024 for r in (3, 4, 5, 6)]
+    [64, 144, 193, 209]
     """
     if rung == 3:
         return 2 * (128 * 64 + 64 * 128) * 2
@@ -138,6 +149,9 @@ def shared_bytes(rung: int, cfg: int = 0) -> int:
     if rung == 5:
         bm, bn, stages = [(128, 256, 4), (128, 128, 5), (128, 256, 4)][cfg]
         return stages * (bm + bn) * 64 * 2 + 1024 + 2 * stages * 8   # + alignment slack + mbarriers
+    if rung == 6:
+        bn, stages, _ = P6_VARIANTS[P6_CONFIGS[cfg][0]]
+        return stages * (128 + bn) * 64 * 2 + 2 * 64 * bn * 2 + 1024 + 2 * stages * 8   # + 2 consumers' results
     return 0
 
 
@@ -162,16 +176,51 @@ def build(rungs=None, **load_cuda_kwargs):
 
 
 def run(mod, rung: int, m, n, out, cfg: int = 0):
-    """``out = m @ n`` by rung ``rung`` of a module from :func:`build` (shape ``cfg`` for rungs 4 and 5); returns
-    ``out``."""
+    """``out = m @ n`` by rung ``rung`` of a module from :func:`build` (shape ``cfg`` for rungs 4 to 6; rung 6 with
+    its shape's tile order, :func:`unit_table`); returns ``out``."""
     fn = getattr(mod, FUNCS[rung], None)
     if fn is None:
         raise ValueError(f"run: this module has no rung {rung} ({FUNCS[rung]}); build it with build([{rung}])")
+    if rung == 6:
+        if not 0 <= cfg < len(P6_CONFIGS):
+            raise ValueError(f"run: rung 6's shapes are cfg 0..{len(P6_CONFIGS) - 1} (CONFIGS[6]), got cfg={cfg}")
+        variant, kind = P6_CONFIGS[cfg]
+        return fn(m, n, out, variant, unit_table(m.shape[0], n.shape[1], cfg, kind, m.device), 0)
     if rung in CONFIGS:
         return fn(m, n, out, cfg)
     if cfg:
         raise ValueError(f"run: rung {rung} has one shape only (cfg 0), got cfg={cfg}")
     return fn(m, n, out)
+
+
+_UNIT_TABLES: dict = {}   # (h, w, cfg, kind, device) -> rung 6's order table on that device
+
+
+def units(h: int, w: int, cfg: int = 0, kind=None) -> list:
+    """Rung 6's units of work for ``out`` (h x w) in shape ``cfg``, in the order its blocks take them (``kind``:
+    the shape's own order, or another of :data:`~gpu_course.tile_order.ORDERS`): ``(first tile row, tile column)``
+    of each unit, a unit being CLUSTER tiles of 128 x BN one above the other. Grouped by 8 tile rows.
+
+    >>> units(300, 512, cfg=0)[:3]      # 3 tile rows in 2 units of 2, 2 tile columns of 256
+    [(0, 0), (2, 0), (0, 1)]
+    """
+    variant, own = P6_CONFIGS[cfg]
+    bn, _, cluster = P6_VARIANTS[variant]
+    tile_rows = (h + 127) // 128
+    rows, cols = (tile_rows + cluster - 1) // cluster, (w + bn - 1) // bn
+    from ..tile_order import unit_order
+    return [(r * cluster, c) for r, c in unit_order(rows, cols, kind or own, group=max(1, 8 // cluster))]
+
+
+def unit_table(h: int, w: int, cfg: int, kind: str, device):
+    """:func:`units` as the int32 tensor (units x 2) that ``tc_persistent`` reads, on ``device``, made once per
+    shape."""
+    key = (h, w, cfg, kind, str(device))
+    hit = _UNIT_TABLES.get(key)
+    if hit is None:
+        import torch
+        hit = _UNIT_TABLES[key] = torch.tensor(units(h, w, cfg, kind), dtype=torch.int32, device=device)
+    return hit
 
 
 def tol(k: int) -> dict:

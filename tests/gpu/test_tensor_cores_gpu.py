@@ -126,3 +126,20 @@ def test_wmma_a_and_b_layouts_match_the_emulation():
         shown = "\n".join(f"lane {l:2d}: " + " ".join(f"({v // 16},{v % 16})" for v in gpu[name][l].tolist())
                           for l in range(32))
         assert torch.equal(gpu[name], expect[name]), f"{name} on this GPU, (row, col) of x[0..15] per lane:\n{shown}"
+
+
+@pytest.mark.parametrize("variant", range(len(tc.P6_VARIANTS)))
+def test_rung6_blocks_that_walk_many_tiles(mod, variant):
+    """Rung 6 with 2 and 6 blocks (one or three clusters), so that each walks many tiles and its mbarriers go
+    through many phases; k = 520 (9 stages of 64, the last part-filled), sizes no tile divides, every order."""
+    if 6 not in HERE:
+        pytest.skip(tc.runs_here(6)[1])
+    cfg = next(c for c, (v, _) in enumerate(tc.P6_CONFIGS) if v == variant)
+    h, w, k = 1000, 776, 520
+    m, n = _operands(h, w, k)
+    ref = m.double() @ n.double()
+    for kind in ("raster", "grouped", "hilbert"):
+        for blocks in (2, 6):
+            out = mod.tc_persistent(m, n, utils.poisoned(h, w, dtype=torch.float16), variant,
+                                    tc.unit_table(h, w, cfg, kind, m.device), blocks)
+            utils.check(out, ref, **tc.tol(k), name=f"rung 6 {tc.P6_VARIANTS[variant]} {kind}, {blocks} blocks")

@@ -5,6 +5,8 @@ and 4 with their inline PTX replaced by CUDA C that does what the PTX ISA says e
 tests/gpu/test_tensor_cores_gpu.py checks the same on a GPU, with the real instructions."""
 from pathlib import Path
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -189,7 +191,7 @@ def test_mma_sync_calls_are_counted_per_lane():
 def test_ladder_sources_and_what_runs_on_the_cpu():
     assert tc.rungs_here(quiet=True) == {1: tc.RUNGS[1], 2: tc.RUNGS[2]}
     assert "asm" not in tc.source([1, 2])
-    for rung in (3, 4, 5):
+    for rung in (3, 4, 5, 6):
         ok, why = tc.runs_here(rung)
         assert not ok and "inline PTX" in why and "runs on a GPU only" in why
     src = tc.source([3])
@@ -197,8 +199,9 @@ def test_ladder_sources_and_what_runs_on_the_cpu():
                                                  r"supported by the CPU emulation; run on a GPU"):
         load(src, ["tc_mma"])
     assert tc.funcs([4]) == ["tc_async", "tc_async_order", "fragment_layouts"]
-    with pytest.raises(ValueError, match="no rung 6"):
-        tc.files(6)
+    assert tc.files(6)[-2:] == ["tensor_cores/05_wgmma_tma.cu", "tensor_cores/06_persistent.cu"]
+    with pytest.raises(ValueError, match="no rung 7"):
+        tc.files(7)
 
 
 @pytest.fixture(scope="module")
@@ -446,3 +449,19 @@ def test_wgmma_address_cases_mix_rung_5s_descriptors_with_unseen_ones():
     assert {c[3] for c in cases} == {True, False} and any(c[0] % 1024 for c in cases)   # both majors, starts inside a group
     assert sum(lb.startswith("rung 5's") for lb in labels) == 48
     assert len({lesson.wgmma_address(*c) for c in cases}) > 90
+
+
+def test_rung6_units_cover_every_tile_once():
+    """Rung 6's order tables: each (tile row, column) of out in exactly one unit, a unit being CLUSTER tiles one above
+    the other, in every shape and order, at sizes no tile divides."""
+    for cfg, (variant, _) in enumerate(tc.P6_CONFIGS):
+        bn, _, cluster = tc.P6_VARIANTS[variant]
+        for h, w in [(1000, 776), (4096, 4096), (5120, 5120), (128, 8), (300, 512)]:
+            for kind in ("raster", "grouped", "hilbert"):
+                tiles = [(r + q, c) for r, c in tc.units(h, w, cfg, kind) for q in range(cluster)]
+                rows, cols = -(-h // 128), -(-w // bn)
+                inside = sorted(t for t in tiles if t[0] < rows)
+                assert inside == [(r, c) for r in range(rows) for c in range(cols)], (cfg, h, w, kind)
+                assert len(tiles) - len(inside) == (rows % cluster and cols)   # an odd row's unit runs past h
+    with pytest.raises(ValueError, match="cfg 0..5"):
+        tc.run(SimpleNamespace(tc_persistent=print), 6, torch.zeros(8, 8), torch.zeros(8, 8), torch.zeros(8, 8), cfg=6)

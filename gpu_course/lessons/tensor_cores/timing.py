@@ -9,7 +9,8 @@ from ...mode import ON_GPU
 CUBLAS = "cuBLAS fp16 (torch.matmul)"
 # FLOP per byte of m and n that a block tile loads from global memory, BM BN / (BM + BN), per rung in its default shape
 # (cfg 0; the autotuner may run another: notebook 12's table)
-INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 256 / 384, 5: 128 * 256 / 384}
+INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 256 / 384, 5: 128 * 256 / 384,
+             6: 128 * 256 / 384}
 
 
 def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
