@@ -15,7 +15,8 @@
 
 Each rung has one host function (:data:`FUNCS`); rungs 4 to 6 take a ``cfg`` too, one of their compiled shapes
 (:data:`CONFIGS`). :func:`run` calls any of them; :func:`build` compiles the rungs that run here
-(:func:`rungs_here`: rungs 3 to 5 are inline PTX, which the CPU emulation refuses, and need sm_80, sm_80 and sm_90).
+(:func:`rungs_here`: rungs 3 to 6 are inline PTX, which the CPU emulation refuses, and need sm_80, sm_80, sm_90
+and sm_90).
 ``fragment_layouts`` (tc_common.cuh) gives the lane layouts notebook 12 draws. The ladder's plumbing (files, source,
 build, rungs that run here, autotuning) is :class:`gpu_course.kernels.ladder.Ladder`'s; what notebook 12 draws,
 times against cuBLAS and reads from Nsight Compute is in :mod:`gpu_course.lessons.tensor_cores`.
@@ -100,7 +101,7 @@ def funcs(rungs=None) -> list:
 
 def runs_here(rung: int) -> tuple:
     """``(True, "")`` where rung ``rung`` runs here, else ``(False, reason)``, the reason one line. In cpu mode rungs
-    1 and 2 run (the emulation runs WMMA); rungs 3 to 5 are inline PTX, which it does not execute. On a GPU, by
+    1 and 2 run (the emulation runs WMMA); rungs 3 to 6 are inline PTX, which it does not execute. On a GPU, by
     compute capability (:data:`NEEDS`; ``COURSE_FAKE_CC`` pretends), and rungs 5 and 6 on sm_90 only.
 
     >>> runs_here(1)
