@@ -463,5 +463,7 @@ def test_rung6_units_cover_every_tile_once():
                 inside = sorted(t for t in tiles if t[0] < rows)
                 assert inside == [(r, c) for r in range(rows) for c in range(cols)], (cfg, h, w, kind)
                 assert len(tiles) - len(inside) == (rows % cluster and cols)   # an odd row's unit runs past h
-    with pytest.raises(ValueError, match="cfg 0..5"):
-        tc.run(SimpleNamespace(tc_persistent=print), 6, torch.zeros(8, 8), torch.zeros(8, 8), torch.zeros(8, 8), cfg=6)
+    last = len(tc.P6_CONFIGS) - 1
+    with pytest.raises(ValueError, match=f"cfg 0..{last}"):
+        tc.run(SimpleNamespace(tc_persistent=print), 6, torch.zeros(8, 8), torch.zeros(8, 8), torch.zeros(8, 8),
+               cfg=last + 1)
