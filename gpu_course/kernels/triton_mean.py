@@ -147,6 +147,17 @@ def route_key(mean, x):
             torch.get_default_dtype())
 
 
+def route_taken(mean, x) -> bool:
+    """Whether the next call ``mean(x)`` (``mean`` the launcher's name: ``"mean_two_pass"`` or ``"mean_atomic"``) goes
+    through the C++ route: built, on, a launch that may bypass ``kernel[grid]`` here, and this kind of call seen
+    before with kernels the route can launch.
+
+    >>> route_taken("mean_two_pass", torch.ones(8))     # not built here
+    False
+    """
+    return ROUTE.ready() and ROUTE.entries.get(route_key(mean, x)) is not None
+
+
 def _routed(launcher, kernels):
     """``launcher`` (a mean) with the C++ route in front (:meth:`~gpu_course.triton_route.Route.front`): a call with
     the default configuration and output is keyed by :func:`route_key`; its entry is ``kernels`` (each

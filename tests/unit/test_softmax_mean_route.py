@@ -57,8 +57,12 @@ def test_a_softmaxs_second_call_goes_through_the_route(route):
 
 def test_each_mean_goes_through_the_route_with_its_own_kernels(route):
     x = torch.rand(5000)
+    assert not tmean.route_taken("mean_two_pass", x)
     tmean.mean_two_pass(x), tmean.mean_atomic(x)         # first calls: both kernels of the two-pass, then one
     assert route.calls == [] and route.kernels == [3, 4, 3]
+    assert tmean.route_taken("mean_two_pass", x) and tmean.route_taken("mean_atomic", x)
+    with tmean.ROUTE.off():
+        assert not tmean.route_taken("mean_two_pass", x)
     tile = tmean.mean_config()["BLOCK"] * tmean.mean_config()["TILES"]
     assert tmean.mean_two_pass(x).item() == 8 and tmean.mean_atomic(x).item() == 9
     assert route.calls == [("mean_two_pass", 0, 1, tile), ("mean_atomic", 2, tile)]
