@@ -162,6 +162,12 @@ class Route:
         ``kernel[grid]`` (:func:`~gpu_course.triton_launch.direct_allowed`)."""
         return self.mod is not None and self.on and direct_allowed()
 
+    def taken(self, key, *args) -> bool:
+        """Whether the call whose key is ``key(*args)`` goes through the extension now: :meth:`ready` (checked first,
+        so a key that only a GPU can compute is not asked for elsewhere), and an entry the route can launch made
+        for that key."""
+        return self.ready() and self.entries.get(key(*args)) is not None
+
     def register(self, *kernels):
         """The kernel ids of ``kernels`` (each a ``(CompiledKernel, number of runtime arguments)``), registered with
         the extension, or None where any of them is missing or the route cannot launch it (:func:`register`)."""

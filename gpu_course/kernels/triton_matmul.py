@@ -263,8 +263,7 @@ def route_sig(a, b, bias, activation, tf32):
 def route_taken(a, b, bias=None, activation="", tf32=False) -> bool:
     """Whether :func:`matmul`'s next call with these arguments goes through the C++ route (built, on, and
     this call's kinds seen before with a kernel the route can launch)."""
-    key = _route_key(a, b, bias, activation, tf32) if ROUTE.ready() else None
-    return key is not None and ROUTE.entries.get(key) is not None
+    return ROUTE.taken(_route_key, a, b, bias, activation, tf32)
 
 
 def _route_key(a, b, bias=None, activation="", tf32=False, cfg=None, alloc=torch.empty):

@@ -155,7 +155,7 @@ def route_taken(mean, x) -> bool:
     >>> route_taken("mean_two_pass", torch.ones(8))     # not built here
     False
     """
-    return ROUTE.ready() and ROUTE.entries.get(route_key(mean, x)) is not None
+    return ROUTE.taken(route_key, mean, x)
 
 
 def _routed(launcher, kernels):

@@ -43,7 +43,7 @@ def route_key(q, k, v, causal):
 
 def route_taken(q, k, v, causal=False) -> bool:
     """Whether the next ``attention_forward(q, k, v, causal)`` goes through the C++ route."""
-    return ROUTE.ready() and ROUTE.entries.get(route_key(q, k, v, causal)) is not None
+    return ROUTE.taken(route_key, q, k, v, causal)
 
 
 def entry_for(ck, config, descriptors: bool):
