@@ -57,10 +57,14 @@ CONFIGS = {4: ["128x256x64 w64x64 3 stages", "128x128x64 w64x64 3 stages", "256x
                "128x256x64, 4 stages, n transposed first (K-major)"],
            6: ["128x256x64, 3 stages, clusters of 2, grouped order", "128x256x64, 3 stages, clusters of 2, Hilbert order",
                "128x256x64, 3 stages, clusters of 2, raster order", "128x256x64, 3 stages, no clusters, grouped order",
-               "128x128x64, 5 stages, clusters of 2, grouped order", "128x128x64, 5 stages, no clusters, grouped order"]}
+               "128x128x64, 5 stages, clusters of 2, grouped order", "128x128x64, 5 stages, no clusters, grouped order",
+               "128x256x64, 4 stages, clusters of 2, Hilbert order, stored in halves",
+               "128x256x64, 4 stages, no clusters, grouped order, stored in halves"]}
 # Rung 6's shapes as (compiled variant of tc_persistent: (BN, STAGES, CLUSTER), tile order), in CONFIGS[6]'s order.
-P6_VARIANTS = [(256, 3, 2), (256, 3, 1), (128, 5, 2), (128, 5, 1)]
-P6_CONFIGS = [(0, "grouped"), (0, "hilbert"), (0, "raster"), (1, "grouped"), (2, "grouped"), (3, "grouped")]
+P6_VARIANTS = [(256, 3, 2), (256, 3, 1), (128, 5, 2), (128, 5, 1), (256, 4, 2), (256, 4, 1)]   # + parts of the store
+P6_PARTS = [1, 1, 1, 1, 2, 2]   # the results stored through a buffer of 1/parts of them, part after part
+P6_CONFIGS = [(0, "grouped"), (0, "hilbert"), (0, "raster"), (1, "grouped"), (2, "grouped"), (3, "grouped"),
+              (4, "hilbert"), (5, "grouped")]
 # What each rung needs: the hardware feature gates (gpu_course.hardware.FEATURES) it uses.
 NEEDS = {1: ("wmma",), 2: ("wmma",), 3: ("mma_fp16",), 4: ("mma_fp16", "cp_async"), 5: ("sm90a",), 6: ("sm90a",)}
 PTX = {3: "ldmatrix, mma.sync", 4: "ldmatrix, mma.sync, cp.async", 5: "wgmma, TMA, mbarrier",   # inline PTX
@@ -151,8 +155,9 @@ def shared_bytes(rung: int, cfg: int = 0) -> int:
         bm, bn, stages = [(128, 256, 4), (128, 128, 5), (128, 256, 4)][cfg]
         return stages * (bm + bn) * 64 * 2 + 1024 + 2 * stages * 8   # + alignment slack + mbarriers
     if rung == 6:
-        bn, stages, _ = P6_VARIANTS[P6_CONFIGS[cfg][0]]
-        return stages * (128 + bn) * 64 * 2 + 2 * 64 * bn * 2 + 1024 + 2 * stages * 8   # + 2 consumers' results
+        v = P6_CONFIGS[cfg][0]
+        (bn, stages, _), parts = P6_VARIANTS[v], P6_PARTS[v]
+        return stages * (128 + bn) * 64 * 2 + 2 * 64 * bn * 2 // parts + 1024 + 2 * stages * 8   # + consumers' results
     return 0
 
 

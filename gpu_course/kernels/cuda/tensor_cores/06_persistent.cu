@@ -86,13 +86,37 @@ __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.sh
 // A barrier over one warpgroup's 128 threads only (id 1 or 2: __syncthreads is barrier 0).
 __device__ inline void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
 
-template <int BN, int STAGES, int CLUSTER>
+// Part PART of a consumer's epilogue: columns PART * W .. (PART + 1) * W - 1 (W = BN / PARTS) of its 64 x BN results,
+// as fp16, into the swizzled shared tile my_c (box j = columns 64j .. 64j + 63 of the part), then out by TMA. The
+// store runs on while the warpgroup goes on; the next part or tile waits only until it has read my_c.
+template <int BN, int PARTS, int PART>
+__device__ inline void store_part(const float (&d)[BN / 2], unsigned char* my_c, const CUtensorMap* tm_out, int r0,
+                                  int c0, int c, int t) {
+    constexpr int BOX = 64 * 64 * 2, W = BN / PARTS;
+    const int warp = t / 32, lane = t % 32;
+    if (t == 0) bulk_wait_read0();                             // the last store has read my_c
+    warpgroup_sync(1 + c);
+#pragma unroll
+    for (int i = PART * W / 2; i < (PART + 1) * W / 2; i += 2) {
+        const int row = warp * 16 + lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4) - PART * W;
+        const int off = (col / 64) * BOX + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
+        *reinterpret_cast<__half2*>(my_c + off) = __floats2half2_rn(d[i], d[i + 1]);
+    }
+    fence_async_shared();
+    warpgroup_sync(1 + c);
+    if (t == 0) {
+        for (int j = 0; j < W / 64; ++j) tma_store_2d(tm_out, c0 + PART * W + j * 64, r0 + c * 64, my_c + j * BOX);
+        bulk_commit();
+    }
+}
+
+template <int BN, int STAGES, int CLUSTER, int PARTS = 1>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(P6_THREADS, 1)
 persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ CUtensorMap tm_n,
              const __grid_constant__ CUtensorMap tm_out, const int* __restrict__ order, int units, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int A_BYTES = WG_BM * WG_BK * 2, B_BYTES = WG_BK * BN * 2, BOX = 64 * 64 * 2;   // a 64 x 64 box: 8 KB
-    constexpr int C_BYTES = 64 * BN * 2;                       // one consumer's results, BN / 64 boxes
+    constexpr int C_BYTES = 64 * BN * 2 / PARTS;               // one consumer's results (a PARTS-th of them at a time)
     extern __shared__ __align__(1024) unsigned char smem6[];
     unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem6) + 1023) & ~uintptr_t(1023));
     unsigned char* as = base;                                  // STAGES tiles of m: 128 rows x 64 halves
@@ -138,7 +162,7 @@ persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ C
         }
     } else {                                                   // the consumers: 64 rows of each tile
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int c = wg - 1, warp = t / 32, lane = t % 32;
+        const int c = wg - 1;
         unsigned char* my_c = cs + c * C_BYTES;
         float d[BN / 2];
         int g = 0;
@@ -163,21 +187,8 @@ persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ C
             wg_wait<0>();
             wg_touch(d);
             if (t < CLUSTER) free_stage<CLUSTER>(&empty[(g - 1) % STAGES], t);   // this tile's last stage, too
-            // the epilogue: fp16 results into the swizzled shared tile (box j = columns 64j .. 64j + 63), then TMA.
-            if (t == 0) bulk_wait_read0();                     // the last tile's store has read my_c
-            warpgroup_sync(1 + c);
-#pragma unroll
-            for (int i = 0; i < BN / 2; i += 2) {
-                const int row = warp * 16 + lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4);
-                const int off = (col / 64) * BOX + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
-                *reinterpret_cast<__half2*>(my_c + off) = __floats2half2_rn(d[i], d[i + 1]);
-            }
-            fence_async_shared();
-            warpgroup_sync(1 + c);
-            if (t == 0) {
-                for (int j = 0; j < BN / 64; ++j) tma_store_2d(&tm_out, c0 + j * 64, r0 + c * 64, my_c + j * BOX);
-                bulk_commit();
-            }
+            store_part<BN, PARTS, 0>(d, my_c, &tm_out, r0, c0, c, t);   // the epilogue, in PARTS parts
+            if constexpr (PARTS > 1) store_part<BN, PARTS, 1>(d, my_c, &tm_out, r0, c0, c, t);
         }
         if (t == 0) bulk_wait0();                              // every store done before the block ends
     }
@@ -189,10 +200,12 @@ persistent_k(const __grid_constant__ CUtensorMap tm_m, const __grid_constant__ C
 }
 
 // The compiled shapes (tensor_cores.P6_VARIANTS names them, in this order): block tile 128 x BN, STAGES, CLUSTER.
-constexpr int P6_VARIANTS = 4;
+constexpr int P6_VARIANTS = 6;
 
 // Dynamic shared memory of a block: the stages, the two consumers' results, alignment slack and the mbarriers.
-constexpr int p6_smem(int bn, int stages) { return stages * (WG_BM + bn) * WG_BK * 2 + 2 * 64 * bn * 2 + 1024 + 2 * stages * 8; }
+constexpr int p6_smem(int bn, int stages, int parts = 1) {
+    return stages * (WG_BM + bn) * WG_BK * 2 + 2 * 64 * bn * 2 / parts + 1024 + 2 * stages * 8;
+}
 
 // The grid: one block per SM (the kernel's shared memory allows one), in whole clusters, at most one per unit of
 // work and at most max_blocks (0: no limit). Clusters of 2 fill an H100's or H200's 132 SMs (66 clusters).
@@ -255,7 +268,23 @@ torch::Tensor tc_persistent(torch::Tensor m, torch::Tensor n, torch::Tensor out,
                 tm_m, tm_n, tm_out, table, units, k);
             break;
         }
-        default: {  // 128 x 128 tiles, 5 stages, no clusters
+        case 4: {   // 128 x 256 tiles, 4 stages, clusters of 2, results stored in 2 parts
+            constexpr int smem = p6_smem(256, 4, 2);
+            if (!allowed[4]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<256, 4, 2, 2>, attr, smem));
+            allowed[4] = true;
+            persistent_k<256, 4, 2, 2><<<p6_blocks(sms, 2, units, max_blocks), P6_THREADS, smem, stream>>>(
+                tm_m, tm_n, tm_out, table, units, k);
+            break;
+        }
+        case 5: {   // 128 x 256 tiles, 4 stages, no clusters, results stored in 2 parts
+            constexpr int smem = p6_smem(256, 4, 2);
+            if (!allowed[5]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<256, 4, 1, 2>, attr, smem));
+            allowed[5] = true;
+            persistent_k<256, 4, 1, 2><<<p6_blocks(sms, 1, units, max_blocks), P6_THREADS, smem, stream>>>(
+                tm_m, tm_n, tm_out, table, units, k);
+            break;
+        }
+        case 3: {   // 128 x 128 tiles, 5 stages, no clusters
             constexpr int smem = p6_smem(128, 5);
             if (!allowed[3]) C10_CUDA_CHECK(cudaFuncSetAttribute(persistent_k<128, 5, 1>, attr, smem));
             allowed[3] = true;
@@ -263,6 +292,7 @@ torch::Tensor tc_persistent(torch::Tensor m, torch::Tensor n, torch::Tensor out,
                 tm_m, tm_n, tm_out, table, units, k);
             break;
         }
+        default: break;   // variant checked above
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
