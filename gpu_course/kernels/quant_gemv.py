@@ -217,6 +217,12 @@ def _tuned_config(x, words, scales, N, K, strides) -> dict:
     return _TUNED[key]
 
 
+def tuned_configs() -> dict:
+    """``{(M, N, K): cfg}``: the autotuner's choice for every shape the CUDA-core int4 path has run on this
+    process's GPU (empty on the CPU, where :data:`INT4_CONFIG` is taken without tuning)."""
+    return {key[:3]: dict(cfg) for key, cfg in _TUNED.items()}
+
+
 def int8_gemv(x, q, scales, cfg=None):
     """``x @ W.T`` for W given as int8 ``q`` (n x k) and one scale per row (``scales``: n), in x's dtype."""
     M, K = x.shape

@@ -63,43 +63,68 @@ def count(body: list) -> dict:
     return {**out, "all": len(body)}
 
 
-def _compile(module: str, kernel: str, signature: dict, constexprs: dict) -> str:
+def _compile(module: str, kernel: str, signature: dict, constexprs: dict, num_warps: int, num_stages: int) -> str:
     from ...triton_ptx import compiled_ptx
     aligned = [i for i, t in enumerate(signature.values()) if t != "constexpr"]   # 16-byte pointers, sizes of 16
-    return compiled_ptx(module, kernel, signature, constexprs, num_warps=BLOCK["num_warps"],
-                        num_stages=BLOCK["num_stages"], aligned=aligned, asm="sass")
+    return compiled_ptx(module, kernel, signature, constexprs, num_warps=num_warps, num_stages=num_stages,
+                        aligned=aligned, asm="sass")
 
 
-def gemv_census() -> dict:
+_FIRST = dict(x_ptr="*bf16", w_ptr="*i32", s_ptr="*bf16", out_ptr="*fp32", M="constexpr", N="i32", K="i32",
+              x_stride_m="i32", w_stride_n="i32", s_stride_g="i32", out_stride_m="i32", GROUP="constexpr",
+              BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr")
+_STRIDED = dict(x_ptr="*bf16", w_ptr="*i32", s_ptr="*bf16", out_ptr="*fp32", N="i32", K="i32", w_stride_n="i32",
+                s_stride_g="i32", BLOCK_N="constexpr", BLOCK_KW="constexpr", SPLIT_K="constexpr")
+
+
+def gemv_census(timed: dict | None = None) -> dict:
     """``{kernel: counts}`` for the first int4 kernel (``int4_gemv_kernel``, batch 1) and the strided one, both
     with :data:`BLOCK`: :func:`count` of the k loop's SASS, plus ``"weights"`` (the weights each thread handles in
-    an iteration) and ``"per weight"`` (instructions per weight). A few seconds a kernel, no GPU needed."""
-    threads = 32 * BLOCK["num_warps"]
-    first = dict(x_ptr="*bf16", w_ptr="*i32", s_ptr="*bf16", out_ptr="*fp32", M="constexpr", N="i32", K="i32",
-                 x_stride_m="i32", w_stride_n="i32", s_stride_g="i32", out_stride_m="i32", GROUP="constexpr",
-                 BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr")
-    strided = dict(x_ptr="*bf16", w_ptr="*i32", s_ptr="*bf16", out_ptr="*fp32", N="i32", K="i32", w_stride_n="i32",
-                   s_stride_g="i32", BLOCK_N="constexpr", BLOCK_KW="constexpr", SPLIT_K="constexpr")
-    kernels = {
-        "first (int4_gemv_kernel)": (G.__name__, "int4_gemv_kernel", first,
-                                     dict(M=1, GROUP=G.GROUP, BLOCK_M=1, BLOCK_N=BLOCK["BLOCK_N"],
-                                          BLOCK_K=BLOCK["COLUMNS"], SPLIT_K=BLOCK["SPLIT_K"])),
-        "strided": (S.__name__, "int4_gemv_strided_kernel", strided,
-                    dict(BLOCK_N=BLOCK["BLOCK_N"], BLOCK_KW=BLOCK["COLUMNS"] // 8, SPLIT_K=BLOCK["SPLIT_K"]))}
+    an iteration) and ``"per weight"`` (instructions per weight). ``timed``: ``{label: cfg}``, more columns of the
+    first kernel compiled with other blocks (``cfg`` as :func:`~gpu_course.kernels.quant_gemv.int4_gemv` takes
+    it: BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), e.g. the autotuner's picks for the shapes it timed.
+    A few seconds a kernel, no GPU needed."""
+    same = dict(BLOCK_N=BLOCK["BLOCK_N"], BLOCK_K=BLOCK["COLUMNS"], SPLIT_K=BLOCK["SPLIT_K"],
+                num_warps=BLOCK["num_warps"], num_stages=BLOCK["num_stages"])
+    kernels = {"first (int4_gemv_kernel)": (G.__name__, "int4_gemv_kernel", _FIRST, same)}
+    kernels["strided"] = (S.__name__, "int4_gemv_strided_kernel", _STRIDED, same)
+    for label, cfg in (timed or {}).items():
+        assert set(cfg) >= set(same), f"gemv_census: {label}'s cfg needs {sorted(same)}, got {sorted(cfg)}"
+        kernels[label] = (G.__name__, "int4_gemv_kernel", _FIRST, cfg)
     out = {}
-    for name, (module, kernel, sig, ce) in kernels.items():
-        c = count(loop_body(_compile(module, kernel, sig, ce)))
-        weights = BLOCK["BLOCK_N"] * BLOCK["COLUMNS"] // threads
+    for name, (module, kernel, sig, cfg) in kernels.items():
+        if kernel == "int4_gemv_kernel":
+            ce = dict(M=1, GROUP=G.GROUP, BLOCK_M=1, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+                      SPLIT_K=cfg["SPLIT_K"])
+        else:
+            ce = dict(BLOCK_N=cfg["BLOCK_N"], BLOCK_KW=cfg["BLOCK_K"] // 8, SPLIT_K=cfg["SPLIT_K"])
+        c = count(loop_body(_compile(module, kernel, sig, ce, cfg["num_warps"], cfg["num_stages"])))
+        weights = cfg["BLOCK_N"] * cfg["BLOCK_K"] // (32 * cfg["num_warps"])
         out[name] = {**c, "weights": weights, "per weight": c["all"] / weights}
     return out
 
 
 def show_gemv_census(census: dict) -> str:
-    """The census as a table: a row per count, a column per kernel."""
+    """The census as a table: a row per count, a column per kernel (as wide as its name).
+
+    >>> print(show_gemv_census({"a": dict.fromkeys([*OPS, "all", "weights"], 1) | {"per weight": 1.0}}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    in the k loop, per thread   a
+    BAR                         1   barrier: every warp of the program waits
+    STS                         1   registers -> shared memory
+    LDSM                        1   shared memory -> registers, a warp's tile
+    LDS                         1   shared memory -> registers
+    LDG                         1   global memory -> registers
+    all                         1   every instruction
+    weights                     1   weights an iteration
+    per weight                1.0   instructions per weight
+    """
     names = list(census)
-    lines = [f"{'in the k loop, per thread':<28}" + "".join(f"{n:>26}" for n in names)]
+    width = {n: max(8, len(n) + 2) for n in names}
+    lines = [f"{'in the k loop, per thread':<26}" + "".join(f"{n:>{width[n]}}" for n in names)]
     for key, what in [*OPS.items(), ("all", "every instruction"), ("weights", "weights an iteration"),
                       ("per weight", "instructions per weight")]:
-        cells = "".join(f"{census[n][key]:>26.1f}" if key == "per weight" else f"{census[n][key]:>26}" for n in names)
-        lines.append(f"{key:<28}" + cells + f"   {what}")
+        cells = "".join(f"{census[n][key]:>{width[n]}.1f}" if key == "per weight" else f"{census[n][key]:>{width[n]}}"
+                        for n in names)
+        lines.append(f"{key:<26}" + cells + f"   {what}")
     return "\n".join(lines)
