@@ -1,6 +1,7 @@
 """What limits each rung of notebook 12's tensor-core ladder, measured with Nsight Compute, stored for the notebook.
 
     python bench/tensor_cores_ncu.py                   # profile on this GPU, write results/profiles/ncu_tensor_cores_<gpu>.csv
+    python bench/tensor_cores_ncu.py --variants "not swizzled"   # profile one variant again, into the stored file
     python bench/tensor_cores_ncu.py --from-raw S.csv N.csv   # distill exports made before (ncu --csv --page raw)
 
 It runs this script again under ``ncu --set full`` twice, each time launching every shape of the rungs once at 4096³
@@ -27,7 +28,7 @@ from gpu_course import profiling
 from gpu_course.kernels import tensor_cores as tc
 from gpu_course.lessons import tensor_cores as lesson
 
-KERNELS = "regex:wmma_shared_k|mma_ldmatrix_k|mma_async_k|wgmma_tma_k"
+KERNELS = "regex:" + "|".join(lesson.KERNEL_NAMES.values())
 N = 4096
 
 
@@ -67,6 +68,8 @@ def main():
                     help="distill two `ncu --csv --page raw` exports instead of profiling")
     ap.add_argument("--device", default=None, help="the GPU the --from-raw exports come from (default: this one)")
     ap.add_argument("--out", default=None, help="where to write (default: results/profiles/ncu_tensor_cores_<gpu>.csv)")
+    ap.add_argument("--variants", nargs="+", choices=sorted(lesson.PROFILED), default=None,
+                    help="profile only these, and put their rows into the stored file in place of its rows of them")
     args = ap.parse_args()
     if args.launch:
         launch(args.launch)
@@ -85,10 +88,12 @@ def main():
             sys.exit("tensor_cores_ncu: ncu (Nsight Compute) is not installed here")
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
         with tempfile.TemporaryDirectory() as d:
-            raw = {v: profile(ncu, v, d) for v in lesson.PROFILED}
+            raw = {v: profile(ncu, v, d) for v in (args.variants or lesson.PROFILED)}
         when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         about = f"ncu --set full on {device}, {version}, {when}; {N}³ fp16, one launch of each kernel"
     rows = lesson.limiter_rows(raw)
+    if args.variants and os.path.exists(out):     # the other variants' rows as they were measured before
+        rows, about = lesson.merge_limiters(lesson.read_limiters(out), rows, f"{', '.join(args.variants)}: {about}")
     lesson.write_limiters(rows, out, about)
     print(f"{about}\nwritten to {out}\n")
     print(lesson.limiter_table(rows))

@@ -356,7 +356,8 @@ def test_limiters_reads_a_raw_row():
 
 
 def test_limiter_rows_round_trip_and_refuse_a_wrong_order(tmp_path):
-    names = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "void mma_async_k<128, 256>", 5: "void wgmma_tma_k<256>"}
+    names = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "void mma_async_k<128, 256>", 5: "void wgmma_tma_k<256>",
+             6: "void persistent_k<256, 4, 2, 2>"}
     raw = {v: _raw_csv([names[r] for r, _ in order]) for v, order in lesson.PROFILED.items()}
     rows = lesson.limiter_rows(raw)
     assert len(rows) == sum(len(o) for o in lesson.PROFILED.values())

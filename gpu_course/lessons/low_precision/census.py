@@ -104,6 +104,28 @@ def gemv_census(timed: dict | None = None) -> dict:
     return out
 
 
+def tuned_blocks(tuned: dict, shapes) -> dict:
+    """The columns to add to the census for the first kernel as it was timed: ``{label: cfg}`` with one entry per
+    distinct block that the autotuner chose at batch 1 for the shapes ``shapes`` ((n, k) pairs), labelled by the
+    shapes that ran it. ``tuned``: :func:`~gpu_course.kernels.quant_gemv.tuned_configs` (shapes not in ``shapes``,
+    such as a small check's, are left out).
+
+    >>> a, b = dict(BLOCK_N=8), dict(BLOCK_N=16)
+    >>> tuned_blocks({(1, 8, 8): a, (1, 4, 14): a, (1, 40, 384): b, (2, 8, 8): b}, [(8, 8), (4, 14)])
+    {'tuned 8x8, 4x14': {'BLOCK_N': 8}}
+    """
+    by_block: list = []                     # [(cfg, [shape labels])], in the order of shapes
+    for n, k in shapes:
+        cfg = tuned.get((1, n, k))
+        if cfg is None:
+            continue
+        entry = next((e for e in by_block if e[0] == cfg), None)
+        if entry is None:
+            by_block.append(entry := (cfg, []))
+        entry[1].append(f"{n}x{k}")
+    return {"tuned " + ", ".join(labels): dict(cfg) for cfg, labels in by_block}
+
+
 def show_gemv_census(census: dict) -> str:
     """The census as a table: a row per count, a column per kernel (as wide as its name).
 
@@ -118,13 +140,15 @@ def show_gemv_census(census: dict) -> str:
     all                         1   every instruction
     weights                     1   weights an iteration
     per weight                1.0   instructions per weight
+    BAR per weight          1.000   barriers per weight
     """
     names = list(census)
     width = {n: max(8, len(n) + 2) for n in names}
     lines = [f"{'in the k loop, per thread':<26}" + "".join(f"{n:>{width[n]}}" for n in names)]
+    rows = {n: {**census[n], "BAR per weight": census[n]["BAR"] / census[n]["weights"]} for n in names}
     for key, what in [*OPS.items(), ("all", "every instruction"), ("weights", "weights an iteration"),
-                      ("per weight", "instructions per weight")]:
-        cells = "".join(f"{census[n][key]:>{width[n]}.1f}" if key == "per weight" else f"{census[n][key]:>{width[n]}}"
-                        for n in names)
+                      ("per weight", "instructions per weight"), ("BAR per weight", "barriers per weight")]:
+        fmt = {"per weight": ".1f", "BAR per weight": ".3f"}.get(key, "")
+        cells = "".join(f"{rows[n][key]:>{width[n]}{fmt}}" for n in names)
         lines.append(f"{key:<26}" + cells + f"   {what}")
     return "\n".join(lines)

@@ -8,6 +8,6 @@ module, and every public name of them here, as the notebook calls them (``lesson
 """
 from .descriptors import swizzle_128b, wgmma_address, wgmma_address_cases
 from .fragments import banks_of, draw_layouts, layout_grids, ldmatrix_conflicts, ldmatrix_rows, smallest_square_tile
-from .ncu import (LIMITER_FIELDS, NO_SWIZZLE_FLAGS, PROFILED, limiter_rows, limiter_table, limiters_file,
-                  read_limiters, write_limiters)
+from .ncu import (KERNEL_NAMES, LIMITER_FIELDS, NO_SWIZZLE_FLAGS, PROFILED, limiter_rows, limiter_table,
+                  limiters_file, merge_limiters, read_limiters, write_limiters)
 from .timing import CUBLAS, INTENSITY, ladder_rows, ladder_table, time_ladder

@@ -10,6 +10,7 @@ from ...kernels.tensor_cores import CONFIGS
 # ("swizzled"), then rungs 3 and 4 built with -DTC_NO_SWIZZLE (every piece in place: the bank conflicts back).
 PROFILED = {"swizzled": [(r, c) for r in (2, 3, 4, 5) for c in range(len(CONFIGS.get(r, [None])))],
             "not swizzled": [(r, c) for r in (3, 4) for c in range(len(CONFIGS.get(r, [None])))]}
+KERNEL_NAMES = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "mma_async_k", 5: "wgmma_tma_k", 6: "persistent_k"}
 NO_SWIZZLE_FLAGS = ["-DTC_NO_SWIZZLE"]
 LIMITER_FIELDS = ("variant", "rung", "cfg", "time_us", "tensor_pct", "issue_pct", "warps_pct", "registers",
                   "blocks_per_sm", "ld_conflicts", "st_conflicts", "ld_wavefronts", "stalls")
@@ -27,12 +28,27 @@ def limiter_rows(raw_by_variant: dict) -> list:
             raise ValueError(f"limiter_rows: {variant}: ncu profiled {len(kernels)} kernels, expected {len(order)} "
                              f"({order})")
         for (rung, cfg), row in zip(order, kernels):
-            want = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "mma_async_k", 5: "wgmma_tma_k"}[rung]
+            want = KERNEL_NAMES[rung]
             if want not in row["Kernel Name"]:
                 raise ValueError(f"limiter_rows: {variant}: expected {want} for rung {rung} cfg {cfg}, ncu has "
                                  f"{row['Kernel Name'][:60]}")
             out.append(dict(variant=variant, rung=rung, cfg=cfg, **limiters(row)))
     return out
+
+
+def merge_limiters(old: tuple, rows: list, about: str) -> tuple:
+    """``(rows, about)`` of a stored file (``old``, as :func:`read_limiters` gives it) with the variants of ``rows``
+    replaced by ``rows`` (the others kept, in the file's order) and ``about`` added to its first line: a profile of
+    one variant added to a file without measuring the others again.
+
+    >>> old = ([dict(variant="swizzled", rung=2), dict(variant="persistent", rung=6)], "ncu on X, day 1")
+    >>> rows, about = merge_limiters(old, [dict(variant="persistent", rung=6, cfg=1)], "persistent: ncu on X, day 2")
+    >>> [(r["variant"], r.get("cfg")) for r in rows], about
+    ([('swizzled', None), ('persistent', 1)], 'ncu on X, day 1; persistent: ncu on X, day 2')
+    """
+    new = {r["variant"] for r in rows}
+    old_rows, old_about = old
+    return [r for r in old_rows if r["variant"] not in new] + list(rows), f"{old_about}; {about}"
 
 
 def write_limiters(rows: list, path, about: str) -> None:

@@ -8,9 +8,10 @@ from ...mode import ON_GPU
 
 CUBLAS = "cuBLAS fp16 (torch.matmul)"
 # FLOP per byte of m and n that a block tile loads from global memory, BM BN / (BM + BN), per rung in its default shape
-# (cfg 0; the autotuner may run another: notebook 12's table)
+# (cfg 0; the autotuner may run another: notebook 12's table). Rung 6's cfg 0 runs in clusters of 2 that read n's
+# tile once per pair (multicast): each block loads all of its 128 rows of m and half of its 256 columns of n.
 INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 256 / 384, 5: 128 * 256 / 384,
-             6: 128 * 256 / 384}
+             6: 128 * 256 / (128 + 256 / 2)}
 
 
 def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:

@@ -42,7 +42,7 @@ __device__ inline void cluster_sync() {   // every thread of every block of the 
 // semantics (.release at CTA scope), as CUTLASS's cluster barrier does: the ordering that matters, the wgmma reads of
 // the stage finished before a peer's copy overwrites it, wgmma.wait_group has already given. Asked for with
 // .release.cluster instead, ptxas put a MEMBAR.ALL.GPU (a fence over all of the GPU's memory) before each arrive,
-// and the kernel lost a third of its speed at 4096^3 (cuobjdump -sass shows the fence).
+// and the kernel lost about 30 % of its speed at 4096^3 (cuobjdump -sass shows the fence).
 __device__ inline void mbar_arrive_cta(uint64_t* bar, uint32_t cta) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(cta));
