@@ -209,4 +209,19 @@ def counted_run(trial):
         raise EmulatedRunError(why)
     execution.again = lambda: own_launch(*args, module=(mod, fn))[0]
     execution.first = got
+    execution.emulated = (mod, _OnCpu(mod, CpuCopies()))   # for evidence that runs the answer on inputs of its own
     return execution, learner
+
+
+def counted_again(emulated, run, kname: str) -> list:
+    """``run(m)`` once more, ``m`` the learner's module built for the CPU emulation (``emulated``: ``(module, what
+    run is given)``, as :func:`counted_run` and cpu mode's check keep it), with every thread counted: the counted
+    launches of ``kname``. For evidence that needs the answer run on an input of its own."""
+    from .cuda_launch import counted_launches
+    mod, given = emulated
+    mod._cuda_emu_count(True)
+    try:
+        run(given)
+        return counted_launches(mod, kname)
+    finally:
+        mod._cuda_emu_count(False)

@@ -171,11 +171,17 @@ def shared_atomics():
     return _evidence(holds)
 
 
-def aggregated(items: int, at_most: float = 0.5):
+def aggregated(items: int, at_most: float = 0.5, no_repeats=None, at_least: float = 0.75):
     """Evidence (CUDA C, for notebook 09's aggregation exercise): the kernel made at most
     ``at_most * items`` atomic updates in shared memory in the course's own launch and in the learner's
     (counted by the emulation, in cpu mode and on a GPU, see :mod:`.cuda_emulated`): a thread that meets a run of
-    equal bins counts it in a register and makes one atomic for the run. Where nothing was counted, it holds."""
+    equal bins counts it in a register and makes one atomic for the run. Where nothing was counted, it holds.
+
+    ``no_repeats``: ``(run, n)``, ``run(m)`` calling the learner's host function on ``n`` bytes where no bin
+    repeats within 32 neighbouring bytes (:func:`~gpu_course.lessons.reductions.bytes_without_repeats`): every run
+    is one byte there, so aggregating runs (or equal bins among a warp's 32 neighbouring bytes) makes one atomic
+    per byte, and the check asks for at least ``at_least * n``. A thread that counts bytes far apart together, in
+    a private histogram over its whole share, makes far fewer: that is not aggregating runs."""
     def judge(name, ex):
         if ex is None or not getattr(ex, "launches", None):
             return None
@@ -186,11 +192,31 @@ def aggregated(items: int, at_most: float = 0.5):
                     f"atomic, and on this image that is at most {at_most:.0%} of the bytes")
         return None
 
+    def without_runs(a: Attempt):
+        emulated = getattr(a.execution, "emulated", None)
+        if no_repeats is None or emulated is None:
+            return None
+        from .cuda_emulated import counted_again
+        from .runner import first_line
+        run, n = no_repeats
+        try:
+            counted = counted_again(emulated, run, a.name)
+        except Exception as e:  # noqa: BLE001  the learner's kernel may fail in any way
+            return (f"the check ran your host function on {n:,} bytes where no bin repeats within 32 neighbours, "
+                    f"in the CPU emulation, and it raised {first_line(e)}")
+        s = sum(int(L.field("satomic").sum()) for L in counted)
+        if counted and s < at_least * n:
+            return (f"on {n:,} bytes where no bin repeats within 32 neighbours, {a.name} made {s:,} atomic updates "
+                    f"in shared memory: every run is one byte there, so aggregation makes one atomic per byte (the "
+                    f"check asks for {at_least:.0%} of them); far fewer means a thread counted bytes that are not "
+                    f"neighbours together (a private histogram over its whole share, say), not runs")
+        return None
+
     def holds(a: Attempt):
         if a.execution is None or not getattr(a.execution, "launches", None):
             return None
         from .kinds.cuda import CudaKind   # the course's launch and the learner's own (cpu mode)
-        return CudaKind._on_both(a, lambda ex: judge(a.name, ex))
+        return CudaKind._on_both(a, lambda ex: judge(a.name, ex)) or without_runs(a)
     return _evidence(holds)
 
 

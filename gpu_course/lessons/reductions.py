@@ -1,9 +1,12 @@
 """Notebook 09's plumbing: what ``torch.use_deterministic_algorithms`` changes (:func:`deterministic`,
 :func:`raised_under_flag`), kernel names shortened for print (:func:`short_kernel`), and the closing
-table of every rung with the notebook's three goals (:func:`closing_rows`, :func:`goal_lines`)."""
+table of every rung with the notebook's three goals (:func:`closing_rows`, :func:`goal_lines`), and bytes with no
+runs for exercise 2's check (:func:`bytes_without_repeats`)."""
 from __future__ import annotations
 
 import contextlib
+
+import torch
 
 from ..device_ceilings import throughput
 from ..mode import ON_GPU, device_name
@@ -95,3 +98,19 @@ def goal_lines(rows, goals) -> list:
     """
     ratio = {name: vs for name, _, _, _, vs, _ in rows}
     return [(statement, max((ratio.get(k) or 0) for k in kernels), bound) for statement, kernels, bound in goals]
+
+
+def bytes_without_repeats(n: int, device=None) -> torch.Tensor:
+    """``n`` uint8 bytes in the 32 bins of 8 grey levels (bin = byte >> 3) where no bin repeats within 32
+    neighbouring bytes (byte i in bin 7 i mod 32, its low 3 bits drawn at random): every run is one byte long, so
+    aggregation makes one atomic per byte, and so does merging equal bins within a window of 32 neighbours; a
+    thread that counts bytes far apart together (a private histogram over its whole share) makes far fewer.
+
+    >>> b = bytes_without_repeats(40)
+    >>> (b >> 3)[:6].tolist(), len(set((b[:32] >> 3).tolist())), len(set((b[5:37] >> 3).tolist()))
+    ([0, 7, 14, 21, 28, 3], 32, 32)
+    """
+    g = torch.Generator().manual_seed(n)
+    grey = 8 * ((7 * torch.arange(n)) % 32) + torch.randint(0, 8, (n,), generator=g)
+    grey = grey.to(torch.uint8)
+    return grey.to(device) if device is not None else grey

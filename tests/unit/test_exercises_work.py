@@ -20,6 +20,7 @@ from numba import cuda
 
 from gpu_course.exercises.evidence import barriers_passed
 from gpu_course.kernels import tensor_cores as tc
+from gpu_course.lessons.reductions import bytes_without_repeats
 from solutions import nb03, nb04, nb09, nb12
 
 pytestmark = [pytest.mark.skipif(utils.ON_GPU, reason="cpu mode: the emulation's counts"),
@@ -209,15 +210,21 @@ XG = torch.nn.functional.avg_pool1d((torch.rand(1, 1, 40_000) * 255), 33, stride
     .to(torch.uint8)   # neighbouring bytes alike, as a blurred image's
 
 
+XR = bytes_without_repeats(XG.numel())   # no bin repeats within 32 neighbours: no runs
+
+
 def check_hist(src):
     def run(m):
         c = utils.poisoned(32, dtype=torch.int32)
         m.hist32(XG, c)
         return c
+
+    def run_no_repeats(m):
+        m.hist32(XR, utils.poisoned(32, dtype=torch.int32))
     utils.kernel_exercise("32-bin histogram with aggregation", src, kind="cuda", kernel="hist32_k", build=build("hist32"),
                           run=run, reference=lambda: torch.bincount(XG.long() >> 3, minlength=32).int(), atol=0,
-                          rtol=0, evidence=[utils.shared_atomics(), utils.aggregated(XG.numel(), at_most=0.5),
-                                            utils.splits_work()])
+                          rtol=0, evidence=[utils.shared_atomics(), utils.splits_work(), utils.aggregated(
+                              XG.numel(), at_most=0.5, no_repeats=(run_no_repeats, XR.numel()))])
 
 
 HIST = src_of(nb09.HIST32)
@@ -239,6 +246,14 @@ def test_09_histogram_global_atomics_at_most_bins_times_blocks(capsys):
     why = verdict(capsys, check_hist, per_run)
     assert why.startswith("❌ 32-bin histogram with aggregation: not yet: when the check launched hist32_k (5 blocks)"), why
     assert "atomic updates in global memory for 32 counters: privatized counters" in why, why
+    # class 1: a private histogram per thread over its whole share (several chunks, 32 counters), flushed once
+    private = src_of(nb09.CHEATS["ex2-answer-09"][
+        "no runs: a private histogram per thread over its whole share (two blocks), flushed once"])
+    assert private.count("mine[") == 4 and "<<<2, 128>>>" in private
+    why = verdict(capsys, check_hist, private)
+    assert why.startswith("❌ 32-bin histogram with aggregation: not yet: on 40,000 bytes where no bin repeats within "
+                          "32 neighbours, hist32_k made"), why
+    assert "a private histogram over its whole share" in why, why
 
 
 XS3 = torch.randn(1000)

@@ -161,6 +161,7 @@ class CudaKind(Kind):
         why = self.replayed_problem(trial, mem, got, "your launch configuration and arguments", "host function")
         if execution is not None and not mode.ON_GPU:   # to launch it again with the products perturbed
             execution.again = lambda: own_launch(*args)[0]
+            execution.emulated = (trial.module, trial.module)   # to run the answer on an input of the evidence's
         mine = getattr(trial, "learner_counts", None)
         if execution is not None and mine is not None and mine.launches and execution.launches:
             execution.learner = mine
@@ -317,7 +318,7 @@ def _counted_on_cpu(trial, execution) -> str | None:
     except EmulatedRunError as e:
         return str(e)
     execution.launches, execution.elements = counted.launches, counted.elements
-    execution.again, execution.first = counted.again, counted.first
+    execution.again, execution.first, execution.emulated = counted.again, counted.first, counted.emulated
     if learner.launches and counted.launches:
         execution.learner = learner
     return None
