@@ -14,6 +14,8 @@ import torch
 
 from ..cuda import cuda_begin, get_sig, load_cuda
 from ..cuda.files import cuda_files, cuda_source
+from ..hardware import compute_capability, supports
+from ..mode import ON_GPU
 
 FILE = "attention/flash_wgmma.cu"
 FUNCS = ["flash_wgmma"]
@@ -26,12 +28,17 @@ def source() -> str:
 
 
 def runs_here() -> tuple:
-    """``(True, "")`` on an sm_90 GPU, else ``(False, reason)``, the reason one line."""
-    if not torch.cuda.is_available():
-        return False, "flash_wgmma needs an sm_90 GPU (H100, H200): no GPU here"
-    cap = torch.cuda.get_device_capability()
-    if cap != (9, 0):
-        return False, f"flash_wgmma needs an sm_90 GPU (H100, H200): this one is sm_{cap[0]}{cap[1]}"
+    """``(True, "")`` where the kernel runs here, else ``(False, reason)``, the reason one line: on a GPU by the
+    course's feature gate "sm90a" (:data:`gpu_course.hardware.FEATURES`; ``COURSE_FAKE_CC`` pretends); never in cpu
+    mode, whose emulation runs CUDA C, not PTX."""
+    cc = compute_capability()
+    if cc is not None:
+        ok, why = supports("sm90a", cc)
+        if not ok:
+            return False, f"flash_wgmma: {why}"
+    if not ON_GPU:
+        return False, ("flash_wgmma: wgmma and TMA (inline PTX) need an sm_90 GPU (H100, H200); "
+                       "the CPU emulation runs CUDA C, not PTX")
     return True, ""
 
 
