@@ -114,6 +114,24 @@ def paged_attention(q, k_pages, v_pages, table, lens):
 ''',
         "the table ignored (sequence b's pages taken as b * max_pages + i)": _PAGED.format(
             page="b * max_pages + i", vmask="ok[:, None]") + _PAGED_LAUNCHER,
+        "the course's key-block loop (td._decode_blocks) called from the kernel": '''
+@triton.jit
+def paged_kernel(q_ptr, k_pages_ptr, v_pages_ptr, table_ptr, lens_ptr, o_ptr, scale, H, max_pages,
+                 PAGE: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr):
+    b, h = tl.program_id(0), tl.program_id(1)
+    dims, rows = tl.arange(0, D), tl.arange(0, 16)
+    L = tl.load(lens_ptr + b)
+    q = tl.load(q_ptr + (b * H + h) * D + rows[:, None] * 0 + dims[None, :])   # the row, 16 times
+    m_i = tl.full((16,), float("-inf"), tl.float32)
+    l_i = tl.zeros((16,), tl.float32)
+    acc = tl.zeros((16, D), tl.float32)
+    last = tl.zeros((16,), tl.int32) + L - 1
+    acc, m_i, l_i = td._decode_blocks(acc, m_i, l_i, q, k_pages_ptr + h * D, v_pages_ptr + h * D,
+                                      table_ptr + b * max_pages, last, 0, L, scale * 1.4426950408889634,
+                                      PAGE * H * D, H * D, PAGE * H * D, H * D, D, 16, PAGE, True, "ieee")
+    tl.store(o_ptr + (b * H + h) * D + rows[:, None] * 0 + dims[None, :], acc / l_i[:, None],
+             mask=rows[:, None] == 0)
+''' + _PAGED_LAUNCHER,
         "values past the length read without a mask": _PAGED.format(
             page="tl.load(table_ptr + b * max_pages + i)", vmask="rows[:, None] < PAGE") + _PAGED_LAUNCHER,
     },

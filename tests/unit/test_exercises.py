@@ -705,6 +705,37 @@ def test_differs_from_refuses_the_notebooks_own_kernel_under_any_name(capsys):
     assert "set up wrongly (differs_from takes kernel objects for a Triton or Numba exercise)" in setup
 
 
+@cuda.jit(device=True)
+def row_times_column(m, n, r, c):  # a helper "the notebook" ships, which already does the work
+    p = numba.float32(0.0)
+    for i in range(m.shape[1]):
+        p += m[r, i] * n[i, c]
+    return p
+
+
+@cuda.jit(device=True)
+def my_entry(m, n, r, c):  # the learner's own helper, which calls the shipped one
+    return row_times_column(m, n, r, c)
+
+
+@cuda.jit
+def matmul_by_helper(m, n, out):
+    r, c = cuda.grid(2)[1], cuda.grid(2)[0]
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = my_entry(m, n, r, c)
+
+
+def test_differs_from_refuses_a_kernel_that_calls_the_notebooks_helper(capsys):
+    for refs in ((row_times_column,), (matmul_k_numba,)):
+        utils.kernel_exercise("matmul", matmul_by_helper, kind="numba", run=run_rect,
+                              reference=lambda: MA.double() @ MB.double(), atol=1e-4, rtol=1e-4,
+                              evidence=[utils.differs_from(*refs)])
+    calls, other = lines(capsys)
+    assert calls.endswith("matmul_by_helper calls the course's row_times_column, which already does the work: "
+                          "write that part yourself"), calls
+    assert other.startswith("✅ matmul: correct"), other
+
+
 # ----------------------------------------------------------------------------------------------
 # CUDA C: a ReLU kernel through load_cuda (notebook 03, exercise 1)
 

@@ -169,17 +169,53 @@ class PythonKind(Kind):
 
     def same_code(self, attempt, refs) -> str | None:
         """Why the learner's kernel is one of ``refs`` (kernel objects), the same object or the same
-        AST of the body under another name; None if it differs."""
+        AST of the body under another name, or calls one of them (directly or through helpers of the
+        learner's own); None if it differs."""
+        for ref in refs:
+            if isinstance(ref, str):
+                raise SetupError("differs_from takes kernel objects for a Triton or Numba exercise")
+        others = [py_function(ref) for ref in refs]
         for fn in self.functions(attempt):
-            for ref in refs:
-                if isinstance(ref, str):
-                    raise SetupError("differs_from takes kernel objects for a Triton or Numba exercise")
-                other = py_function(ref)
+            for other in others:
                 if fn is other or body_dump(attempt.tree(fn)) == body_dump(function_tree(other)):
                     return (f"{name_of(fn)} is the notebook's {name_of(other)}"
                             + ("" if fn is other else " under another name")
                             + ": the exercise asks you to change it")
+            for name, callee in _callees(fn, attempt.tree(fn)):
+                if any(callee is other for other in others):
+                    return (f"{name_of(fn)} calls the course's {name}, which already does the work: "
+                            f"write that part yourself")
         return None
+
+
+def _resolve(fn, name: str):
+    """What the dotted ``name`` called in ``fn``'s body refers to in ``fn``'s globals (its Python
+    function under a kernel object), or None."""
+    parts = name.split(".")
+    obj = getattr(py_function(fn), "__globals__", {}).get(parts[0])
+    for part in parts[1:]:
+        obj = getattr(obj, part, None)
+    return None if obj is None else py_function(obj)
+
+
+def _callees(fn, tree, depth: int = 4):
+    """(name, function) for every function ``fn``'s body calls by a name its globals resolve, and,
+    through helpers defined where ``fn`` was (the learner's own), theirs, ``depth`` levels down."""
+    seen, todo, out = {id(py_function(fn))}, [(fn, tree, depth)], []
+    while todo:
+        f, t, d = todo.pop()
+        for name in sorted(called_names(t)):
+            g = _resolve(f, name)
+            if g is None or id(g) in seen or not inspect.isfunction(g):
+                continue
+            seen.add(id(g))
+            out.append((name, g))
+            if d > 1 and g.__module__ == py_function(fn).__module__:
+                try:
+                    todo.append((g, function_tree(g), d - 1))
+                except (OSError, TypeError, ValueError):
+                    pass
+    return out
 
 
 def _show(p) -> str:
