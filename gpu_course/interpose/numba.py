@@ -21,9 +21,10 @@ Events and their fields:
 
 The simulator's ``BlockManager.run`` (one block: a Python thread per CUDA thread, released from each
 barrier once all have reached it) is replaced by :func:`install` too, with :func:`block_run`: the same
-loop, which polls only the threads not yet at the barrier and yields the interpreter's lock after each
-round rather than spinning on it (the threads it waits for need that lock to get on; the exercise checks'
-counted launches ran about three times slower under the spinning loop).
+semantics, but the threads count themselves in at a barrier and out at their end, and the last to arrive
+wakes the block's loop, where numba's loop polls them (spinning on the interpreter's lock, which the
+threads it waits for need to get on; the exercise checks' counted launches ran about three times slower
+under it, and still a few times slower under a poll that slept between rounds).
 
 The simulator's ``cuda.shared.array`` is replaced once, by :func:`install` (``mode`` installs it in
 cpu mode, through ``simulator_fix``): the look-up of a block's array and its allocation under one
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import numpy as np
 
@@ -185,42 +185,100 @@ def _polls_its_threads(run) -> bool:
     return _POLLING <= names
 
 
+class _Arrivals:
+    """What the threads of one block tell :func:`block_run`, under one condition variable: how many wait at
+    the barrier, how many have finished, whether one raised. The thread whose arrival completes the count wakes
+    the block's loop (one wake-up a barrier, instead of a poll every few milliseconds)."""
+
+    def __init__(self, n: int):
+        self.cv = threading.Condition()
+        self.n, self.waiting, self.finished, self.failed = n, 0, 0, False
+
+    def arrive(self) -> None:
+        with self.cv:
+            self.waiting += 1
+            if self.waiting + self.finished >= self.n:
+                self.cv.notify()
+
+    def finish(self, failed: bool) -> None:
+        with self.cv:
+            self.finished += 1
+            self.failed = self.failed or failed
+            if failed or self.waiting + self.finished >= self.n:
+                self.cv.notify()
+
+
+_WATCHED = {}   # numba's BlockThread -> its subclass that reports to an _Arrivals
+
+
+def _watched(base):
+    """A subclass of numba's ``BlockThread`` whose ``syncthreads_blocked = True`` (what numba's ``syncthreads``
+    sets before it waits) and whose end (after ``run`` has recorded any exception) report to its block's
+    :class:`_Arrivals`."""
+    if base not in _WATCHED:
+        class Watched(base):
+            def __init__(self, arrivals, *args):
+                self._arrivals, self._blocked = arrivals, False
+                super().__init__(*args)
+
+            @property
+            def syncthreads_blocked(self):
+                return self._blocked
+
+            @syncthreads_blocked.setter
+            def syncthreads_blocked(self, value):
+                self._blocked = value
+                if value:
+                    self._arrivals.arrive()
+
+            def run(self):
+                try:
+                    super().run()
+                finally:
+                    self._arrivals.finish(self.exception is not None)
+        _WATCHED[base] = Watched
+    return _WATCHED[base]
+
+
 def block_run(self, grid_point, *args):
-    """``BlockManager.run`` as :func:`install` puts it: numba's (start a thread per CUDA thread of the
-    block; poll them; when every live thread waits at ``syncthreads``, release them all; raise the
-    first exception), with two changes, the two its comment suggests: a round of polling looks only at
-    the threads not yet seen waiting at the barrier, and after each round ``time.sleep(1e-4)`` hands
-    the interpreter's lock to the block's threads instead of taking it straight back."""
+    """``BlockManager.run`` as :func:`install` puts it: numba's semantics (a thread per CUDA thread of the
+    block; when every thread still running waits at ``syncthreads``, release them all; on an exception, abort
+    the others and raise the first), without its polling: each thread counts itself in at a barrier and out
+    at its end, and the last one to arrive wakes this loop (a poll cost about 5 ms, the interpreter's switch
+    interval, before this loop got the lock back; a block of 256 threads polled dozens of times a launch). A
+    wait times out after 50 ms and counts again, so a wake-up lost to a bug costs time, never a hang."""
     kern = sys.modules[KERNEL]
-    threads, blocked = [], set()
-    for block_point in np.ndindex(*self._block_dim):
+    points = list(np.ndindex(*self._block_dim))
+    arrivals = _Arrivals(len(points))
+    Watched = _watched(kern.BlockThread)
+    threads = []
+    for block_point in points:
         def target():
             self._f(*args)
-        t = kern.BlockThread(target, self, grid_point, block_point, self._debug)
-        t.start()
+        t = Watched(arrivals, target, self, grid_point, block_point, self._debug)
         threads.append(t)
-    live = set(threads)
-    while live:
-        for t in live - blocked:   # a thread waiting at the barrier stays there until released
-            if t.syncthreads_blocked:
-                blocked.add(t)
-            elif t.exception:
+    for t in threads:
+        t.start()
+    with arrivals.cv:
+        while True:
+            while not arrivals.failed and arrivals.waiting + arrivals.finished < arrivals.n:
+                arrivals.cv.wait(0.05)
+            if arrivals.failed:
+                failed = next(t for t in threads if t.exception)
                 for other in threads:   # abort the others; not joined, as numba does
                     other.abort = True
-                    other.syncthreads_blocked = False
+                    other._blocked = False
                     other.syncthreads_event.set()
-                raise t.exception[0].with_traceback(t.exception[1])
-        if live == blocked:
-            for t in blocked:
-                t.syncthreads_blocked = False
-                t.syncthreads_event.set()
-            blocked = set()
-        live = {t for t in live if t in blocked or t.is_alive()}
-        if live:
-            time.sleep(1e-4)
+                raise failed.exception[0].with_traceback(failed.exception[1])
+            if arrivals.finished == arrivals.n:
+                break
+            arrivals.waiting = 0
+            for t in threads:
+                if t._blocked:
+                    t._blocked = False
+                    t.syncthreads_event.set()
     for t in threads:
-        if t.exception:
-            raise t.exception[0].with_traceback(t.exception[1])
+        t.join()
 
 
 def _who():

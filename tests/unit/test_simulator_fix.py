@@ -109,10 +109,22 @@ def sync_then_fail(x):
     cuda.syncthreads()
 
 
-def test_the_blocks_run_yields_between_polls_and_keeps_numbas_behaviour():
-    """install() replaces the simulator's BlockManager.run with block_run (numba's loop, yielding the
-    interpreter's lock between its rounds of polling): barriers still hold every thread, and a thread's
-    exception is raised as numba raises it, naming the thread."""
+@cuda.jit
+def early_exit_then_barriers(x):
+    t = cuda.threadIdx.x
+    if t < 3:
+        return   # these threads end; the barriers below wait for the others only, as numba's loop does
+    for _ in range(4):
+        cuda.syncthreads()
+        x[t] += 1
+    x[t] += cuda.syncthreads_count(1)   # 5 threads still running
+
+
+def test_the_blocks_run_waits_on_arrivals_and_keeps_numbas_behaviour():
+    """install() replaces the simulator's BlockManager.run with block_run (numba's rules, without its
+    polling: the last thread to reach a barrier or its end wakes the loop): barriers still hold every
+    thread, threads that ended do not hold the others, and a thread's exception is raised as numba raises
+    it, naming the thread."""
     from numba.cuda.simulator import kernel
     assert kernel.BlockManager.run is numba_events.block_run
     assert numba_events._polls_its_threads(numba_events.original(kernel.BlockManager, "run"))
@@ -122,6 +134,9 @@ def test_the_blocks_run_yields_between_polls_and_keeps_numbas_behaviour():
     out = np.zeros(1, np.float32)
     tile_sum[1, 8](np.arange(8, dtype=np.float32), out)   # a barrier holds every thread of the block
     assert out[0] == 28
+    y = np.zeros(8, np.float32)
+    early_exit_then_barriers[1, 8](y)
+    assert y.tolist() == [0, 0, 0, 9, 9, 9, 9, 9]
 
 
 def test_install_is_idempotent():
