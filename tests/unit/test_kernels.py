@@ -18,8 +18,8 @@ import torch.nn.functional as F
 import utils
 from gpu_course import kernels
 from gpu_course.cuda import files, launch_counts, reset_launches
-from gpu_course.kernels import (elementwise, flash_wgmma, matmul_ladder, reductions, tensor_cores, triton_matmul,
-                                triton_mean, triton_softmax)
+from gpu_course.kernels import (elementwise, flash_wgmma, int4_mma, matmul_ladder, reductions, tensor_cores,
+                                triton_matmul, triton_mean, triton_softmax)
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_MODULES = sorted((ROOT / "gpu_course" / "kernels").glob("*.py"))
@@ -371,7 +371,7 @@ def test_cuda_source_reads_every_named_file():
     named = [matmul_ladder.rung_file(r) for r in matmul_ladder.RUNGS] + [matmul_ladder.DISPATCHER]
     named += list(elementwise.STEPS.values()) + ["memory/pointer_chase.cu"] + reductions.files()
     named += sorted({f for r in tensor_cores.RUNGS for f in tensor_cores.files(r) if f.endswith(".cu")})
-    named += [flash_wgmma.FILE]
+    named += [flash_wgmma.FILE, int4_mma.FILE]
     for name in named:
         head, tail = (kernels.CUDA_DIR / name).read_text().split(kernels.cuda_source(name))
         assert all(line.startswith(("#ifndef ", "#define ", '#include "')) for line in head.splitlines()), name

@@ -16,6 +16,7 @@ import torch
 from ...device_ceilings import ceilings, spec_peak
 from ...hardware import gpu_has, gpu_supports
 from ...kernels import fp8_matmul as F
+from ...kernels import int4_mma as I
 from ...kernels import quant_gemv as G
 from ...kernels import quant_gemv_strided as S
 from ...mode import DEVICE, ON_GPU
@@ -155,6 +156,16 @@ def show_census(census: dict) -> str:
 
 # ------------------------------------------------------------------------------------------- the GEMV
 STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
+MMA = "CUDA int4, mma"             # the CUDA C tensor-core kernel (batch 1 to 16)
+MMA_CFG = None                     # its launch shape (int4_mma.CONFIGS; None: int4_mma.pick_config's)
+_MMA_MODULE = []
+
+
+def mma_module():
+    """The CUDA C tensor-core GEMV's module, built once (None where it cannot run here)."""
+    if not _MMA_MODULE:
+        _MMA_MODULE.append(I.build() if I.runs_here()[0] else None)
+    return _MMA_MODULE[0]
 
 
 def act_dtype() -> torch.dtype:
@@ -189,22 +200,28 @@ def gemv_fixture(N: int, K: int, M: int = 1, seed: int = 0) -> dict:
     packed, scales = Q.quantize_int4_groups(W, G.GROUP, act_dtype())
     q8, s8 = Q.quantize_int8_rows(W, act_dtype())
     words = S.repack_strided(packed) if K % G.GROUP == 0 else None   # the strided kernel's layout, made once
+    words_mma = I.repack(packed) if K % G.GROUP == 0 else None       # the CUDA C kernel's nibble order
     return dict(W=W, x=torch.randn(M, K, generator=g).to(DEVICE, act_dtype()), packed=packed, scales=scales,
-                words=words, q8=q8, s8=s8, w16=W.to(act_dtype()))
+                words=words, words_mma=words_mma, q8=q8, s8=s8, w16=W.to(act_dtype()))
 
 
-def gemv_functions(f: dict) -> tuple:
+def gemv_functions(f: dict, mma: bool = False) -> tuple:
     """``({name: function of x}, {name: bytes of weights (and scales) it reads}, notes)``: the Triton int4 GEMVs
-    (the strided one at batch 1, on its repacked words), the int8 one, torch's int4 and int8 kernels where they
-    run here, and the bf16 (fp16) ``F.linear``."""
+    (the strided one at batch 1, on its repacked words), with ``mma`` the CUDA C tensor-core one (:data:`MMA`, batch
+    1 to 16, where it runs: a GPU of compute capability 8.0 or newer), the int8 one, torch's int4 and int8 kernels where they
+    run here, and the bf16 (fp16) ``F.linear``; ``notes`` says why one that cannot run here is missing."""
     fns = {"Triton int4": lambda x: G.int4_gemv(x, f["packed"], f["scales"])}
     nbytes = {"Triton int4": f["packed"].nbytes + f["scales"].nbytes}
     if f["x"].shape[0] == 1 and f["words"] is not None:
         fns[STRIDED] = lambda x: S.int4_gemv_strided(x, f["words"], f["scales"])
         nbytes[STRIDED] = f["words"].nbytes + f["scales"].nbytes
+    ok, why = I.runs_here() if mma else (False, "")
+    if ok and f["words_mma"] is not None and f["x"].shape[0] <= 16 and act_dtype() == torch.bfloat16:
+        fns[MMA] = lambda x: I.int4_mma_gemv(mma_module(), x, f["words_mma"], f["scales"], MMA_CFG)
+        nbytes[MMA] = f["words_mma"].nbytes + f["scales"].nbytes
     fns["Triton int8"] = lambda x: G.int8_gemv(x, f["q8"], f["s8"])
     nbytes["Triton int8"] = f["q8"].nbytes + f["s8"].nbytes
-    notes = []
+    notes = [f"{MMA}: {why}"] if why else []
     t4, why = torch_int4(f["W"])
     if t4 is not None:
         fns["torch int4"], nbytes["torch int4"] = t4, nbytes["Triton int4"]
@@ -221,15 +238,18 @@ def gemv_functions(f: dict) -> tuple:
     return fns, nbytes, notes
 
 
-def gemv_compare(N: int, K: int, M: int = 1, seed: int = 0) -> tuple:
+def gemv_compare(N: int, K: int, M: int = 1, seed: int = 0, mma: bool = False, names=None) -> tuple:
     """Time every :func:`gemv_functions` at batch M with the L2 cache flushed before each timing (the weights
     must come from HBM, as in a model too large for L2); print the table, then each one's GB/s of weights read
-    and its share of the measured copy ceiling. Returns ``(times, gbs)``."""
+    and its share of the measured copy ceiling. ``mma``: with the CUDA C tensor-core kernel; ``names``: only these
+    kernels, beside torch's int4 one (the baseline). Returns ``(times, gbs)``."""
     f = gemv_fixture(N, K, M, seed)
-    fns, nbytes, notes = gemv_functions(f)
+    fns, nbytes, notes = gemv_functions(f, mma)
+    if names is not None:   # only these (and the baseline)
+        fns = {k: v for k, v in fns.items() if k in names or k == "torch int4"}
     for n in notes:
         print(n)
-    base = "torch int4" if "torch int4" in fns else "Triton int4"
+    base = "torch int4" if "torch int4" in fns else next(iter(fns))
     x = f["x"]
     times = compare({k: (lambda fn=fn: fn(x)) for k, fn in fns.items()}, baseline=base, l2_flush=True)
     gbs = {k: nbytes[k] / (t.median * 1e-3) / 1e9 for k, t in times.items()}
@@ -241,16 +261,20 @@ def gemv_compare(N: int, K: int, M: int = 1, seed: int = 0) -> tuple:
 
 
 def batch_sweep(N: int, K: int, batches, seed: int = 0) -> dict:
-    """GPU time (ms, L2 flushed) of the int4 GEMVs and the bf16 ``F.linear`` for each batch: ``{name: [ms]}``."""
+    """GPU time (ms, L2 flushed) of the int4 GEMVs (the CUDA C one where it runs, NaN past its 16 rows) and the bf16
+    ``F.linear`` for each batch: ``{name: [ms]}``."""
     from ...timing import bench
     f = gemv_fixture(N, K, 1, seed)
-    fns, _, _ = gemv_functions(f)
+    fns, _, _ = gemv_functions(f, mma=True)
     fns = {k: v for k, v in fns.items() if "int8" not in k and k != STRIDED}   # the strided kernel: batch 1 only
     out = {k: [] for k in fns}
     g = torch.Generator().manual_seed(seed + 2)
     for M in batches:
         x = torch.randn(M, K, generator=g).to(DEVICE, act_dtype())
         for k, fn in fns.items():
+            if k == MMA and M > 16:      # one tile of 16 rows: the CUDA C kernel's limit
+                out[k].append(float("nan"))
+                continue
             out[k].append(bench(fn, x, l2_flush=True, budget_ms=30 if ON_GPU else 1, reps=None if ON_GPU else 1).median)
     return out
 
