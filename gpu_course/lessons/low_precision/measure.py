@@ -18,6 +18,7 @@ from ...hardware import gpu_has, gpu_supports
 from ...kernels import fp8_matmul as F
 from ...kernels import int4_mma as I
 from ...kernels import quant_gemv as G
+from ...kernels import quant_gemv_kmajor as KM
 from ...kernels import quant_gemv_strided as S
 from ...mode import DEVICE, ON_GPU
 from ...user_timing import compare
@@ -156,6 +157,7 @@ def show_census(census: dict) -> str:
 
 # ------------------------------------------------------------------------------------------- the GEMV
 STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
+KMAJOR = "Triton int4, k-major"    # the kernel on k-major words, split over k (batch 1)
 MMA = "CUDA int4, mma"             # the CUDA C tensor-core kernel (batch 1 to 16)
 MMA_CFG = None                     # its launch shape (int4_mma.CONFIGS; None: int4_mma.pick_config's)
 _MMA_MODULE = []
@@ -201,13 +203,14 @@ def gemv_fixture(N: int, K: int, M: int = 1, seed: int = 0) -> dict:
     q8, s8 = Q.quantize_int8_rows(W, act_dtype())
     words = S.repack_strided(packed) if K % G.GROUP == 0 else None   # the strided kernel's layout, made once
     words_mma = I.repack(packed) if K % G.GROUP == 0 else None       # the CUDA C kernel's nibble order
+    words_k = KM.repack_kmajor(packed) if K % G.GROUP == 0 else None  # k-major words
     return dict(W=W, x=torch.randn(M, K, generator=g).to(DEVICE, act_dtype()), packed=packed, scales=scales,
-                words=words, words_mma=words_mma, q8=q8, s8=s8, w16=W.to(act_dtype()))
+                words=words, words_mma=words_mma, words_k=words_k, q8=q8, s8=s8, w16=W.to(act_dtype()))
 
 
 def gemv_functions(f: dict, mma: bool = False) -> tuple:
     """``({name: function of x}, {name: bytes of weights (and scales) it reads}, notes)``: the Triton int4 GEMVs
-    (the strided one at batch 1, on its repacked words), with ``mma`` the CUDA C tensor-core one (:data:`MMA`, batch
+    (the strided and k-major ones at batch 1, on their repacked words), with ``mma`` the CUDA C tensor-core one (:data:`MMA`, batch
     1 to 16, where it runs: a GPU of compute capability 8.0 or newer), the int8 one, torch's int4 and int8 kernels where they
     run here, and the bf16 (fp16) ``F.linear``; ``notes`` says why one that cannot run here is missing."""
     fns = {"Triton int4": lambda x: G.int4_gemv(x, f["packed"], f["scales"])}
@@ -215,6 +218,8 @@ def gemv_functions(f: dict, mma: bool = False) -> tuple:
     if f["x"].shape[0] == 1 and f["words"] is not None:
         fns[STRIDED] = lambda x: S.int4_gemv_strided(x, f["words"], f["scales"])
         nbytes[STRIDED] = f["words"].nbytes + f["scales"].nbytes
+        fns[KMAJOR] = lambda x: KM.int4_gemv_kmajor(x, f["words_k"], f["scales"])
+        nbytes[KMAJOR] = f["words_k"].nbytes + f["scales"].nbytes
     ok, why = I.runs_here() if mma else (False, "")
     if ok and f["words_mma"] is not None and f["x"].shape[0] <= 16 and act_dtype() == torch.bfloat16:
         fns[MMA] = lambda x: I.int4_mma_gemv(mma_module(), x, f["words_mma"], f["scales"], MMA_CFG)
@@ -266,7 +271,7 @@ def batch_sweep(N: int, K: int, batches, seed: int = 0) -> dict:
     from ...timing import bench
     f = gemv_fixture(N, K, 1, seed)
     fns, _, _ = gemv_functions(f, mma=True)
-    fns = {k: v for k, v in fns.items() if "int8" not in k and k != STRIDED}   # the strided kernel: batch 1 only
+    fns = {k: v for k, v in fns.items() if "int8" not in k and k not in (STRIDED, KMAJOR)}   # batch 1 only
     out = {k: [] for k in fns}
     g = torch.Generator().manual_seed(seed + 2)
     for M in batches:
