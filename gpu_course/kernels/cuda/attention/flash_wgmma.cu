@@ -81,6 +81,14 @@ __device__ inline void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint6
 __device__ inline void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" :: "r"(id) : "memory"); }
 __device__ inline void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" :: "r"(id) : "memory"); }
 
+// 2^x by the special-function unit's approximation (flushing results below 2^-126 to 0): what exp2f becomes with
+// --use_fast_math, without the range handling of the accurate exp2f.
+__device__ inline float fa_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // The row maximum and sum of the four lanes that share a row (lanes 4r .. 4r + 3 of a warp).
 __device__ inline float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
@@ -97,8 +105,9 @@ __device__ inline float quad_sum(float x) {
 struct Softmax {
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    // Turn a tile of scores sc into exp2(sc * scale_log2 - m) with m the new maximum; alpha: how much the rows'
-    // earlier sums (and O) shrink, exp2(m_old - m_new) (0 on the first tile, where m_old = -inf).
+    // Turn a tile of raw scores sc into exp2(sc * scale_log2 - m), m the new maximum (in log2 units): one
+    // multiply-add and one ex2 an element; alpha: how much the rows' earlier sums (and O) shrink, exp2(m_old - m_new)
+    // (0 on the first tile, where m_old = -inf).
     template <int N>
     __device__ inline void step(float (&sc)[N], int key0, int nk, float scale_log2, int lane, float (&alpha)[2]) {
         if (key0 + 2 * N > nk) {                                // the last tile: keys past nk do not exist
@@ -106,22 +115,19 @@ struct Softmax {
             for (int i = 0; i < N; ++i)
                 if (key0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2 >= nk) sc[i] = -INFINITY;
         }
-        float mx[2] = {m[0], m[1]};
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int i = 0; i < N; ++i) {
-            sc[i] *= scale_log2;
-            mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], sc[i]);
-        }
+        for (int i = 0; i < N; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], sc[i]);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            mx[r] = quad_max(mx[r]);
-            alpha[r] = exp2f(m[r] - mx[r]);
-            m[r] = mx[r];
+            const float mr = fmaxf(m[r], quad_max(mx[r]) * scale_log2);   // the scale is positive: max commutes
+            alpha[r] = fa_ex2(m[r] - mr);
+            m[r] = mr;
             l[r] *= alpha[r];
         }
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-            sc[i] = exp2f(sc[i] - m[(i / 2) % 2]);
+            sc[i] = fa_ex2(fmaf(sc[i], scale_log2, -m[(i / 2) % 2]));
             l[(i / 2) % 2] += sc[i];
         }
     }
