@@ -247,11 +247,11 @@ def gemv_compare(N: int, K: int, M: int = 1, seed: int = 0, mma: bool = False, n
     """Time every :func:`gemv_functions` at batch M with the L2 cache flushed before each timing (the weights
     must come from HBM, as in a model too large for L2); print the table, then each one's GB/s of weights read
     and its share of the measured copy ceiling. ``mma``: with the CUDA C tensor-core kernel; ``names``: only these
-    kernels, beside torch's int4 one (the baseline). Returns ``(times, gbs)``."""
+    kernels, beside torch's int4 one (the baseline) and the bf16 (fp16) ``F.linear``. Returns ``(times, gbs)``."""
     f = gemv_fixture(N, K, M, seed)
     fns, nbytes, notes = gemv_functions(f, mma)
-    if names is not None:   # only these (and the baseline)
-        fns = {k: v for k, v in fns.items() if k in names or k == "torch int4"}
+    if names is not None:   # only these, beside the baseline and the bf16 (fp16) F.linear
+        fns = {k: v for k, v in fns.items() if k in names or k == "torch int4" or "F.linear" in k}
     for n in notes:
         print(n)
     base = "torch int4" if "torch int4" in fns else next(iter(fns))
