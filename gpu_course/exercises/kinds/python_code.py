@@ -192,10 +192,13 @@ def _resolve(fn, name: str):
     """What the dotted ``name`` called in ``fn``'s body refers to in ``fn``'s globals (its Python
     function under a kernel object), or None."""
     parts = name.split(".")
-    obj = getattr(py_function(fn), "__globals__", {}).get(parts[0])
-    for part in parts[1:]:
-        obj = getattr(obj, part, None)
-    return None if obj is None else py_function(obj)
+    try:   # an attribute look-up runs arbitrary code (a property, a lazy module): whatever fails names nothing
+        obj = getattr(py_function(fn), "__globals__", {}).get(parts[0])
+        for part in parts[1:]:
+            obj = getattr(obj, part, None)
+        return None if obj is None else py_function(obj)
+    except Exception:
+        return None
 
 
 def _callees(fn, tree, depth: int = 4):
