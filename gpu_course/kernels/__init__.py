@@ -71,6 +71,32 @@ def num_warps_for(block: int) -> int:
     return 4 if block < 2048 else 8 if block < 4096 else 16
 
 
+# ---- single-file kernels of inline PTX: where they run, and their build ---------------------------------------------
+
+def ptx_runs_here(feature: str, who: str, needs: str) -> tuple:
+    """``(True, "")`` where a kernel of inline PTX gated by the course's ``feature`` (:data:`gpu_course.hardware.
+    FEATURES`; ``COURSE_FAKE_CC`` pretends) runs here, else ``(False, reason)``, the reason one line naming ``who``:
+    on a GPU by that gate; never in cpu mode, whose emulation runs CUDA C, not PTX (``needs`` says what the PTX
+    needs, for that line)."""
+    from ..hardware import compute_capability, supports
+    from ..mode import ON_GPU
+    cc = compute_capability()
+    if cc is not None:
+        ok, why = supports(feature, cc)
+        if not ok:
+            return False, f"{who}: {why}"
+    if not ON_GPU:
+        return False, f"{who}: {needs}; the CPU emulation runs CUDA C, not PTX"
+    return True, ""
+
+
+def build_source(src: str, funcs: list, **load_cuda_kwargs):
+    """Build (or load from the cache) the CUDA C ``src`` as a module exposing the host functions ``funcs`` (their
+    declarations read from ``src``)."""
+    from ..cuda import get_sig, load_cuda
+    return load_cuda(src, "\n".join(get_sig(f, src) for f in funcs), funcs, **load_cuda_kwargs)
+
+
 # ---- listings: the parts of a file that a notebook's text reads ---------------------------------------------------
 
 _DEF_LINE = re.compile(r"^(?:template\s*<.*>\s*)?(?:__\w+__\s+|static\s+|inline\s+|constexpr\s+)*[\w:<>,\s*&]+?"

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from ..cuda import cuda_begin, get_sig, load_cuda
+from ..cuda import cuda_begin
 from ..cuda.files import cuda_files, cuda_source
-from ..hardware import compute_capability, supports
-from ..mode import ON_GPU
+from . import build_source, ptx_runs_here
 
 FILE = "attention/flash_wgmma.cu"
 FUNCS = ["flash_wgmma"]
@@ -31,21 +30,12 @@ def runs_here() -> tuple:
     """``(True, "")`` where the kernel runs here, else ``(False, reason)``, the reason one line: on a GPU by the
     course's feature gate "sm90a" (:data:`gpu_course.hardware.FEATURES`; ``COURSE_FAKE_CC`` pretends); never in cpu
     mode, whose emulation runs CUDA C, not PTX."""
-    cc = compute_capability()
-    if cc is not None:
-        ok, why = supports("sm90a", cc)
-        if not ok:
-            return False, f"flash_wgmma: {why}"
-    if not ON_GPU:
-        return False, ("flash_wgmma: wgmma and TMA (inline PTX) need an sm_90 GPU (H100, H200); "
-                       "the CPU emulation runs CUDA C, not PTX")
-    return True, ""
+    return ptx_runs_here("sm90a", "flash_wgmma", "wgmma and TMA (inline PTX) need an sm_90 GPU (H100, H200)")
 
 
 def build(**load_cuda_kwargs):
     """Build (or load from the cache) the module with :data:`FUNCS`."""
-    src = source()
-    return load_cuda(src, "\n".join(get_sig(f, src) for f in FUNCS), FUNCS, **load_cuda_kwargs)
+    return build_source(source(), FUNCS, **load_cuda_kwargs)
 
 
 def forward(mod, q, k, v, pingpong: int = 1, out=None):

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from ..cuda import cuda_begin, get_sig, load_cuda
+from ..cuda import cuda_begin
 from ..cuda.files import cuda_files, cuda_source
-from ..hardware import compute_capability, supports
-from ..mode import ON_GPU
+from . import build_source, ptx_runs_here
 
 FILE = "quant/int4_mma_gemv.cu"
 FUNCS = ["int4_mma_gemv"]
@@ -77,21 +76,13 @@ def runs_here() -> tuple:
     """``(True, "")`` where the kernel runs here, else ``(False, reason)``, the reason one line: on a GPU by the
     course's feature gate "bf16", compute capability 8.0 or newer (:data:`gpu_course.hardware.FEATURES`;
     ``COURSE_FAKE_CC`` pretends); never in cpu mode, whose emulation runs CUDA C, not PTX."""
-    cc = compute_capability()
-    if cc is not None:
-        ok, why = supports("bf16", cc)
-        if not ok:
-            return False, f"int4_mma_gemv: {why}"
-    if not ON_GPU:
-        return False, ("int4_mma_gemv: mma.sync on bf16 (inline PTX) needs a GPU of compute capability 8.0 or newer; "
-                       "the CPU emulation runs CUDA C, not PTX")
-    return True, ""
+    return ptx_runs_here("bf16", "int4_mma_gemv",
+                         "mma.sync on bf16 (inline PTX) needs a GPU of compute capability 8.0 or newer")
 
 
 def build(**load_cuda_kwargs):
     """Build (or load from the cache) the module with :data:`FUNCS`."""
-    src = source()
-    return load_cuda(src, "\n".join(get_sig(f, src) for f in FUNCS), FUNCS, **load_cuda_kwargs)
+    return build_source(source(), FUNCS, **load_cuda_kwargs)
 
 
 def pick_config(n: int, m: int) -> int:

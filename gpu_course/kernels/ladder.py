@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from ..checking import check, poisoned
-from ..cuda import get_sig, load_cuda
+from ..cuda import get_sig
 from ..mode import ON_GPU
 from ..timing import Timing, bench as _bench, fmt_ms
-from . import CUDA_DIR, cuda_source, cuda_unit
+from . import CUDA_DIR, build_source, cuda_source, cuda_unit
 
 
 def numbered(folder: str) -> Callable:
@@ -102,9 +102,7 @@ class Ladder:
 
     def build(self, rungs=None, **load_cuda_kwargs):
         """Build (or load from the cache) ``rungs`` (default: the whole ladder): a module with ``funcs(rungs)``."""
-        src = self.source(rungs)
-        fs = self.funcs(rungs)
-        return load_cuda(src, self.cpp_source(fs, src), fs, **load_cuda_kwargs)
+        return build_source(self.source(rungs), self.funcs(rungs), **load_cuda_kwargs)
 
     def rungs_here(self, quiet: bool = False) -> dict:
         """:attr:`rungs` without those that cannot run here (``runs_here``), printing one line for each one left
