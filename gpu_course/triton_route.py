@@ -2,11 +2,12 @@
 the output and launches a kernel that Triton compiled (through Python, on a shape's first call) with the CUDA
 driver's ``cuLaunchKernel``, so that a later call spends in Python one look-up and one call into C++
 (:class:`~gpu_course.triton_launch.Launcher`'s direct path still runs Python for the key, the grid and
-the launcher's arguments). Four routes use it: notebook 10's LayerNorm node
+the launcher's arguments). Five routes use it: notebook 10's LayerNorm node
 (``kernels/cuda/layer_norm/node.cpp``), notebook 07's matmul (``kernels/cuda/triton_route/matmul.cpp``),
-notebook 06's softmax and means (``kernels/cuda/triton_route/softmax_mean.cpp``) and notebook 11's attention
-forward (``kernels/cuda/triton_route/attention.cpp``, which fills its descriptor kernel's TMA tensor maps), the last
-two through a :class:`Route`; each includes ``kernels/cuda/triton_route/launch.h``, the driver's entry points
+notebook 06's softmax and means (``kernels/cuda/triton_route/softmax_mean.cpp``), notebook 11's attention
+forward (``kernels/cuda/triton_route/attention.cpp``, which fills its descriptor kernel's TMA tensor maps) and
+notebook 15's k-major int4 GEMV (``kernels/cuda/triton_route/quant_gemv.cpp``, which keeps a workspace per
+stream), all but the first through a :class:`Route`; each includes ``kernels/cuda/triton_route/launch.h``, the driver's entry points
 (``cuLaunchKernel``, ``cuTensorMapEncodeTiled``) and the kernels' registry.
 
 * :func:`build` compiles a route's extension (once; later sessions load it from the course's build cache);

@@ -21,6 +21,11 @@ Three choices, each aimed at keeping more bytes of W in flight than the strided 
   ``1 + q'/16`` (q' = q + 8); multiplied by ``256 x`` and ``16 x`` they give ``(256 + q') x`` and ``(16 + q') x``,
   and the word's ``264 x_lo + 24 x_hi`` taken away leaves ``q x``.
 
+A call spends longer on the CPU than the kernel on the GPU (the workspace's look-up, the grid, the launcher's
+arguments), so :func:`build_route` puts a C++ route in front of it (:mod:`gpu_course.triton_route`, as notebook 07's
+matmul has): from a kind of call's second time on, one look-up in Python and one call into C++, which keeps its own
+workspace per stream.
+
 >>> w = repack_kmajor(torch.tensor([[0x10, 0x32, 0x54, 0x76] * 16] * 2, dtype=torch.uint8))   # 2 rows, k = 128
 >>> tuple(w.shape), hex(int(w[0, 0]) & 0xFFFFFFFF)           # nibble i of word 0: column i (q' = i)
 ((16, 2), '0x76543210')
@@ -31,6 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import triton_route
 from ..launch import cdiv
 from ..mode import by_mode
 from ..triton_launch import direct
@@ -131,3 +137,51 @@ def int4_gemv_kmajor(x, words, scales, out=None, cfg=None):
     direct(int4_gemv_kmajor_kernel)[grid](x, words, scales, out, sums, tickets, N, K, scales.stride(0), ONE_BITS,
                                           **cfg)
     return out
+
+
+# ------------------------------------------------- the C++ route (gpu_course/triton_route.py, cuda/triton_route/)
+ROUTE = triton_route.route("quant_gemv_route", triton_route.ROUTE_DIR / "quant_gemv.cpp")   # entries: (id, BLOCK_N, STEPS)
+
+
+def build_route(verbose=False) -> bool:
+    """Build the GEMV's C++ route (``cuda/triton_route/quant_gemv.cpp``; about a minute the first time) and turn it
+    on for :func:`int4_gemv_kmajor`: True when it is ready, else False and :func:`route_status` says why."""
+    return ROUTE.build(verbose)
+
+
+def route_status():
+    """None when :func:`int4_gemv_kmajor`'s later calls go through the C++ route, else why they do not."""
+    return ROUTE.why
+
+
+def without_route():
+    """``with without_route():`` :func:`int4_gemv_kmajor` takes the Python launch path even where the route is
+    built: what a call costs without it, for comparisons."""
+    return ROUTE.off()
+
+
+def _route_key(x, words, scales, out=None, cfg=None):
+    """Everything the compiled kernel's specialisation depends on, for a call with the default configuration and
+    a plain output (else None: the Python path): dtypes, shapes and strides, each pointer's 16-byte alignment, the
+    devices (the tensors' and the current one, where Triton compiled)."""
+    if out is not None or cfg is not None or not all(isinstance(t, torch.Tensor) for t in (x, words, scales)):
+        return None
+    return (x.dtype, x.shape, x.stride(), words.dtype, words.shape, words.stride(), scales.dtype, scales.shape,
+            scales.stride(), x.data_ptr() % 16, words.data_ptr() % 16, scales.data_ptr() % 16, x.device,
+            words.device, scales.device, torch._C._cuda_getDevice() if x.is_cuda else None)
+
+
+def _route_call(mod, hit, x, words, scales, *_, **__):
+    """The call through the extension with the key's entry ``hit`` (kernel id, BLOCK_N, STEPS)."""
+    return mod.int4_gemv_kmajor(x, words, scales, *hit, ONE_BITS)
+
+
+def _route_entry(*_, **__):
+    """The route's arguments for calls like the one the launcher just made: the kernel it launched (10 runtime
+    arguments) and its block, or None where the route cannot launch it."""
+    ids = ROUTE.register((direct(int4_gemv_kmajor_kernel).last, 10))
+    return None if ids is None else (ids[0], CONFIG["BLOCK_N"], CONFIG["STEPS"])
+
+
+# the route in front of the launcher (int4_gemv_kmajor's source above is the launcher's)
+int4_gemv_kmajor = ROUTE.front(int4_gemv_kmajor, _route_key, _route_call, _route_entry)

@@ -5,6 +5,8 @@ import pytest
 import torch
 
 import utils
+from gpu_course import launch_paths as lp
+from gpu_course import triton_route
 from gpu_course.kernels import quant_gemv_kmajor as KM
 from gpu_course.lessons.low_precision import quantize as Q
 
@@ -52,3 +54,39 @@ def test_clear_errors():
         KM.int4_gemv_kmajor(torch.zeros(1, 256), words, scales, out=torch.zeros(16))
     with pytest.raises(ValueError, match="multiple of 128"):
         KM.repack_kmajor(packed[:, :60])
+
+
+class _Route(triton_route.StandIn):
+    """Stands in for the built C++ route: records each call, returns a marked output."""
+
+    def int4_gemv_kmajor(self, x, words, scales, kid, block_n, steps, one):
+        self.calls.append((kid, block_n, steps, one))
+        return torch.full((1, words.shape[1]), 7.0)
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode")
+def test_cpu_mode_says_why_there_is_no_route():
+    assert KM.build_route() is False and "cpu mode" in KM.route_status()
+
+
+@pytest.mark.skipif(utils.ON_GPU, reason="cpu mode")
+def test_a_calls_second_time_goes_through_the_route(monkeypatch):
+    mod = _Route()
+    monkeypatch.setattr(KM.ROUTE, "mod", mod)
+    monkeypatch.setattr(KM.ROUTE, "entries", {})
+    monkeypatch.setattr(triton_route, "register", lambda m, ck, nargs: m.add_kernel(ck, nargs))
+    packed, scales = Q.quantize_int4_groups(Q.weight_like(40, 256, seed=1), 128, torch.float32)
+    words, x = KM.repack_kmajor(packed), torch.randn(1, 256)
+    with lp.fake_gpu(KM.int4_gemv_kmajor_kernel):
+        KM.int4_gemv_kmajor(x, words, scales)                   # first: Python path, registers the kernel
+        assert mod.calls == [] and mod.kernels == [10]
+        assert KM.int4_gemv_kmajor(x, words, scales).eq(7).all()  # second: the route, with the mode's block
+        assert mod.calls == [(0, KM.CONFIG["BLOCK_N"], KM.CONFIG["STEPS"], KM.ONE_BITS)]
+        with KM.without_route():
+            KM.int4_gemv_kmajor(x, words, scales)
+        KM.int4_gemv_kmajor(x, words, scales, out=torch.empty(1, 40))          # the caller's output: Python
+        KM.int4_gemv_kmajor(x, words, scales, cfg=dict(KM.CONFIG, STEPS=3))    # another configuration: Python
+        KM.int4_gemv_kmajor(x[:, :128], words[:16], scales[:1])                # another shape: Python first
+        assert len(mod.calls) == 1 and len(mod.kernels) == 2
+        with pytest.raises(ValueError, match="one row"):        # a learner's mistake: the same message as before
+            KM.int4_gemv_kmajor(torch.randn(2, 256), words, scales)

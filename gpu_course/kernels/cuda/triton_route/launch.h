@@ -1,7 +1,8 @@
 // Launching a Triton kernel that Python compiled, from C++, through the CUDA driver's cuLaunchKernel
 // (what Inductor's C++ wrapper does for a whole graph): the pieces the course's C++ routes share
-// (layer_norm/node.cpp; matmul.cpp, softmax_mean.cpp and attention.cpp here). Each route is an extension of its
-// own and includes this file once; define TRITON_ROUTE_WHO (the route's name, for its error messages) first.
+// (layer_norm/node.cpp; matmul.cpp, softmax_mean.cpp, attention.cpp and quant_gemv.cpp here). Each route is an
+// extension of its own and includes this file once; define TRITON_ROUTE_WHO (the route's name, for its error
+// messages) first.
 //
 // Python registers each compiled kernel once (add_kernel): its CUfunction, threads per program, dynamic
 // shared memory, and how each argument is passed, one letter per argument in order: 'p' a pointer,
