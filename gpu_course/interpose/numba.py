@@ -16,7 +16,8 @@ Events and their fields:
   line) of the declaration), ``shape``, ``array``, ``block``, ``thread``, ``new`` (True for the thread
   that allocated it, the block's first; None for dynamic shared memory, allocated at the launch).
 * ``access``: a simulator thread read (``op`` "load") or wrote ("store") a shared array: ``site``,
-  ``block``, ``thread`` (tuples). Only arrays allocated while ``access`` had a subscriber report.
+  ``block``, ``thread`` (tuples); each thread reports its first read and its first write of each
+  shared array (see ``_Reported``). Only arrays allocated while ``access`` had a subscriber report.
 * ``barrier``: a simulator thread passed ``cuda.syncthreads()``: ``block``, ``thread``.
 
 The simulator's ``BlockManager.run`` (one block: a Python thread per CUDA thread, released from each
@@ -282,9 +283,17 @@ def block_run(self, grid_point, *args):
 
 
 def _who():
+    """``(block, thread)`` of the simulator thread running (tuples), or ``(None, None)`` outside a kernel; kept
+    on the thread after its first event (a thread's indices do not change, and ``tuple`` of numba's ``Dim3``
+    runs a generator: it was most of the cost of an event)."""
     t = threading.current_thread()
-    b, th = getattr(t, "blockIdx", None), getattr(t, "threadIdx", None)
-    return (tuple(b), tuple(th)) if b is not None else (None, None)
+    who = getattr(t, "_course_who", None)
+    if who is None:
+        b, th = getattr(t, "blockIdx", None), getattr(t, "threadIdx", None)
+        if b is None:
+            return None, None
+        who = t._course_who = (tuple(b), tuple(th))
+    return who
 
 
 def _barrier_hook(original):
@@ -299,19 +308,36 @@ def _barrier_hook(original):
 class _Reported(np.ndarray):
     """A shared array whose element reads and writes are ``access`` events (its ``_site`` set). A view
     taken of it (``m[r]``, ``n[:, c]``) keeps the site, so that the elements read through the view are
-    events too; taking the view reads nothing (its event says ``view=True``)."""
+    events too; taking the view reads nothing (its event says ``view=True``). With ``_once`` set (the
+    block's shared arrays), a thread reports its first read and its first write of the array only: what is
+    asked of a shared array is which threads read and wrote it, and an event costs a few microseconds of a
+    simulated thread's time (a tiled matmul reads its tiles tens of thousands of times a block); without it
+    (a kernel's global arguments, whose reads are counted) every access reports."""
+    _once = False
 
     def __array_finalize__(self, obj):
         self._site = getattr(obj, "_site", None)
+        self._once = getattr(obj, "_once", False)
+
+    def _report(self, op: str, out=None) -> None:
+        site = getattr(self, "_site", None)
+        if site is None:
+            return
+        if self._once:   # looked up first: most accesses end here
+            seen = threading.current_thread().__dict__.setdefault("_course_reported", set())
+            if (site, op) in seen:
+                return
+        block, thread = _who()
+        if block is None:
+            return
+        if self._once:
+            seen.add((site, op))
+        fields = {"view": isinstance(out, np.ndarray)} if op == "load" else {}
+        _BUS.emit("access", Event(op=op, site=site, block=block, thread=thread, **fields))
 
     def __getitem__(self, key):
         out = np.ndarray.__getitem__(self, key)
-        site = getattr(self, "_site", None)
-        if site is not None:
-            block, thread = _who()
-            if block is not None:
-                _BUS.emit("access", Event(op="load", site=site, block=block, thread=thread,
-                                          view=isinstance(out, np.ndarray)))
+        self._report("load", out)
         return out
 
     def __iter__(self):   # for v in m[r]: each element read is an event, as m[r][i] is
@@ -319,11 +345,7 @@ class _Reported(np.ndarray):
             yield self[i]
 
     def __setitem__(self, key, value):
-        site = getattr(self, "_site", None)
-        if site is not None:
-            block, thread = _who()
-            if block is not None:
-                _BUS.emit("access", Event(op="store", site=site, block=block, thread=thread))
+        self._report("store")
         return np.ndarray.__setitem__(self, key, value)
 
 
@@ -360,5 +382,5 @@ def shared_array(self, shape, dtype, alignment=None):
         _BUS.emit("shared", Event(site=site, shape=tuple(res.shape), array=res, new=new, block=block, thread=thread))
     if _BUS.listening("access"):
         res = res.view(_Reported)
-        res._site = site
+        res._site, res._once = site, True
     return res

@@ -33,6 +33,16 @@ def tile_copy(x, out):
     out[t] = s[3 - t]
 
 
+@cuda.jit
+def tile_reversed_twice(x, out):
+    s = cuda.shared.array(4, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    s[t] = s[t] + x[t]    # a second read of x and of s, a second write of s
+    cuda.syncthreads()
+    out[t] = s[3 - t] + s[t]
+
+
 def _triton_attrs():
     from triton.runtime.interpreter import InterpretedFunction, InterpreterBuilder
     return {a: vars(InterpretedFunction).get(a) for a in ("run", "__getitem__")} | \
@@ -101,3 +111,24 @@ def test_patches_put_back_what_was_there():
     assert owner.f() == 2 and owner.f.__wrapped__() == 1 and repr(cls()) == "C!"
     patches.undo_all()
     assert owner.f() == 1 and "__repr__" not in vars(cls) and repr(cls()) != "C!"
+
+
+def test_a_thread_reports_its_first_read_and_write_of_a_shared_array_and_every_global_read():
+    """Which threads read and wrote a shared array is what its events tell: each thread reports its first read
+    and first write of it only. A kernel's global arguments, whose reads are counted, report every read."""
+    from gpu_course.exercises.kinds.numba import learner_counting
+    got = []
+    with numba_events.subscribed("access", got.append):
+        x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+        tile_reversed_twice[1, 4](x, out)
+    assert out.tolist() == [3 * 2 + 0, 2 * 2 + 2, 1 * 2 + 4, 0 * 2 + 6]
+    per_thread = {}
+    for ev in got:
+        per_thread.setdefault(ev.thread, []).append(ev.op)
+    assert sorted(per_thread) == [(t, 0, 0) for t in range(4)]
+    assert all(sorted(ops) == ["load", "store"] for ops in per_thread.values()), per_thread
+    with learner_counting("tile_reversed_twice") as ex:
+        tile_reversed_twice[1, 4](x, out)
+    assert ex.gloads == 8   # x read twice by each of 4 threads
+    (use,) = ex.shared.values()
+    assert len(use.readers) == len(use.writers) == 4
