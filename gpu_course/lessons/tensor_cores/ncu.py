@@ -7,9 +7,11 @@ from ...kernels.tensor_cores import CONFIGS
 
 
 # What bench/tensor_cores_ncu.py launches under ncu, in order: every shape of rungs 2 to 5 as the notebook builds them
-# ("swizzled"), then rungs 3 and 4 built with -DTC_NO_SWIZZLE (every piece in place: the bank conflicts back).
+# ("swizzled"), then rungs 3 and 4 built with -DTC_NO_SWIZZLE (every piece in place: the bank conflicts back), then
+# every shape of rung 6 ("persistent").
 PROFILED = {"swizzled": [(r, c) for r in (2, 3, 4, 5) for c in range(len(CONFIGS.get(r, [None])))],
-            "not swizzled": [(r, c) for r in (3, 4) for c in range(len(CONFIGS.get(r, [None])))]}
+            "not swizzled": [(r, c) for r in (3, 4) for c in range(len(CONFIGS.get(r, [None])))],
+            "persistent": [(6, c) for c in range(len(CONFIGS[6]))]}
 KERNEL_NAMES = {2: "wmma_shared_k", 3: "mma_ldmatrix_k", 4: "mma_async_k", 5: "wgmma_tma_k", 6: "persistent_k"}
 NO_SWIZZLE_FLAGS = ["-DTC_NO_SWIZZLE"]
 LIMITER_FIELDS = ("variant", "rung", "cfg", "time_us", "tensor_pct", "issue_pct", "warps_pct", "registers",
@@ -79,7 +81,7 @@ def limiter_table(rows: list) -> str:
     lines = [head]
     for r in rows:
         name = f"rung {r['rung']}" + (f" cfg {r['cfg']}" if r["rung"] in CONFIGS else "") + \
-            ("" if r["variant"] == "swizzled" else ", not swizzled")
+            (", not swizzled" if r["variant"] == "not swizzled" else "")
         m = lambda v: f"{v / 1e6:7.2f}" if v is not None else f"{'':>7s}"  # noqa: E731
         stalls = ", ".join(f"{n} {v:.1f}" for n, v in r["stalls"])
         lines.append(f"{name:30s} {r['time_us']:6.0f} {r['tensor_pct']:4.0f} {r['issue_pct']:4.0f} {r['warps_pct']:4.0f} "
