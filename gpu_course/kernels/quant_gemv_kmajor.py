@@ -10,8 +10,8 @@ Three choices, each aimed at keeping more bytes of W in flight than the strided 
   (one word of every row of W) is contiguous: a program loads ``BLOCK_N`` consecutive words, one per output, and
   the 8 columns of x they meet are the same 8 for all of them (a broadcast, no shared-memory layout).
 * **Split over k, many programs.** Each program takes ``BLOCK_N`` outputs over ``STEPS`` rows of words (128
-  columns of k at the default 16): 512 programs at 8192 x 8192, each a short loop, where the strided kernel has a
-  few dozen long ones. Their partial sums meet in an fp32 workspace through atomics; the program that finishes a
+  columns of k at the default 16): 512 programs at 8192 x 8192, each 1024 outputs over 128 columns, a short loop,
+  where the strided kernel's 512 each take 32 rows over half of k, a long one. Their partial sums meet in an fp32 workspace through atomics; the program that finishes a
   block of outputs last (a ticket counter, also an atomic) converts the sums to x's dtype, stores them, and sets
   the workspace back to zero for the next call: one launch, no second kernel, no ``torch.zeros`` per call. The
   atomics add in an order that varies from run to run, so the last bits of an output may too.
