@@ -148,7 +148,9 @@ def launcher_source(source: str, name: str) -> tuple[str, str, str]:
     n = len(params)
     k = _qualified(source, name)
     code = f"""
-// the course's own launch of {name} (gpu_course/exercises/cuda_launch.py): the exercise check's memory
+// the course's own launch of {name} (gpu_course/exercises/cuda_launch.py): the exercise check's memory,
+// on torch's current stream (the learner's own launch is checked on whichever stream it names)
+#include <c10/cuda/CUDAStream.h>
 static inline void* course_exercise_ptr(torch::Tensor& t, int64_t off) {{
     return off < 0 ? nullptr : (void*)((char*)t.data_ptr() + off);
 }}
@@ -158,7 +160,8 @@ static inline void* course_exercise_ptr(torch::Tensor& t, int64_t off) {{
     if (course_cfg[6] > 48 * 1024)  // as the learner's host function allowed it (this module's own copy)
         cudaFuncSetAttribute({k}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)course_cfg[6]);
     {k}<<<dim3(course_cfg[0], course_cfg[1], course_cfg[2]),
-        dim3(course_cfg[3], course_cfg[4], course_cfg[5]), (size_t)course_cfg[6]>>>({", ".join(args)});
+        dim3(course_cfg[3], course_cfg[4], course_cfg[5]), (size_t)course_cfg[6],
+        at::cuda::getCurrentCUDAStream()>>>({", ".join(args)});
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }}
 """

@@ -442,14 +442,18 @@ def one_source(*sources):
 def test_host_units_compile_with_gxx(tmp_path):
     """The host units compile with the CUDA runtime's headers and CPU torch's: the tricky source's; the
     load_inline idioms' (torch::kInt32 and torch::kFloat16 from torch/types.h, __half in a wrapper from
-    cuda_fp16.h); notebook 04's matmul ladder's. As one source, so that g++ reads torch's headers once,
-    not three times."""
+    cuda_fp16.h); notebook 04's matmul ladder's; an exercise check's own launch of a learner's kernel (on
+    torch's current stream). As one source, so that g++ reads torch's headers once, not four times."""
+    from gpu_course.exercises.cuda_launch import launcher_source
     from gpu_course.kernels import matmul_ladder
-    src = one_source(TRICKY, IDIOMS, HALF, matmul_ladder.source())
-    funcs = TRICKY_FUNCS + IDIOMS_FUNCS + ["scale_half"] + list(matmul_ladder.FUNCS)
+    learner = utils.cuda_begin + "__global__ void ex_k(float* out, int n) { if (threadIdx.x < n) out[threadIdx.x] = n; }\n"
+    launch, _, launch_fn = launcher_source(learner, "ex_k")
+    src = one_source(TRICKY, IDIOMS, HALF, matmul_ladder.source(), learner + launch)
+    funcs = TRICKY_FUNCS + IDIOMS_FUNCS + ["scale_half"] + list(matmul_ladder.FUNCS) + [launch_fn]
     units = make_units(src, "\n".join(utils.get_sig(f, src) for f in funcs), funcs)
     assert "#include <torch/types.h>" in units.host and "cuda_fp16.h" in units.host
     assert "cuda_pipeline.h" not in units.host and "mm_async_k" in units.device   # the ladder's split
+    assert "(cudaStream_t)(at::cuda::getCurrentCUDAStream())" in units.host   # the check's launch of ex_k
     gxx_syntax(tmp_path, units.host)
 
 
