@@ -11,10 +11,11 @@ Three choices, each aimed at keeping more bytes of W in flight than the strided 
   the 8 columns of x they meet are the same 8 for all of them (a broadcast, no shared-memory layout).
 * **Split over k, many programs.** Each program takes ``BLOCK_N`` outputs over ``STEPS`` rows of words (128
   columns of k at the default 16): 512 programs at 8192 x 8192, each 1024 outputs over 128 columns, a short loop,
-  where the strided kernel's 512 each take 32 rows over half of k, a long one. Their partial sums meet in an fp32 workspace through atomics; the program that finishes a
-  block of outputs last (a ticket counter, also an atomic) converts the sums to x's dtype, stores them, and sets
-  the workspace back to zero for the next call: one launch, no second kernel, no ``torch.zeros`` per call. The
-  atomics add in an order that varies from run to run, so the last bits of an output may too.
+  where the strided kernel's 512 each take 32 rows over half of k, a long one. Their partial sums meet in an fp32
+  workspace through atomics; the program that finishes a block of outputs last (a ticket counter, also an atomic)
+  converts the sums to x's dtype, stores them, and sets the workspace back to zero for the next call: one launch,
+  no second kernel, no ``torch.zeros`` per call. The atomics add in an order that varies from run to run, so the
+  last bits of an output may too.
 * **Two nibbles a shift.** With the word shifted so that nibble 2a lands in bits 15-18 and nibble 2a + 1 in bits
   19-22, ``(t & 0x00078000) | ONE`` and ``(t & 0x00780000) | ONE`` (ONE = 0x3F800000, the bits of 1.0, passed as
   an argument so that the compiler makes each one ``lop3``) read as fp32 are exactly ``1 + q'/256`` and
