@@ -275,6 +275,8 @@ def test_the_ptx_census_counts_each_family_once_per_line():
                                   "mbarrier waits": 1}
     table = lesson.census_table({"step": lesson.ptx_census(ptx)})
     assert table.splitlines()[1].split() == ["step", "1", "1", "1", "1", "1", "1"]
+    assert table.splitlines()[-1].startswith("wgmma: ")                  # the legend, unless asked to leave it out
+    assert lesson.census_table({"step": lesson.ptx_census(ptx)}, legend=False).splitlines() == table.splitlines()[:-1]
 
 
 def _ncu_raw(names):

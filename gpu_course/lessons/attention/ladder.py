@@ -141,14 +141,16 @@ def ptx_census(ptx):
     return {label: sum(op.startswith(prefixes) for op in ops) for label, prefixes, _ in PTX_OPS}
 
 
-def census_table(census):
-    """:data:`PTX_CENSUS` as a table: one row per step, one column per :data:`PTX_OPS` label."""
+def census_table(census, legend=True):
+    """:data:`PTX_CENSUS` as a table: one row per step, one column per :data:`PTX_OPS` label; ``legend`` adds a
+    line saying what each label counts (print it once where several tables follow each other)."""
     labels = [label for label, _, _ in PTX_OPS]
     width = max((len(n) for n in census), default=10) + 2
     lines = [f"{'PTX instructions (static count)':<{width}}" + "".join(f"{lab:>15}" for lab in labels)]
     for name, counts in census.items():
         lines.append(f"{name:<{width}}" + "".join(f"{counts[lab]:>15}" for lab in labels))
-    lines.append("; ".join(f"{label}: {what}" for label, _, what in PTX_OPS))
+    if legend:
+        lines.append("; ".join(f"{label}: {what}" for label, _, what in PTX_OPS))
     return "\n".join(lines)
 
 
