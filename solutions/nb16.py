@@ -132,6 +132,9 @@ def paged_kernel(q_ptr, k_pages_ptr, v_pages_ptr, table_ptr, lens_ptr, o_ptr, sc
     tl.store(o_ptr + (b * H + h) * D + rows[:, None] * 0 + dims[None, :], acc / l_i[:, None],
              mask=rows[:, None] == 0)
 ''' + _PAGED_LAUNCHER,
+        "the course's page look-up (td._page_and_row) called from the kernel": _PAGED.format(
+            page="td._page_and_row(table_ptr + b * max_pages, i * PAGE, i * PAGE + rows, L, BLOCK_N, PAGE, False)[0]",
+            vmask="ok[:, None]") + _PAGED_LAUNCHER,
         "values past the length read without a mask": _PAGED.format(
             page="tl.load(table_ptr + b * max_pages + i)", vmask="rows[:, None] < PAGE") + _PAGED_LAUNCHER,
     },

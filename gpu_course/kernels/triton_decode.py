@@ -34,31 +34,39 @@ LN2 = 0.6931471805599453
 
 # ------------------------------------------------------------------------------------------- the kernels
 @triton.jit
+def _page_and_row(table_ptr, start, cols, hi, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, MASK: tl.constexpr):
+    """Where keys ``cols`` (the block from ``start``) live: ``(page, row)``. ``PAGE == 0``: a contiguous cache,
+    key j in row j (an int64: the offsets of a long cache pass 2^31) of page 0; else row ``j % PAGE`` of physical
+    page ``table[j // PAGE]`` (an int64)."""
+    if PAGE == 0:
+        page = 0
+        row = cols.to(tl.int64)
+    else:
+        row = cols % PAGE
+        if PAGE % BLOCK_N == 0:      # the block lies in one page: one entry of the table
+            page = tl.load(table_ptr + start // PAGE).to(tl.int64)
+        elif MASK:                   # the block spans BLOCK_N // PAGE pages: an entry per key
+            page = tl.load(table_ptr + cols // PAGE, mask=cols < hi, other=0).to(tl.int64)
+        else:
+            page = tl.load(table_ptr + cols // PAGE).to(tl.int64)
+    return page, row
+
+
+@triton.jit
 def _decode_blocks(acc, m_i, l_i, q, k_base, v_base, table_ptr, last, lo, hi, qk_scale,
                    stride_kb, stride_kn, stride_vb, stride_vn,
                    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, MASK: tl.constexpr,
                    DOT_PRECISION: tl.constexpr):
     """Keys [lo, hi) of one sequence and KV head: the online-softmax update of notebook 11, one block of
-    BLOCK_N keys at a time. ``PAGE > 0``: key j lives in row ``j % PAGE`` of physical page
-    ``table[j // PAGE]``; ``PAGE == 0``: key j is row j of a contiguous cache. ``last``: per query row,
-    the last key it may see. Without MASK every key of every block is visible to every row."""
+    BLOCK_N keys at a time, each key found where :func:`_page_and_row` says (``PAGE``, ``table_ptr``).
+    ``last``: per query row, the last key it may see. Without MASK every key of every block is visible to
+    every row."""
     dims = tl.arange(0, HEAD_DIM)
     for start in range(lo, hi, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        if PAGE == 0:
-            k_rows = cols.to(tl.int64) * stride_kn
-            v_rows = cols.to(tl.int64) * stride_vn
-        elif PAGE % BLOCK_N == 0:    # the block lies in one page: one entry of the table
-            page = tl.load(table_ptr + start // PAGE).to(tl.int64)
-            k_rows = page * stride_kb + (cols % PAGE) * stride_kn
-            v_rows = page * stride_vb + (cols % PAGE) * stride_vn
-        else:                        # the block spans BLOCK_N // PAGE pages: an entry per key
-            if MASK:
-                page = tl.load(table_ptr + cols // PAGE, mask=cols < hi, other=0).to(tl.int64)
-            else:
-                page = tl.load(table_ptr + cols // PAGE).to(tl.int64)
-            k_rows = page * stride_kb + (cols % PAGE) * stride_kn
-            v_rows = page * stride_vb + (cols % PAGE) * stride_vn
+        page, row = _page_and_row(table_ptr, start, cols, hi, BLOCK_N, PAGE, MASK)   # (0, j) in a contiguous cache
+        k_rows = page * stride_kb + row * stride_kn
+        v_rows = page * stride_vb + row * stride_vn
         if MASK:
             k = tl.load(k_base + k_rows[:, None] + dims[None, :], mask=cols[:, None] < hi, other=0.0)
             v = tl.load(v_base + v_rows[:, None] + dims[None, :], mask=cols[:, None] < hi, other=0.0)
