@@ -10,4 +10,4 @@ from .descriptors import swizzle_128b, wgmma_address, wgmma_address_cases
 from .fragments import banks_of, draw_layouts, layout_grids, ldmatrix_conflicts, ldmatrix_rows, smallest_square_tile
 from .ncu import (KERNEL_NAMES, LIMITER_FIELDS, NO_SWIZZLE_FLAGS, PROFILED, limiter_rows, limiter_table,
                   limiters_file, merge_limiters, read_limiters, write_limiters)
-from .timing import CUBLAS, INTENSITY, ladder_rows, ladder_table, time_ladder
+from .timing import CUBLAS, INTENSITY, autotune_rungs, ladder_rows, ladder_table, time_ladder

@@ -17,16 +17,17 @@ INTENSITY = {1: 16 * 16 / 32, 2: 128 * 128 / 256, 3: 128 * 128 / 256, 4: 128 * 2
 def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
     """Time cuBLAS fp16 and every rung of ``rungs`` at each of ``sizes`` (``{label: (h, w, k)}``) with ``bench_user``,
     recording each in the results and printing one table per size (GPU time, loop, CPU per call, TFLOP/s and the
-    ratios to cuBLAS); rungs with shapes are autotuned first, their sweep printed at the first size and their chosen
-    shape named at the others. Returns ``(ladder, rung_ms)``: ``ladder`` a list of rows (kernel, size, TFLOP/s, ratio
-    to cuBLAS fp16), ``rung_ms`` ``{(size, rung): median GPU time in ms}``. GPU only."""
+    ratios to cuBLAS); rungs with shapes are autotuned first (:func:`autotune_rungs` prints the sweep; a size tuned
+    there is not timed again) and each size's header names the shapes chosen. Returns ``(ladder, rung_ms)``:
+    ``ladder`` a list of rows (kernel, size, TFLOP/s, ratio to cuBLAS fp16), ``rung_ms`` ``{(size, rung): median GPU
+    time in ms}``. GPU only."""
     import torch
     from ...device_ceilings import throughput
     from ...mode import DEVICE
     from ...results import save_result
     from ...user_timing import bench_user, user_cells, user_header, user_ratios
     ladder, rung_ms = [], {}
-    for first, (size, (h, w, k)) in zip((True, *[False] * len(sizes)), sizes.items()):
+    for size, (h, w, k) in sizes.items():
         m, n = torch.randn(h, k, device=DEVICE).half(), torch.randn(k, w, device=DEVICE).half()
         o = torch.empty(h, w, device=DEVICE, dtype=torch.float16)
         fl = flops(h, w, k)
@@ -34,15 +35,12 @@ def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
         for rung, name in rungs.items():
             cfg = 0
             if rung in CONFIGS:
-                tuned = autotune(mod, rung, m, n)      # checks, then times, every shape of the rung
-                if first:
-                    print(tuned)
-                cfg = tuned.best
+                cfg = autotune(mod, rung, m, n).best   # checks, then times, every shape of the rung (once a size)
                 chosen.append(f"rung {rung} cfg {cfg}")
             times[name] = bench_user(run, mod, rung, m, n, o, cfg)
             rung_ms[size, rung] = times[name].median
         base = times[CUBLAS]
-        print(f"{size} (h, w, k = {h}, {w}, {k})" + (f", autotuned: {', '.join(chosen)}" if chosen and not first else ""))
+        print(f"{size} (h, w, k = {h}, {w}, {k})" + (f", autotuned: {', '.join(chosen)}" if chosen else ""))
         print(f"{'':38}{user_header(10)}  TFLOP/s   × cuBLAS (GPU, loop)")
         for name, t in times.items():
             rate = fl / t.median / 1e9
@@ -52,6 +50,23 @@ def time_ladder(mod, rungs: dict, sizes: dict, notebook: str) -> tuple:
             ladder.append(dict(kernel=name, size=size, tflops=rate, vs=base.median / t.median))
         print()
     return ladder, rung_ms
+
+
+def autotune_rungs(mod, rungs: dict, size: tuple) -> dict:
+    """Autotune every rung of ``rungs`` that has shapes (:data:`CONFIGS`) at ``size`` (h, w, k) and print each
+    rung's table (every shape checked against float64, then timed): ``{rung: Tuned}``. The choice is cached, so
+    :func:`time_ladder` runs it at that size without timing the shapes again. GPU only (on the CPU the emulation
+    would check every shape at full size)."""
+    import torch
+    from ...mode import DEVICE
+    h, w, k = size
+    m, n = torch.randn(h, k, device=DEVICE).half(), torch.randn(k, w, device=DEVICE).half()
+    out = {}
+    for rung in rungs:
+        if rung in CONFIGS:
+            out[rung] = autotune(mod, rung, m, n)
+            print(out[rung], end="\n\n")
+    return out
 
 
 def ladder_rows(ladder: list, sizes: dict, notebook: str) -> tuple:
