@@ -184,6 +184,74 @@ def sdpa_variants(q, k, v, ref=None, backends=SDPA_BACKENDS, ways=GQA_WAYS, atol
     return fns, skipped
 
 
+def nhd_pages(x, page: int):
+    """A contiguous cache ``x`` (batch, heads, L, d) as pages of ``page`` tokens in FlashInfer's NHD layout (pages,
+    page, heads, d): sequence b's pages are b·n … b·n + n − 1 (n = ⌈L / page⌉), the last one padded with zeros.
+
+    >>> x = torch.arange(2 * 3 * 5 * 4.).reshape(2, 3, 5, 4)
+    >>> p = nhd_pages(x, 2)            # 3 pages a sequence
+    >>> p.shape, bool((p[3 + 1, 0, 2] == x[1, 2, 2]).all()), p[3 + 2, 1].abs().sum().item()
+    (torch.Size([6, 2, 3, 4]), True, 0.0)
+    """
+    B, H, L, D = x.shape
+    n = -(-L // page)
+    return F.pad(x, (0, 0, 0, n * page - L)).transpose(1, 2).reshape(B * n, page, H, D).contiguous()
+
+
+def flashinfer_decode(q, k, v, page: int = 16, tensor_cores: bool = False):
+    """FlashInfer's batch decode (``BatchDecodeWithPagedKVCacheWrapper``) on the step ``q`` (batch, Hq, 1, d) over
+    ``k, v`` (batch, Hkv, L, d), copied once into pages of ``page`` tokens (its NHD layout: pages, page, Hkv, d), each
+    sequence's pages in order; ``tensor_cores``: its prefill-style kernel, which it advises for larger GQA groups.
+    ``(fn, why)``: ``fn()`` returns (batch, Hq, 1, d); ``fn`` is None where FlashInfer is not installed, or does not
+    run here or on this step, and ``why`` says why. The first call compiles its kernel (a minute or two)."""
+    if not ON_GPU:
+        return None, "FlashInfer runs on NVIDIA GPUs only"
+    try:
+        import flashinfer
+    except ImportError as e:
+        return None, f"FlashInfer is not installed (pip install flashinfer-python; {type(e).__name__}: {e})"
+    B, HQ, T, D = q.shape
+    HKV, L = k.shape[1], k.shape[2]
+    if T != 1:
+        return None, "the batch decode wrapper takes one new token a sequence"
+    n = -(-L // page)                                        # pages a sequence
+    kp, vp = nhd_pages(k, page), nhd_pages(v, page)
+    i32 = dict(dtype=torch.int32, device=q.device)
+    indptr, indices = torch.arange(0, B * n + 1, n, **i32), torch.arange(B * n, **i32)
+    last = torch.full((B,), L - (n - 1) * page, **i32)      # tokens in each sequence's last page
+    q3 = q[:, :, 0].contiguous()
+    out = torch.empty_like(q3)
+    try:
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.zeros(128 << 20, dtype=torch.uint8,
+                                                                            device=q.device), "NHD",
+                                                                use_tensor_cores=tensor_cores)
+        wrapper.plan(indptr, indices, last, HQ, HKV, D, page, q_data_type=q.dtype, kv_data_type=k.dtype,
+                     sm_scale=D ** -0.5)
+        wrapper.run(q3, (kp, vp), out=out)
+        synchronize()
+    except Exception as e:  # noqa: BLE001  a build or a shape FlashInfer refuses here
+        return None, f"FlashInfer did not run here ({type(e).__name__}: {str(e).strip()[:160]})"
+    return (lambda: wrapper.run(q3, (kp, vp), out=out).unsqueeze(2)), ""
+
+
+def flashinfer_racers(q, k, v, ref=None, atol=2e-2) -> dict:
+    """``{name: function}`` of :func:`flashinfer_decode`'s two kernels (CUDA cores, tensor cores) that run here on
+    this step and match ``ref`` (the first ``len(ref)`` sequences) within ``atol``; prints one line for each that
+    is left out, and why."""
+    out = {}
+    for name, tc in (("FlashInfer, CUDA cores", False), ("FlashInfer, tensor cores", True)):
+        fn, why = flashinfer_decode(q, k, v, tensor_cores=tc)
+        if fn is not None and ref is not None and not (fn()[:len(ref)].double() - ref).abs().max().item() <= atol:
+            fn, why = None, "its result differs from the reference"
+        if fn is None:
+            print(f"not compared: {name}: {why}")
+            if why.startswith(("FlashInfer runs", "FlashInfer is not")):
+                break                                        # the same reason for the second
+        else:
+            out[name] = fn
+    return out
+
+
 def user_table(times: dict, nbytes: int, ceiling: float | None = None) -> str:
     """:func:`bench_users`'s figures as lines: GPU time, loop/step, CPU/call, GB/s of KV read, % of the copy
     ceiling (on a GPU)."""

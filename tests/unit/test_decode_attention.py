@@ -116,3 +116,23 @@ def test_fresh_paged_problem_poisons_what_no_sequence_owns():
     ref = dl.paged_problem_reference(q, (k, v), lens)
     out = td.paged_decode_attention(q[:, :, None], kp, vp, table, lens, splits=1)[:, :, 0]
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_nhd_pages_hold_each_sequence_in_order():
+    k = torch.randn(3, 2, 37, 8)
+    p = dl.nhd_pages(k, 16)                        # 3 pages a sequence, the last holding 5 tokens
+    assert p.shape == (9, 16, 2, 8)
+    for b in range(3):
+        seq = p[3 * b:3 * b + 3].reshape(48, 2, 8).transpose(0, 1)
+        assert torch.equal(seq[:, :37], k[b]) and not seq[:, 37:].any()
+
+
+def test_flashinfer_left_out_with_its_reason_where_it_cannot_run(capsys):
+    q, k, v = (t.to(utils.DEVICE, dl.half_dtype()) for t in _inputs(B=2, HQ=8, HKV=2, L=300, D=128))
+    fn, why = dl.flashinfer_decode(q, k, v)
+    if fn is None:                                 # cpu mode, or a GPU without FlashInfer
+        assert why.startswith("FlashInfer")
+        assert dl.flashinfer_racers(q, k, v) == {}
+        assert "not compared: FlashInfer, CUDA cores" in capsys.readouterr().out
+    else:                                          # a GPU with FlashInfer: it matches the reference
+        torch.testing.assert_close(fn().double(), td.decode_reference(q, k, v).double(), atol=2e-2, rtol=0)
