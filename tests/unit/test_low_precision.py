@@ -144,3 +144,14 @@ def test_int4_tuned_choice_is_kept_and_launched_directly(monkeypatch):
         assert utils.check(G.int4_gemv(x, p, s), x.double() @ Q.dequantize_int4_groups(p, s).T, atol=2e-2, rtol=1e-2)
     assert len(calls) == 1 and list(G._TUNED.values()) == [dict(BLOCK_N=16, BLOCK_K=256, SPLIT_K=1, num_warps=4,
                                                                   num_stages=1)]
+
+
+def test_fixed_and_rate_recovers_a_line_and_the_sweep_names_every_kernel():
+    pts = [(b, 0.012 + b / 3e9) for b in (1e6, 5e6, 3e7)]          # ms: 12 µs + bytes at 3,000 GB/s (3e9 B a ms)
+    fixed, rate = M.fixed_and_rate(pts)
+    assert fixed == pytest.approx(12.0, abs=1e-6) and rate == pytest.approx(3000.0, rel=1e-9)
+    sweep = M.size_sweep(256, (32, 64))
+    assert {M.KMAJOR, "copy, as many bytes", M.LINEAR[M.act_dtype()]} <= set(sweep)
+    assert all(len(points) == 2 and points[1][0] == 2 * points[0][0] for points in sweep.values())  # bytes grow with n
+    table = M.size_sweep_table(sweep, 256, (32, 64)).splitlines()
+    assert table[1].split()[:3] == ["32", "x", "256"] and table[-len(sweep)].startswith(next(iter(sweep)))

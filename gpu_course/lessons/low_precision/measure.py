@@ -159,6 +159,7 @@ def show_census(census: dict) -> str:
 STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
 KMAJOR = "Triton int4, k-major"    # the kernel on k-major words, split over k (batch 1)
 MMA = "CUDA int4, mma"             # the CUDA C tensor-core kernel (batch 1 to 16)
+LINEAR = {torch.bfloat16: "bf16 F.linear", torch.float16: "fp16 F.linear"}   # the 16-bit layer, by the activations' dtype
 MMA_CFG = None                     # its launch shape (int4_mma.CONFIGS; None: int4_mma.pick_config's)
 _MMA_MODULE = []
 
@@ -238,7 +239,7 @@ def gemv_functions(f: dict, mma: bool = False) -> tuple:
         nbytes["torch int8"] = nbytes["Triton int8"]
     except (RuntimeError, NotImplementedError) as e:
         notes.append(f"torch._weight_int8pack_mm does not run here ({str(e).splitlines()[0][:80]})")
-    name = "bf16 F.linear" if act_dtype() == torch.bfloat16 else "fp16 F.linear"
+    name = LINEAR[act_dtype()]
     fns[name], nbytes[name] = (lambda x: torch.nn.functional.linear(x, f["w16"])), f["w16"].nbytes
     return fns, nbytes, notes
 
@@ -300,3 +301,55 @@ def crossover_batch(n: int, k: int, weight_bits: int, act_bytes: int, out_bytes:
     w = n * k * weight_bits / 8
     per_row = 2 * n * k / flop_s - (k * act_bytes + n * out_bytes) / byte_s
     return (w / byte_s) / per_row if per_row > 0 else math.inf
+
+
+# ------------------------------------------------------------------------------------------- fixed cost and rate
+def fixed_and_rate(points) -> tuple:
+    """The least-squares line ``time = fixed + bytes / rate`` through ``points`` ``[(bytes, ms)]``: ``(fixed in µs,
+    rate in GB/s)`` — what a kernel costs whatever its size, and what each further byte costs.
+
+    >>> fixed_and_rate([(1e6, 0.0105), (2e6, 0.0110), (4e6, 0.0120)])   # 10 µs + 1 MB per 0.5 µs
+    (10.0, 2000.0)
+    """
+    n = len(points)
+    mx, my = sum(b for b, _ in points) / n, sum(t for _, t in points) / n
+    slope = sum((b - mx) * (t - my) for b, t in points) / sum((b - mx) ** 2 for b, _ in points)   # ms a byte
+    return round((my - slope * mx) * 1e3, 6), round(1e-6 / slope, 6)
+
+
+def size_sweep(K: int, rows, seed: int = 0) -> dict:
+    """GPU time (ms, L2 flushed before each timing) at batch 1 of the k-major int4 GEMV, torch's int4 kernel (where
+    it runs) and the bf16 (fp16) ``F.linear`` on W (n x K) for each n of ``rows``, and of a device copy that moves
+    as many bytes (read + written) as the int4 weights: ``{name: [(bytes moved, ms)]}``."""
+    from ...timing import bench
+    out = {}
+    for n in rows:
+        W = Q.weight_like(n, K, seed=seed, device=DEVICE)
+        x = torch.randn(1, K, generator=torch.Generator().manual_seed(seed + 1)).to(DEVICE, act_dtype())
+        packed, scales = Q.quantize_int4_groups(W, G.GROUP, act_dtype())
+        words, w16 = KM.repack_kmajor(packed), W.to(act_dtype())
+        src = torch.empty(packed.numel() // 2, dtype=torch.uint8, device=DEVICE)
+        dst = torch.empty_like(src)
+        runs = {KMAJOR: (lambda: KM.int4_gemv_kmajor(x, words, scales), words.nbytes + scales.nbytes),
+                "copy, as many bytes": (lambda: dst.copy_(src), 2 * src.nbytes),
+                LINEAR[act_dtype()]: (lambda: torch.nn.functional.linear(x, w16), w16.nbytes)}
+        t4, _ = torch_int4(W)
+        if t4 is not None:
+            runs["torch int4"] = (lambda: t4(x), packed.nbytes + scales.nbytes)
+        for name, (fn, nbytes) in runs.items():
+            t = bench(fn, l2_flush=True, budget_ms=30 if ON_GPU else 1, reps=None if ON_GPU else 1)
+            out.setdefault(name, []).append((nbytes, t.median))
+    return out
+
+
+def size_sweep_table(sweep: dict, K: int, rows) -> str:
+    """:func:`size_sweep` (of W: n x ``K`` for each n of ``rows``) as lines: each kernel's time at each size, then
+    its :func:`fixed_and_rate` line."""
+    names = list(sweep)
+    lines = [f"{'W':>12}" + "".join(f"{name:>22}" for name in names) + "   (µs, L2 flushed)"]
+    for i, n in enumerate(rows):
+        lines.append(f"{f'{n} x {K}':>12}" + "".join(f"{sweep[name][i][1] * 1e3:22.1f}" for name in names))
+    for name in names:
+        fixed, rate = fixed_and_rate(sweep[name])
+        lines.append(f"{name:<22} time = {fixed:5.1f} µs + bytes at {rate:6,.0f} GB/s")
+    return "\n".join(lines)
