@@ -56,11 +56,17 @@ PREDICTED = '''def predicted_time(t1, groups):
     return backward_bytes(4096, 8192, 2, groups) / rate    # the same rate with groups programs
 '''
 
+EXPLAINED = '''def explained(times, sms):
+    rate = backward_bytes(4096, 8192, 2, sms) / times[sms]        # bytes per µs at one program per SM
+    return {g for g, t in times.items() if abs(backward_bytes(4096, 8192, 2, g) / rate - t) <= 0.1 * t}
+'''
+
 SOLUTIONS = {
     "ex1-answer-10": ADD_RELU,
     "ex2-answer-10": FAKE,
     "ex3-answer-10": BYTES,
     "ex3b-answer-10": PREDICTED,
+    "ex3c-answer-10": EXPLAINED,
 }
 
 CHEATS = {
@@ -126,6 +132,16 @@ def add_relu(a, b):
         "the sweep's measured times, copied": (
             "predicted_time = lambda t1, groups: {66: 152.1, 264: 127.6, 528: 160.6}.get(groups, t1)\n"),
         "one number, copied": "predicted_time = lambda t1, groups: 128.1\n",
+    },
+    "ex3c-answer-10": {
+        "every GROUPS of the sweep": "explained = lambda times, sms: set(times)\n",
+        "3b's prediction, which takes 132 SMs whatever the GPU": '''def explained(times, sms):
+    return {g for g, t in times.items() if abs(predicted_time(times[sms], g) - t) <= 0.1 * t}
+''',
+        "the times compared with the time at sms, not with the bytes' prediction": '''def explained(times, sms):
+    return {g for g, t in times.items() if abs(times[sms] - t) <= 0.1 * t}
+''',
+        "the stored H100 sweep's answer, copied": "explained = lambda times, sms: {132}\n",
     },
 }
 

@@ -85,6 +85,9 @@ HINTS: dict[str, str] = {
     "the backward's time predicted by its bytes": (
         "a kernel limited by memory takes bytes / rate; if the rate does not change with GROUPS, what does the "
         "time at one program per SM tell you about the rate?"),
+    "the GROUPS the bytes explain": (
+        "predict each GROUPS' time from the time at sms programs as in 3b (the bytes at sms programs, not at 132), "
+        "then keep the GROUPS whose prediction is within 10 % of the time measured there"),
     # 07 · Triton matmul
     "the last round's share of the GPU": (
         "count the programs first (a tile that sticks out is still a program), then the rounds of sms × per_sm "

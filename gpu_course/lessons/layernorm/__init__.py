@@ -13,4 +13,5 @@ from .compare import (EAGER, EPS, NODE, OP_DIRECT, OURS, OURS_COMPILED, check_va
 from .overheads import (TIMES1_CPP, TIMES1_PY, Times1, cpu_layers, kernels_launched, node_comparison, on_each_thread,
                         on_the_calling_thread, python_backward_floor, under_cuda_graph)
 from .model_route import MODEL, loop_speedups, stacked, what_a_model_calls
-from .traffic import backward_dram_bytes, backward_time_from_bytes, bytes_moved, ulps_per_element
+from .traffic import (backward_dram_bytes, backward_time_from_bytes, bytes_moved, groups_explained_by_bytes,
+                      ulps_per_element)

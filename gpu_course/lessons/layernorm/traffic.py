@@ -23,6 +23,18 @@ def backward_time_from_bytes(t1, groups, h=4096, w=8192, elt=2, sms=132):
     return t1 * backward_dram_bytes(h, w, elt, groups) / backward_dram_bytes(h, w, elt, sms)
 
 
+def groups_explained_by_bytes(times, sms, tol=0.1):
+    """The GROUPS of a sweep ``times`` (``{groups: time}``, with the time at ``sms`` programs among them) at which
+    :func:`backward_time_from_bytes` of the time at ``sms`` programs is within ``tol`` of the time measured there
+    (relative to the measured time): where the bytes alone explain the backward's time (notebook 10's exercise 3c).
+
+    >>> sorted(groups_explained_by_bytes({66: 150.5, 132: 102.9, 264: 127.4, 528: 162.8}, 132))   # an H100's sweep
+    [132]
+    """
+    t1 = times[sms]
+    return {g for g, t in times.items() if abs(backward_time_from_bytes(t1, g, sms=sms) - t) <= tol * t}
+
+
 def bytes_moved(h, w, elt):
     """The bytes a fused LayerNorm of an (h, w) input of ``elt``-byte elements must move at least (the
     weights and statistics are small next to the rows and left out): the forward reads x and writes y;
