@@ -159,7 +159,7 @@ def show_census(census: dict) -> str:
 STRIDED = "Triton int4, strided"   # gemv_functions' name for the kernel on repacked words (batch 1)
 KMAJOR = "Triton int4, k-major"    # the kernel on k-major words, split over k (batch 1)
 MMA = "CUDA int4, mma"             # the CUDA C tensor-core kernel (batch 1 to 16)
-LINEAR = {torch.bfloat16: "bf16 F.linear", torch.float16: "fp16 F.linear"}   # the 16-bit layer, by the activations' dtype
+LINEAR = {torch.bfloat16: "bf16 F.linear", torch.float16: "fp16 F.linear"}   # the 16-bit layer, by activation dtype
 MMA_CFG = None                     # its launch shape (int4_mma.CONFIGS; None: int4_mma.pick_config's)
 _MMA_MODULE = []
 
