@@ -269,7 +269,6 @@ def gemv_compare(N: int, K: int, M: int = 1, seed: int = 0, mma: bool = False, n
 def batch_sweep(N: int, K: int, batches, seed: int = 0) -> dict:
     """GPU time (ms, L2 flushed) of the int4 GEMVs (the CUDA C one where it runs, NaN past its 16 rows) and the bf16
     ``F.linear`` for each batch: ``{name: [ms]}``."""
-    from ...timing import bench
     f = gemv_fixture(N, K, 1, seed)
     fns, _, _ = gemv_functions(f, mma=True)
     fns = {k: v for k, v in fns.items() if "int8" not in k and k not in (STRIDED, KMAJOR)}   # batch 1 only
@@ -281,8 +280,15 @@ def batch_sweep(N: int, K: int, batches, seed: int = 0) -> dict:
             if k == MMA and M > 16:      # one tile of 16 rows: the CUDA C kernel's limit
                 out[k].append(float("nan"))
                 continue
-            out[k].append(bench(fn, x, l2_flush=True, budget_ms=30 if ON_GPU else 1, reps=None if ON_GPU else 1).median)
+            out[k].append(_flushed_ms(fn, x))
     return out
+
+
+def _flushed_ms(fn, *args) -> float:
+    """The median GPU time (ms) of ``fn(*args)`` with the L2 cache flushed before each run, as the GEMV sweeps time
+    it (on the CPU one run: its figure says nothing about a GPU)."""
+    from ...timing import bench
+    return bench(fn, *args, l2_flush=True, budget_ms=30 if ON_GPU else 1, reps=None if ON_GPU else 1).median
 
 
 def crossover_batch(n: int, k: int, weight_bits: int, act_bytes: int, out_bytes: int, tflops: float,
@@ -319,26 +325,19 @@ def fixed_and_rate(points) -> tuple:
 
 def size_sweep(K: int, rows, seed: int = 0) -> dict:
     """GPU time (ms, L2 flushed before each timing) at batch 1 of the k-major int4 GEMV, torch's int4 kernel (where
-    it runs) and the bf16 (fp16) ``F.linear`` on W (n x K) for each n of ``rows``, and of a device copy that moves
-    as many bytes (read + written) as the int4 weights: ``{name: [(bytes moved, ms)]}``."""
-    from ...timing import bench
+    it runs) and the bf16 (fp16) ``F.linear`` on W (n x K) for each n of ``rows`` (:func:`gemv_fixture` and
+    :func:`gemv_functions`, so the names and bytes of the GEMV tables), and of a device copy that moves as many bytes
+    (read + written) as the int4 weights: ``{name: [(bytes moved, ms)]}``."""
     out = {}
     for n in rows:
-        W = Q.weight_like(n, K, seed=seed, device=DEVICE)
-        x = torch.randn(1, K, generator=torch.Generator().manual_seed(seed + 1)).to(DEVICE, act_dtype())
-        packed, scales = Q.quantize_int4_groups(W, G.GROUP, act_dtype())
-        words, w16 = KM.repack_kmajor(packed), W.to(act_dtype())
-        src = torch.empty(packed.numel() // 2, dtype=torch.uint8, device=DEVICE)
+        f = gemv_fixture(n, K, 1, seed)
+        fns, nbytes, _ = gemv_functions(f)
+        src = torch.empty(f["packed"].numel() // 2, dtype=torch.uint8, device=DEVICE)
         dst = torch.empty_like(src)
-        runs = {KMAJOR: (lambda: KM.int4_gemv_kmajor(x, words, scales), words.nbytes + scales.nbytes),
-                "copy, as many bytes": (lambda: dst.copy_(src), 2 * src.nbytes),
-                LINEAR[act_dtype()]: (lambda: torch.nn.functional.linear(x, w16), w16.nbytes)}
-        t4, _ = torch_int4(W)
-        if t4 is not None:
-            runs["torch int4"] = (lambda: t4(x), packed.nbytes + scales.nbytes)
-        for name, (fn, nbytes) in runs.items():
-            t = bench(fn, l2_flush=True, budget_ms=30 if ON_GPU else 1, reps=None if ON_GPU else 1)
-            out.setdefault(name, []).append((nbytes, t.median))
+        fns["copy, as many bytes"], nbytes["copy, as many bytes"] = (lambda _: dst.copy_(src)), 2 * src.nbytes
+        for name in (KMAJOR, "copy, as many bytes", LINEAR[act_dtype()], "torch int4"):
+            if name in fns:       # torch's int4 kernel where it runs here
+                out.setdefault(name, []).append((nbytes[name], _flushed_ms(fns[name], f["x"])))
     return out
 
 
