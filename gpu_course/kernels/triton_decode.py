@@ -168,9 +168,10 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def default_config(page: int = 0, row_bytes: int = 256) -> dict:
     """The tile a launch uses unless told: ``dict(block_n, num_warps, num_stages)``. GPU: 64 keys a block, 4 warps,
-    3 stages (the probe of notebook 16 on an H200); a paged cache (``page`` > 0) with K and V rows of at most 256
-    bytes (``row_bytes``: d = 128 in fp16): 128 keys a block and 2 stages, which the same probe found within 4 %
-    of the contiguous step at page 16 where 64 keys and 3 stages lost 9-16 %; a GPU with little shared memory (a T4: 64 KB a
+    3 stages (notebook 16's probe on an H200); a paged cache (``page`` > 0) with K and V rows of at most 256
+    bytes (``row_bytes``: d = 128 in fp16): 128 keys a block and 2 stages, which that probe found within 4 %
+    of the contiguous step at page 16 where 64 keys and 3 stages lost 9-16 % (on an H100 the two tiles are 1-2 %
+    apart: 1.010x and 1.022x of the contiguous step in notebook 16's stored run); a GPU with little shared memory (a T4: 64 KB a
     block) 32 keys and 2 stages. CPU (the interpreter): 16 keys, the smallest ``tl.dot`` takes."""
     if not ON_GPU:
         return dict(block_n=16, num_warps=4, num_stages=1)
@@ -181,17 +182,17 @@ def default_config(page: int = 0, row_bytes: int = 256) -> dict:
     return dict(block_n=64, num_warps=4, num_stages=3)
 
 
-H200_SMS = 132
+REF_SMS = 132   # an H100 SXM's SMs, and an H200's
 
 
 def device_sms() -> int:
-    """The SMs the split rule fills: this GPU's (asked of the driver once); in cpu mode an H200's 132, so that the
-    rule chooses there what it would on the GPU the notebook's outputs come from."""
-    return sm_count() if ON_GPU else H200_SMS
+    """The SMs the split rule fills: this GPU's (asked of the driver once); in cpu mode an H100 SXM's 132 (an H200 has
+    as many), so that the rule chooses there what it would on the GPUs the notebook's outputs come from."""
+    return sm_count() if ON_GPU else REF_SMS
 
 
 # The split rule's two constants (notebook 16, section 3): PER_SM programs an SM holds at once with the default tile
-# (3 stages of a 64-key block of K and of V at d = 128 in fp16: 96 KB of shared memory, two in an H200 SM's 228 KB),
+# (3 stages of a 64-key block of K and of V at d = 128 in fp16: 96 KB of shared memory, two in a Hopper SM's 228 KB),
 # and no split of fewer than MIN_KEYS keys (two blocks of 64).
 PER_SM = 2
 MIN_KEYS = 128

@@ -155,3 +155,11 @@ def test_fixed_and_rate_recovers_a_line_and_the_sweep_names_every_kernel():
     assert all(len(points) == 2 and points[1][0] == 2 * points[0][0] for points in sweep.values())  # bytes grow with n
     table = M.size_sweep_table(sweep, 256, (32, 64)).splitlines()
     assert table[1].split()[:3] == ["32", "x", "256"] and table[-len(sweep)].startswith(next(iter(sweep)))
+
+
+def test_steps_sweep_times_each_steps_on_the_same_bytes():
+    sweep = M.steps_sweep(256, (32, 64), steps=(4, 32))
+    assert list(sweep) == ["STEPS=4", "STEPS=32"]
+    assert all(len(p) == 2 and p[1][0] == 2 * p[0][0] for p in sweep.values())     # bytes grow with n, alike
+    assert sweep["STEPS=4"][0][0] == sweep["STEPS=32"][0][0]
+    assert M.size_sweep_table(sweep, 256, (32, 64)).splitlines()[-1].startswith("STEPS=32")

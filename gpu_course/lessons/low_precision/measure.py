@@ -341,6 +341,26 @@ def size_sweep(K: int, rows, seed: int = 0) -> dict:
     return out
 
 
+def steps_sweep(K: int, rows, steps=(4, 8, 16, 32), seed: int = 0) -> dict:
+    """GPU time (ms, L2 flushed before each timing) at batch 1 of the k-major int4 GEMV with ``STEPS`` (the rows of
+    words a program streams, one after another) set to each of ``steps``, the rest of its default configuration kept,
+    on W (n x K) for each n of ``rows``: ``{"STEPS=s": [(bytes of weights and scales read, ms)]}``, for
+    :func:`fixed_and_rate`. Each configuration's result is checked against the default one's before it is timed."""
+    out = {}
+    for n in rows:
+        f = gemv_fixture(n, K, 1, seed)
+        args = (f["x"], f["words_k"], f["scales"])
+        ref = KM.int4_gemv_kmajor(*args).float()
+        for s in steps:
+            cfg = dict(KM.CONFIG, STEPS=s)
+            got = KM.int4_gemv_kmajor(*args, cfg=cfg).float()
+            if not torch.allclose(got, ref, atol=2e-2, rtol=1e-2):
+                raise AssertionError(f"steps_sweep: STEPS={s} on {n} x {K} differs from the default configuration")
+            ms = _flushed_ms(lambda c=cfg: KM.int4_gemv_kmajor(*args, cfg=c))
+            out.setdefault(f"STEPS={s}", []).append((f["words_k"].nbytes + f["scales"].nbytes, ms))
+    return out
+
+
 def size_sweep_table(sweep: dict, K: int, rows) -> str:
     """:func:`size_sweep` (of W: n x ``K`` for each n of ``rows``) as lines: each kernel's time at each size, then
     its :func:`fixed_and_rate` line."""
