@@ -164,6 +164,53 @@ def run_ncu(script, kernel_regex: str, sections=("SpeedOfLight", "MemoryWorkload
     return report
 
 
+def run_ncu_script(args: list, script: str, build: dict, timeout: float = 300) -> tuple:
+    """Run ``ncu *args python3 script.py build.json`` in a temporary folder, where ``script`` (Python source) reads
+    ``build`` (a dict, written as JSON) from the path in its ``sys.argv[1]``: ``(the completed process, None)``, or
+    ``(None, why)`` where ncu is not installed or could not be run."""
+    import json
+    import tempfile
+    ncu = find_ncu()
+    if ncu is None:
+        return None, "ncu not found: Nsight Compute comes with the CUDA toolkit; put its ncu on PATH."
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "build.json").write_text(json.dumps(build))
+        (Path(d) / "script.py").write_text(script)
+        try:
+            return subprocess.run([ncu, *args, sys.executable, str(Path(d) / "script.py"), str(Path(d) / "build.json")],
+                                  capture_output=True, text=True, timeout=timeout), None
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"ncu failed: {type(e).__name__}: {e}"
+
+
+def ncu_missing(r, what: str) -> str:
+    """Why an ncu run ``r`` (a completed process) gave no metrics for ``what``: its exit code and its first error
+    lines."""
+    errs = [l for l in (r.stdout + r.stderr).splitlines() if "ERR" in l or "rror" in l][:5]
+    return "\n  ".join([f"ncu ran (exit code {r.returncode}) but reported no metrics for {what}:", *errs])
+
+
+def ncu_counted(args: list, shown: str, script: str, build: dict, parse, wanted: int, what: str, empty,
+                timeout: float = 300):
+    """:func:`run_ncu_script`'s run read by ``parse`` (stdout -> an object with ``values``, ``command`` and
+    ``problem``, raising ValueError on text it cannot read): that object with ``command = shown``; ``empty()`` where
+    ncu is missing, fails or gives text ``parse`` refuses; ``problem`` says why wherever fewer than ``wanted``
+    entries (``what``) came back."""
+    r, why = run_ncu_script(args, script, build, timeout)
+    if r is None:
+        out = empty()
+        out.problem, out.command = why, shown if why.startswith("ncu failed") else ""
+        return out
+    try:
+        out = parse(r.stdout)
+    except ValueError:
+        out = empty()
+    out.command = shown
+    if len(out.values) != wanted:
+        out.problem = ncu_missing(r, what)
+    return out
+
+
 _CELL_FILE = re.compile(r"/tmp/ipykernel_\d+/\d+\.py")
 _ADDRESS = re.compile(r"[_ ]at[_ ]0x[0-9a-f]+")
 

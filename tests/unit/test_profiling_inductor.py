@@ -1,4 +1,5 @@
 """Unit tests of gpu_course/profiling.py and gpu_course/inductor.py (CPU)."""
+import sys
 import types
 
 import torch
@@ -172,3 +173,31 @@ def test_inductors_worker_triton_cache_is_searched_for_a_kernels_ptx():
     from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
     from gpu_course import inductor
     assert Path(triton_cache_dir(0)) in inductor._triton_caches()
+
+
+def test_run_ncu_script_hands_the_script_its_build(monkeypatch, tmp_path):
+    fake = tmp_path / "ncu"     # stands in for ncu: prints its own options, then runs the profiled command
+    fake.write_text(f"#!{sys.executable}\nimport subprocess, sys\nprint(' '.join(sys.argv[1:3]))\n"
+                    "subprocess.run(sys.argv[-3:])\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(profiling, "find_ncu", lambda: str(fake))
+    r, why = profiling.run_ncu_script(["--metrics", "x"], "import json, sys\nprint(json.load(open(sys.argv[1]))['n'] * 2)\n",
+                                      {"n": 21})
+    assert why is None and r.stdout.split() == ["--metrics", "x", "42"]
+    monkeypatch.setattr(profiling, "find_ncu", lambda: None)
+    assert profiling.run_ncu_script([], "", {}) == (None, "ncu not found: Nsight Compute comes with the CUDA toolkit; "
+                                                          "put its ncu on PATH.")
+
+
+def test_profile_grids_reads_a_fake_ncu_and_says_what_is_missing(monkeypatch, tmp_path):
+    from gpu_course.lessons import elementwise_ncu as N
+    head = ",".join(f'"{c}"' for c in ["ID", "Kernel Name", "Grid Size", *N.METRICS])
+    line = lambda g: ",".join(f'"{v}"' for v in ["0", "gelu_fast_k<1>", f"({g}, 1, 1)", "5", *"123456"])
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\ncat <<'X'\n" + "\n".join([head, ",".join(['""'] * 10), line(8), line(16)]) + "\nX\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(profiling, "find_ncu", lambda: str(fake))
+    c = N.profile_grids("", "", [], 1024, 64, {"a": 8, "b": 16})
+    assert c.problem is None and list(c.values) == ["a", "b"] and c.command.startswith("$ ncu --kernel-name")
+    c = N.profile_grids("", "", [], 1024, 64, {"a": 8, "c": 32})
+    assert c.problem.startswith("ncu ran (exit code 0) but reported no metrics for every grid")

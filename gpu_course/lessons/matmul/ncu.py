@@ -3,14 +3,9 @@ notebook's build from ``load_cuda``'s cache, with the shared-memory counters (lo
 conflicts), the FFMA count, how busy the FMA pipe was, and the warp-stall reasons (``WarpStateStats``)."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ...profiling import find_ncu, limiters, ncu_raw_rows
+from ...profiling import limiters, ncu_counted, ncu_raw_rows
 
 METRICS = {"smsp__inst_executed_op_shared_ld.sum": "shared-load instructions (warps)",
            "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "shared-load wavefronts",
@@ -66,31 +61,14 @@ def counters_from_raw(text: str, rungs=tuple(KERNELS), stalls: int = 3) -> RungC
 def profile_rungs(cuda_src: str, cpp_src: str, funcs: list, rungs=(6, 7, 8), timeout: float = 300) -> RungCounters:
     """Profile one launch of each of ``rungs`` at 4096³ under ncu (:data:`METRICS` and the ``WarpStateStats``
     section). Never raises: no ncu, a failure or missing counters come back as ``problem``."""
-    ncu = find_ncu()
-    if ncu is None:
-        return RungCounters(problem="ncu not found: Nsight Compute comes with the CUDA toolkit; put its ncu on PATH.")
     regex = "|".join(KERNELS[r] for r in rungs)
     args = ["--kernel-name", f"regex:{regex}", "--section", "WarpStateStats", "--metrics", ",".join(METRICS),
             "--csv", "--page", "raw"]
     shown = f"$ ncu --kernel-name regex:'{regex}' --section WarpStateStats --metrics {','.join(METRICS)} " \
             f"--csv --page raw python3 rungs.py"
-    with tempfile.TemporaryDirectory() as d:
-        (Path(d) / "build.json").write_text(json.dumps(dict(cuda_src=cuda_src, cpp_src=cpp_src, funcs=funcs)))
-        (Path(d) / "rungs.py").write_text(_SCRIPT.format(n=SIZE, rungs=tuple(rungs)))
-        try:
-            r = subprocess.run([ncu, *args, sys.executable, str(Path(d) / "rungs.py"), str(Path(d) / "build.json")],
-                               capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.SubprocessError) as e:
-            return RungCounters(command=shown, problem=f"ncu failed: {type(e).__name__}: {e}")
-    try:
-        out = counters_from_raw(r.stdout, rungs)
-    except ValueError as e:
-        out = RungCounters(problem=str(e))
-    out.command = shown
-    if len(out.values) != len(rungs):
-        errs = [l for l in (r.stdout + r.stderr).splitlines() if "ERR" in l or "rror" in l][:5]
-        out.problem = "\n  ".join([f"ncu ran (exit code {r.returncode}) but reported no metrics for every rung:", *errs])
-    return out
+    return ncu_counted(args, shown, _SCRIPT.format(n=SIZE, rungs=tuple(rungs)),
+                       dict(cuda_src=cuda_src, cpp_src=cpp_src, funcs=funcs), lambda text: counters_from_raw(text, rungs),
+                       len(rungs), "every rung", RungCounters, timeout)
 
 
 def counter_table(c: RungCounters) -> str:
