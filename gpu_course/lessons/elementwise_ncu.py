@@ -28,6 +28,9 @@ for blocks in b["grids"]:
 utils.synchronize()
 """
 _GRID = re.compile(r"\(?\s*(\d+)")
+# ncu scales units unless told --print-units base; either way, to bytes, cycles, % and µs
+_SCALE = {"": 1.0, "%": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "cycle": 1.0, "Kcycle": 1e3,
+          "Mcycle": 1e6, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
 
 
 @dataclass
@@ -48,11 +51,13 @@ def counters_from_raw(text: str, grids: dict) -> GridCounters:
     """Read ``ncu --csv --page raw`` output (only its CSV lines) into :class:`GridCounters`: each launch of
     :data:`KERNEL` is matched to the label of ``grids`` (label -> blocks) whose block count its grid size shows.
 
-    >>> rows = [["ID", "Kernel Name", "Grid Size", *METRICS], ["", "", "", "nsecond"] + [""] * 6,
+    >>> units = ["", "", "", "nsecond", "cycle", "cycle", "Kcycle", "Mbyte", "Kbyte", "%"]
+    >>> rows = [["ID", "Kernel Name", "Grid Size", *METRICS], units,
     ...         ["0", "void gelu_fast_k<1>(const float *, float *, int)", "(1056, 1, 1)", "273,568", *"123456"]]
     >>> c = counters_from_raw("\\n".join(",".join(f'"{v}"' for v in r) for r in rows), {"1x": 1056, "2x": 2112})
-    >>> c.values["1x"]["gpu__time_duration.sum"], round(c.spread("1x"), 3), list(c.values)   # min 1, max 3 cycles
-    (273.568, 0.333, ['1x'])
+    >>> v = c.values["1x"]
+    >>> v["gpu__time_duration.sum"], v["dram__bytes_read.sum"], round(c.spread("1x"), 4), list(c.values)
+    (273.568, 4000000.0, 0.0003, ['1x'])
     """
     lines = [l for l in text.splitlines() if l.startswith('"')]
     out = GridCounters()
@@ -64,10 +69,8 @@ def counters_from_raw(text: str, grids: dict) -> GridCounters:
         label = by_blocks.get(int(m.group(1))) if m and KERNEL in row.get("Kernel Name", "") else None
         if label is None or label in out.values:
             continue
-        vals = {k: row[k][0] for k in METRICS if isinstance(row.get(k), tuple) and isinstance(row[k][0], float)}
-        if "gpu__time_duration.sum" in vals:     # to µs, whatever unit ncu chose
-            unit = row["gpu__time_duration.sum"][1]
-            vals["gpu__time_duration.sum"] *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, float("nan"))
+        vals = {k: row[k][0] * _SCALE.get(row[k][1], float("nan")) for k in METRICS
+                if isinstance(row.get(k), tuple) and isinstance(row[k][0], float)}   # in base units, time in µs
         if len(vals) == len(METRICS):
             out.values[label] = vals
     return out
@@ -80,8 +83,10 @@ def profile_grids(cuda_src: str, cpp_src: str, funcs: list, n: int, threads: int
     back as ``problem``."""
     if len(set(grids.values())) != len(grids):
         raise ValueError(f"profile_grids: the grids must differ in their block counts, got {grids}")
-    args = ["--kernel-name", f"regex:{KERNEL}", "--metrics", ",".join(METRICS), "--csv", "--page", "raw"]
-    shown = f"$ ncu --kernel-name regex:{KERNEL} --metrics {','.join(METRICS)} --csv --page raw python3 grids.py"
+    args = ["--kernel-name", f"regex:{KERNEL}", "--metrics", ",".join(METRICS), "--csv", "--page", "raw",
+            "--print-units", "base"]
+    shown = f"$ ncu --kernel-name regex:{KERNEL} --metrics {','.join(METRICS)} --csv --page raw --print-units base " \
+            "python3 grids.py"
     build = dict(cuda_src=cuda_src, cpp_src=cpp_src, funcs=funcs, n=n, threads=threads, grids=list(grids.values()))
     return ncu_counted(args, shown, _SCRIPT, build, lambda text: counters_from_raw(text, grids), len(grids),
                        "every grid", GridCounters, timeout)
