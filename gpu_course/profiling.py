@@ -265,6 +265,9 @@ def frames_from(stack: str, name: str, sep: str = ";") -> str:
 # ---- Nsight Compute's raw metrics, and what limits a kernel -----------------------------------------------
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 _PER_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6}
+# ncu's units (it scales them unless told --print-units base) to bytes, cycles, % and, for time, µs
+TO_BASE_UNITS = {"": 1.0, "%": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "cycle": 1.0,
+                 "Kcycle": 1e3, "Mcycle": 1e6, **_PER_US}
 
 
 def ncu_raw_rows(text: str) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..profiling import ncu_counted, ncu_raw_rows
+from ..profiling import TO_BASE_UNITS, ncu_counted, ncu_raw_rows
 
 METRICS = {"gpu__time_duration.sum": "time",
            "sm__cycles_active.min": "least busy SM, cycles active",
@@ -28,9 +28,6 @@ for blocks in b["grids"]:
 utils.synchronize()
 """
 _GRID = re.compile(r"\(?\s*(\d+)")
-# ncu scales units unless told --print-units base; either way, to bytes, cycles, % and µs
-_SCALE = {"": 1.0, "%": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "cycle": 1.0, "Kcycle": 1e3,
-          "Mcycle": 1e6, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
 
 
 @dataclass
@@ -69,7 +66,7 @@ def counters_from_raw(text: str, grids: dict) -> GridCounters:
         label = by_blocks.get(int(m.group(1))) if m and KERNEL in row.get("Kernel Name", "") else None
         if label is None or label in out.values:
             continue
-        vals = {k: row[k][0] * _SCALE.get(row[k][1], float("nan")) for k in METRICS
+        vals = {k: row[k][0] * TO_BASE_UNITS.get(row[k][1], float("nan")) for k in METRICS
                 if isinstance(row.get(k), tuple) and isinstance(row[k][0], float)}   # in base units, time in µs
         if len(vals) == len(METRICS):
             out.values[label] = vals
