@@ -52,3 +52,16 @@ def test_paged(page, block_n):
     kp, vp, table = td.paged_cache(k, v, page, lens.cpu(), generator=torch.Generator().manual_seed(page), spare=5)
     out = td.paged_decode_attention(q, kp, vp, table, lens, block_n=block_n, poison=True)
     assert err(out, td.decode_reference(q, k, v, lens)) < 2e-2
+
+
+@pytest.mark.parametrize("splits", [2, 4, 13])
+def test_last_program_combines(splits):
+    """One launch a step: the last program of each column combines; run three times (the counts are reused)."""
+    q, k, v, lens = inputs(128, DTYPES[-1], T=2)
+    ref = td.decode_reference(q, k, v, lens)
+    for _ in range(3):
+        assert err(td.decode_attention(q, k, v, lens, splits=splits, poison=True, last_combines=True), ref) < 2e-2
+    assert not td._zero_counts(1, q.device).any()
+    kp, vp, table = td.paged_cache(k, v, 16, lens.cpu(), generator=torch.Generator().manual_seed(splits))
+    out = td.paged_decode_attention(q, kp, vp, table, lens, splits=splits, poison=True, last_combines=True)
+    assert err(out, ref) < 2e-2

@@ -32,6 +32,22 @@ def test_whole_capacity_without_lengths_and_a_strided_cache():
     torch.testing.assert_close(out.double(), td.decode_reference(q, k, v), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("splits", [2, 5])
+@pytest.mark.parametrize("T", [1, 3])
+def test_last_program_combines_like_the_combine_kernel(splits, T):
+    q, k, v = _inputs(T=T, seed=splits)
+    lens = torch.tensor([37, 3], dtype=torch.int32)      # the second sequence leaves splits without a key
+    ref = td.decode_reference(q, k, v, lens)
+    for _ in range(2):                                   # twice: the counts must be back at 0 after a launch
+        out = td.decode_attention(q, k, v, lens, splits=splits, poison=True, last_combines=True)
+        assert not out.isnan().any()
+        torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+    assert not td._zero_counts(1, q.device).any()
+    kp, vp, table = td.paged_cache(k, v, 8, lens, generator=torch.Generator().manual_seed(1))
+    out = td.paged_decode_attention(q, kp, vp, table, lens, splits=splits, poison=True, last_combines=True)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+
+
 def test_reference_is_causal_among_the_new_tokens():
     q, k, v = (t.double() for t in _inputs(B=1, HQ=2, HKV=2, T=2, L=5))
     ref = td.decode_reference(q, k, v)
