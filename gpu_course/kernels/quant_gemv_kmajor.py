@@ -84,14 +84,52 @@ def int4_gemv_kmajor_kernel(x_ptr, w_ptr, s_ptr, out_ptr, sum_ptr, ticket_ptr, N
             fx += ((t & 0x00780000) | ONE).to(tl.float32, bitcast=True) * (16.0 * x_hi)    # (16 + q') x_hi
             c += 264.0 * x_lo + 24.0 * x_hi
         acc += (fx - c) * s
+    _add_and_finish(acc, n, ok_n, out_ptr, sum_ptr, ticket_ptr + pid_n)
+
+
+@triton.jit
+def _add_and_finish(acc, n, ok_n, out_ptr, sum_ptr, ticket_ptr):
+    """A program's partial sums into the fp32 workspace; the last program of a block of outputs (the ticket it
+    draws) stores the block's sums in out's dtype and sets the sums and its ticket back to zero."""
     tl.atomic_add(sum_ptr + n, acc, mask=ok_n, sem="relaxed")
     tl.debug_barrier()                                     # every thread's adds issued before the ticket
-    ticket = tl.atomic_add(ticket_ptr + pid_n, 1, sem="acq_rel")
+    ticket = tl.atomic_add(ticket_ptr, 1, sem="acq_rel")
     if ticket == tl.num_programs(1) - 1:                   # the last program of this block of outputs
         total = tl.load(sum_ptr + n, mask=ok_n, other=0.0, volatile=True)
         tl.store(out_ptr + n, total.to(out_ptr.dtype.element_ty), mask=ok_n)
         tl.store(sum_ptr + n, tl.zeros_like(total), mask=ok_n)
-        tl.store(ticket_ptr + pid_n, 0)
+        tl.store(ticket_ptr, 0)
+
+
+@triton.jit
+def int4_gemv_kmajor_tile_kernel(x_ptr, w_ptr, s_ptr, out_ptr, sum_ptr, ticket_ptr, N, K, s_stride_g, ONE,
+                                 BLOCK_N: tl.constexpr, STEPS: tl.constexpr):
+    """:func:`int4_gemv_kmajor_kernel`'s product with a program's ``STEPS`` rows of words loaded as one
+    (STEPS, BLOCK_N) tile, all in flight at once, instead of one row a step after the last (the row kernel's
+    loop issues a row's loads only when it reaches that row). STEPS divides 16, so the rows share one group and
+    one row of scales, applied once to their sum; each pair of nibbles is summed over the rows as it is decoded,
+    so that only the words stay in registers."""
+    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok_n = n < N
+    w = pid_k * STEPS + tl.arange(0, STEPS)                # this program's rows of words (K // 8 of them in all)
+    ok_w = w < K // 8
+    wq = tl.load(w_ptr + w[:, None] * N + n[None, :], mask=ok_w[:, None] & ok_n[None, :], other=0,
+                 eviction_policy="evict_first").to(tl.uint32, bitcast=True)       # (STEPS, BLOCK_N)
+    s = tl.load(s_ptr + (pid_k * STEPS // 16) * s_stride_g + n, mask=ok_n, other=0.0).to(tl.float32)
+    fx = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    c = 0.0
+    for a in tl.static_range(4):                           # as the row kernel: nibbles 2a, 2a + 1 at bits 15, 19
+        if 15 - 8 * a >= 0:
+            t = wq << (15 - 8 * a)
+        else:
+            t = wq >> (8 * a - 15)
+        x_lo = tl.load(x_ptr + 8 * w + 2 * a, mask=ok_w, other=0.0).to(tl.float32)          # (STEPS,)
+        x_hi = tl.load(x_ptr + 8 * w + 2 * a + 1, mask=ok_w, other=0.0).to(tl.float32)
+        fx += tl.sum(((t & 0x00078000) | ONE).to(tl.float32, bitcast=True) * (256.0 * x_lo)[:, None]
+                     + ((t & 0x00780000) | ONE).to(tl.float32, bitcast=True) * (16.0 * x_hi)[:, None], 0)
+        c += tl.sum(264.0 * x_lo + 24.0 * x_hi, 0)         # a row past k: x = 0, so it adds nothing
+    _add_and_finish((fx - c) * s, n, ok_n, out_ptr, sum_ptr, ticket_ptr + pid_n)
 
 
 # BLOCK_N, STEPS, num_warps, num_stages: the best of an H100's sweep (8192 x 8192 and 4096 x 14336, batch 1); the
@@ -115,7 +153,8 @@ def workspace(device, n: int, blocks: int, stream: int) -> tuple:
 def int4_gemv_kmajor(x, words, scales, out=None, cfg=None):
     """``x @ W.T`` for one row of ``x`` (1 x k) and W given as :func:`repack_kmajor` ``words`` ((k/8) x n int32) and
     ``scales`` (k/128 x n), in x's dtype, into ``out`` (1 x n) if given. ``cfg``: BLOCK_N, STEPS, num_warps,
-    num_stages (default :data:`CONFIG`). Capturing it in a CUDA graph: call it once first (the workspace is made
+    num_stages (default :data:`CONFIG`), and TILE: True for :func:`int4_gemv_kmajor_tile_kernel` (STEPS dividing
+    16). Capturing it in a CUDA graph: call it once first (the workspace is made
     then)."""
     if x.dim() != 2 or x.shape[0] != 1 or x.stride(1) != 1:
         raise ValueError(f"int4_gemv_kmajor: x must be one row (1, k) with contiguous columns, got {tuple(x.shape)}")
@@ -132,11 +171,13 @@ def int4_gemv_kmajor(x, words, scales, out=None, cfg=None):
     elif out.shape != (1, N) or not out.is_contiguous():
         raise ValueError(f"int4_gemv_kmajor: out must be a contiguous (1, {N}), got {tuple(out.shape)}")
     cfg = dict(cfg or CONFIG)
+    kernel = int4_gemv_kmajor_tile_kernel if cfg.pop("TILE", False) else int4_gemv_kmajor_kernel
+    if kernel is int4_gemv_kmajor_tile_kernel and 16 % cfg["STEPS"]:
+        raise ValueError(f"int4_gemv_kmajor: the tile kernel's STEPS must divide 16 (one group), got {cfg['STEPS']}")
     grid = (cdiv(N, cfg["BLOCK_N"]), cdiv(K // 8, cfg["STEPS"]))
     stream = torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
     sums, tickets = workspace(x.device, N, grid[0], stream)
-    direct(int4_gemv_kmajor_kernel)[grid](x, words, scales, out, sums, tickets, N, K, scales.stride(0), ONE_BITS,
-                                          **cfg)
+    direct(kernel)[grid](x, words, scales, out, sums, tickets, N, K, scales.stride(0), ONE_BITS, **cfg)
     return out
 
 

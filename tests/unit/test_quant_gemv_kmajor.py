@@ -25,7 +25,10 @@ def test_repack_kmajor_places_each_column():
 @pytest.mark.parametrize("n, k, dtype, cfg", [
     (40, 384, torch.bfloat16, None),                                   # the mode's configuration
     (130, 256, torch.float16, dict(BLOCK_N=32, STEPS=3, num_warps=4, num_stages=1)),   # STEPS divides no group
-    (3, 128, torch.float32, dict(BLOCK_N=16, STEPS=16, num_warps=4, num_stages=1))])
+    (3, 128, torch.float32, dict(BLOCK_N=16, STEPS=16, num_warps=4, num_stages=1)),
+    (130, 384, torch.float16, dict(BLOCK_N=32, STEPS=8, num_warps=4, num_stages=1, TILE=True)),   # the tile kernel
+    (5, 128, torch.float32, dict(BLOCK_N=16, STEPS=2, num_warps=4, num_stages=1, TILE=True)),
+    (40, 384, torch.bfloat16, dict(BLOCK_N=64, STEPS=16, num_warps=4, num_stages=1, TILE=True))])  # 3 groups
 def test_matches_float64_call_after_call(n, k, dtype, cfg):
     w = Q.weight_like(n, k, seed=n).to(utils.DEVICE)
     packed, scales = Q.quantize_int4_groups(w, 128, dtype)
@@ -52,6 +55,9 @@ def test_clear_errors():
         KM.int4_gemv_kmajor(torch.zeros(1, 256), words, scales[:1])
     with pytest.raises(ValueError, match="out must be"):
         KM.int4_gemv_kmajor(torch.zeros(1, 256), words, scales, out=torch.zeros(16))
+    with pytest.raises(ValueError, match="divide 16"):
+        KM.int4_gemv_kmajor(torch.zeros(1, 256), words, scales, cfg=dict(BLOCK_N=16, STEPS=32, num_warps=4,
+                                                                           num_stages=1, TILE=True))
     with pytest.raises(ValueError, match="multiple of 128"):
         KM.repack_kmajor(packed[:, :60])
 
