@@ -115,7 +115,8 @@ def out_dtype() -> torch.dtype:
 GPU_DEFAULT_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4)
 DEFAULT_CONFIG = by_mode(gpu=GPU_DEFAULT_CONFIG,
                          cpu=dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=1))
-BLOCK_CONFIG = by_mode(gpu=dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4),
+GPU_BLOCK_CONFIG = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4)
+BLOCK_CONFIG = by_mode(gpu=GPU_BLOCK_CONFIG,
                        cpu=dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=128, GROUP_M=2, num_warps=4, num_stages=1))
 DESC_CONFIG = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=3)
 

@@ -163,3 +163,11 @@ def test_steps_sweep_times_each_steps_on_the_same_bytes():
     assert all(len(p) == 2 and p[1][0] == 2 * p[0][0] for p in sweep.values())     # bytes grow with n, alike
     assert sweep["STEPS=4"][0][0] == sweep["STEPS=32"][0][0]
     assert M.size_sweep_table(sweep, 256, (32, 64)).splitlines()[-1].startswith("STEPS=32")
+
+
+def test_block_scaling_waits_for_every_product_in_its_loop():
+    """The fp8 GEMM compiled for sm_90 without a GPU: per tensor the k loop leaves one group of wgmma products
+    running (wait_group 1), with 128-block scaling it waits for all of them (wait_group 0) every k-block."""
+    waits = M.scaling_waits()
+    assert waits["per tensor"]["in the loop"] == [1] and waits["per tensor"]["after"] == [0]
+    assert waits["128-blocks"]["in the loop"] == [0]

@@ -10,6 +10,7 @@ a GPU.
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
@@ -121,29 +122,67 @@ CENSUS = {"cp.async": "global -> shared, no registers (async copy)", "ld.global"
           "wgmma.mma_async": "tensor-core product (Hopper)"}
 
 
+def _fp8_ptx(scaling: str, cfg: dict, layout: str = "TN") -> str:
+    """The PTX of :func:`fp8_matmul_kernel` compiled for sm_90 with ``scaling``, the tile ``cfg`` (BLOCK_M, BLOCK_N,
+    BLOCK_K, GROUP_M, num_warps, num_stages) and b K-major (``layout`` TN: its k stride 1) or row-major (NN: its
+    column stride 1), the strides and sizes a launch on multiples of 16 would see; in a fresh Python, without
+    launching, so on a machine without a GPU too (a few seconds)."""
+    from ...triton_ptx import compiled_ptx
+    cfg = dict(cfg)
+    warps, stages = cfg.pop("num_warps"), cfg.pop("num_stages")
+    ce = dict(cfg, SCALING=scaling, a_stride_k=1, out_stride_c=1, **{"b_stride_k" if layout == "TN" else "b_stride_c": 1})
+    sig = {a: "i32" for a in _FP8_ARGS}
+    sig.update(a_ptr="*fp8e4nv", b_ptr="*fp8e4nv", out_ptr="*bf16", sa_ptr="*fp32", sb_ptr="*fp32",
+               **{c: "constexpr" for c in ce})
+    aligned = [i for i, a in enumerate(_FP8_ARGS) if sig[a] != "constexpr" and a not in ("sa_stride_r", "sb_stride_c")]
+    return compiled_ptx("gpu_course.kernels.fp8_matmul", "fp8_matmul_kernel", sig, ce, num_warps=warps,
+                        num_stages=stages, aligned=aligned)
+
+
 def layout_census(cfg: dict | None = None) -> dict:
     """``{"TN": counts, "NN": counts}``: how often each instruction of :data:`CENSUS` appears in the PTX of
     :func:`fp8_matmul_kernel` (per-tensor scaling, the GPU's default tile) compiled for sm_90 with b K-major (TN:
-    its k stride 1) and row-major (NN: its column stride 1). Compiled in a fresh Python, without launching, so
-    it runs on a machine without a GPU too (a few seconds)."""
-    from ...triton_ptx import compiled_ptx
-    cfg = dict(cfg or F.GPU_DEFAULT_CONFIG)
-    warps, stages = cfg.pop("num_warps"), cfg.pop("num_stages")
+    its k stride 1) and row-major (NN: its column stride 1). Compiled without launching (:func:`_fp8_ptx`)."""
     out = {}
-    for name, one in (("TN", "b_stride_k"), ("NN", "b_stride_c")):
-        ce = dict(cfg, SCALING="tensor", a_stride_k=1, out_stride_c=1, **{one: 1})
-        sig = {a: "i32" for a in _FP8_ARGS}
-        sig.update(a_ptr="*fp8e4nv", b_ptr="*fp8e4nv", out_ptr="*bf16", sa_ptr="*fp32", sb_ptr="*fp32",
-                   **{c: "constexpr" for c in ce})
-        aligned = [i for i, a in enumerate(_FP8_ARGS) if sig[a] != "constexpr" and a not in ("sa_stride_r",
-                                                                                             "sb_stride_c")]
-        ptx = compiled_ptx("gpu_course.kernels.fp8_matmul", "fp8_matmul_kernel", sig, ce, num_warps=warps,
-                           num_stages=stages, aligned=aligned)
+    for name in ("TN", "NN"):
+        ptx = _fp8_ptx("tensor", cfg or F.GPU_DEFAULT_CONFIG, name)
         ops = [ln.split()[1 if ln.startswith("@") else 0] for ln in (x.strip() for x in ptx.splitlines())
                if ln and not ln.startswith(("//", ".", "$", "{", "}", ")"))]
         ops = [o for o in ops if not o.endswith(("commit_group", "wait_group"))]   # the async copies' bookkeeping
         out[name] = {op: sum(o.startswith(op) for o in ops) for op in CENSUS}
     return out
+
+
+def wgmma_waits(ptx: str) -> dict:
+    """The ``N`` of every ``wgmma.wait_group N`` in ``ptx``, in order, split into those in the (innermost) loop, from
+    the label LLVM marks as the loop's header to the branch back to it, and the rest: a wait until at most N groups
+    of tensor-core products are still running (0: all finished; 1: the last group issued may go on running while
+    the code after the wait runs).
+
+    >>> wgmma_waits("$L__BB0_2:  // =>This Inner Loop Header: Depth=1\\n wgmma.wait_group.sync.aligned 1;\\n"
+    ...             " cp.async.wait_group 2;\\n @%p1 bra $L__BB0_2;\\n wgmma.wait_group.sync.aligned 0;")
+    {'in the loop': [1], 'after': [0]}
+    """
+    lines = ptx.splitlines()
+    head = next((i for i, ln in enumerate(lines) if "Inner Loop Header" in ln), None)
+    label = lines[head].split(":")[0].strip() if head is not None else None
+    back = max((i for i, ln in enumerate(lines) if label and re.search(rf"\bbra(\.uni)?\s+{re.escape(label)};", ln)),
+               default=None)
+    out = {"in the loop": [], "after": []}
+    for i, ln in enumerate(lines):
+        m = re.search(r"\bwgmma\.wait_group(?:\.\w+)*\s+(\d+)", ln)
+        if m:
+            inside = head is not None and back is not None and head < i < back
+            out["in the loop" if inside else "after"].append(int(m.group(1)))
+    return out
+
+
+def scaling_waits() -> dict:
+    """``{"per tensor": waits, "128-blocks": waits}``: :func:`wgmma_waits` of :func:`fp8_matmul_kernel`'s PTX
+    for sm_90 with per-tensor scaling (its GPU tile, :data:`~gpu_course.kernels.fp8_matmul.GPU_DEFAULT_CONFIG`) and
+    with 128-block scaling (its GPU tile, :data:`~gpu_course.kernels.fp8_matmul.GPU_BLOCK_CONFIG`), b K-major."""
+    return {"per tensor": wgmma_waits(_fp8_ptx("tensor", F.GPU_DEFAULT_CONFIG)),
+            "128-blocks": wgmma_waits(_fp8_ptx("block", F.GPU_BLOCK_CONFIG))}
 
 
 def show_census(census: dict) -> str:
