@@ -166,8 +166,10 @@ def test_steps_sweep_times_each_steps_on_the_same_bytes():
 
 
 def test_block_scaling_waits_for_every_product_in_its_loop():
-    """The fp8 GEMM compiled for sm_90 without a GPU: per tensor the k loop leaves one group of wgmma products
-    running (wait_group 1), with 128-block scaling it waits for all of them (wait_group 0) every k-block."""
-    waits = M.scaling_waits()
-    assert waits["per tensor"]["in the loop"] == [1] and waits["per tensor"]["after"] == [0]
-    assert waits["128-blocks"]["in the loop"] == [0]
+    """The fp8 GEMM compiled for sm_90 without a GPU, each scaling on the other's tile (notebook 15 compiles all four
+    pairs): per tensor the k loop leaves one group of wgmma products running (wait_group 1), with 128-block scaling
+    it waits for all of them (wait_group 0) every k-block."""
+    per_tensor = M.wgmma_waits(M._fp8_ptx("tensor", F.GPU_BLOCK_CONFIG))
+    blocks = M.wgmma_waits(M._fp8_ptx("block", F.GPU_DEFAULT_CONFIG))
+    assert per_tensor == {"in the loop": [1], "after": [0]}
+    assert blocks == {"in the loop": [0], "after": []}

@@ -178,11 +178,16 @@ def wgmma_waits(ptx: str) -> dict:
 
 
 def scaling_waits() -> dict:
-    """``{"per tensor": waits, "128-blocks": waits}``: :func:`wgmma_waits` of :func:`fp8_matmul_kernel`'s PTX
-    for sm_90 with per-tensor scaling (its GPU tile, :data:`~gpu_course.kernels.fp8_matmul.GPU_DEFAULT_CONFIG`) and
-    with 128-block scaling (its GPU tile, :data:`~gpu_course.kernels.fp8_matmul.GPU_BLOCK_CONFIG`), b K-major."""
-    return {"per tensor": wgmma_waits(_fp8_ptx("tensor", F.GPU_DEFAULT_CONFIG)),
-            "128-blocks": wgmma_waits(_fp8_ptx("block", F.GPU_BLOCK_CONFIG))}
+    """``{(scaling, tile): waits}``: :func:`wgmma_waits` of :func:`fp8_matmul_kernel`'s PTX for sm_90, b K-major,
+    for both scalings ("per tensor", "128-blocks") on both GPU tiles (128 x 128, the per-tensor kernel's
+    :data:`~gpu_course.kernels.fp8_matmul.GPU_DEFAULT_CONFIG`, and 64 x 128, the block-scaled kernel's
+    :data:`~gpu_course.kernels.fp8_matmul.GPU_BLOCK_CONFIG`): four compilations, so that the waits can be told
+    apart by scaling and by tile."""
+    out = {}
+    for scaling, name in (("tensor", "per tensor"), ("block", "128-blocks")):
+        for cfg in (F.GPU_DEFAULT_CONFIG, F.GPU_BLOCK_CONFIG):
+            out[name, f"{cfg['BLOCK_M']} x {cfg['BLOCK_N']}"] = wgmma_waits(_fp8_ptx(scaling, cfg))
+    return out
 
 
 def show_census(census: dict) -> str:
