@@ -130,7 +130,8 @@ def _fp8_ptx(scaling: str, cfg: dict, layout: str = "TN") -> str:
     from ...triton_ptx import compiled_ptx
     cfg = dict(cfg)
     warps, stages = cfg.pop("num_warps"), cfg.pop("num_stages")
-    ce = dict(cfg, SCALING=scaling, a_stride_k=1, out_stride_c=1, **{"b_stride_k" if layout == "TN" else "b_stride_c": 1})
+    unit = "b_stride_k" if layout == "TN" else "b_stride_c"       # the stride of 1 along b's fast index
+    ce = dict(cfg, SCALING=scaling, a_stride_k=1, out_stride_c=1, **{unit: 1})
     sig = {a: "i32" for a in _FP8_ARGS}
     sig.update(a_ptr="*fp8e4nv", b_ptr="*fp8e4nv", out_ptr="*bf16", sa_ptr="*fp32", sb_ptr="*fp32",
                **{c: "constexpr" for c in ce})
