@@ -93,7 +93,8 @@ def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, o_ptr, lse_ptr, out_
                   stride_qb, stride_qh, stride_qt, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
                   stride_tb, KV_HEADS, GROUP: tl.constexpr, T: tl.constexpr, HEADS: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PAGE: tl.constexpr,
-                  SPLITS: tl.constexpr, DOT_PRECISION: tl.constexpr, LAST_COMBINES: tl.constexpr = False):
+                  SPLITS: tl.constexpr, DOT_PRECISION: tl.constexpr, LAST_COMBINES: tl.constexpr = False,
+                  BLOCK_S: tl.constexpr = 1):
     """Program (split, batch x block of HEADS query heads). Contiguous cache (PAGE == 0): k[b, kv head, j]
     at ``b * stride_kb + h * stride_kh + j * stride_kn``; paged: row r of page p at ``p * stride_kb +
     h * stride_kh + r * stride_kn``. Output: SPLITS == 1, o (batch, query heads, T, d) in q's dtype;
@@ -148,36 +149,39 @@ def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, o_ptr, lse_ptr, out_
         tl.store(lse_ptr + part, lse, mask=row_ok)
         if LAST_COMBINES:
             _combine_if_last(o_ptr, lse_ptr, out_ptr, count_ptr + tl.program_id(1), row, row_ok, SPLITS, HEAD_DIM,
-                             BLOCK_M)
+                             BLOCK_M, BLOCK_S)
 
 
 @triton.jit
 def _combine_if_last(o_part_ptr, lse_part_ptr, out_ptr, count_ptr, row, row_ok, SPLITS: tl.constexpr,
-                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
     """Called by each of a column's SPLITS programs once its partials are stored: the one that finishes last
     combines the column's rows as :func:`decode_combine_kernel` does, so a step is one launch. The count in
     ``count_ptr`` says which program is last: the barrier puts every thread's stores before the atomic, whose
     release makes them visible to the program that reads them after its own (acquire); that program reads the
-    partials from L2 (``.cg``: not from an L1 that may hold none of them) and sets the count back to 0. It reads
-    them split after split, at the end of the step: on an H100 this made the step slower than two launches
-    where the splits are many (4k keys, 32 splits: 26.1 against 19.4 µs) and 0.4-0.6 % faster at 2 and 4."""
+    partials from L2 (``.cg``: not from an L1 that may hold none of them) and sets the count back to 0. Its reads
+    are independent of one another (every row's lse at once, then each split's lse and outputs, in a loop unrolled
+    8 times), so that they can be in flight together: this combine runs at the end of the step, in one program per
+    column. Unrolled over every split, the kernel spilled at 32 and 33 splits (255 registers; Triton 3.9 for
+    sm_90a), and 33 splits cost an H100 (Triton 3.6) 11 us a step more than two launches; unrolled 8 times,
+    79-128 registers at 16-128 splits, no spill."""
     tl.debug_barrier()
     finished = tl.atomic_add(count_ptr, 1, sem="acq_rel")
     if finished == SPLITS - 1:
         dims = tl.arange(0, HEAD_DIM)
+        s = tl.arange(0, BLOCK_S)
         first = row.to(tl.int64) * SPLITS
-        m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
-        for s in range(SPLITS):
-            m = tl.maximum(m, tl.load(lse_part_ptr + first + s, mask=row_ok, other=float("-inf"), cache_modifier=".cg"))
-        m = tl.where(m == float("-inf"), 0.0, m)      # a padding row: no split saw a key
+        lse = tl.load(lse_part_ptr + first[:, None] + s[None, :], mask=row_ok[:, None] & (s[None, :] < SPLITS),
+                      other=float("-inf"), cache_modifier=".cg")                       # (BLOCK_M, BLOCK_S)
+        m = tl.max(lse, 1)
+        m = tl.where(m == float("-inf"), 0.0, m)                             # a row without keys: weights 0
+        den = tl.sum(tl.exp(lse - m[:, None]), 1)
         num = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-        den = tl.zeros((BLOCK_M,), tl.float32)
-        for s in range(SPLITS):
-            w = tl.exp(tl.load(lse_part_ptr + first + s, mask=row_ok, other=float("-inf"), cache_modifier=".cg") - m)
-            o = tl.load(o_part_ptr + (first + s)[:, None] * HEAD_DIM + dims[None, :], mask=row_ok[:, None],
+        for i in tl.range(0, SPLITS, loop_unroll_factor=8):   # 8 splits' loads in flight; all of them would spill
+            lse_i = tl.load(lse_part_ptr + first + i, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
+            o = tl.load(o_part_ptr + (first + i)[:, None] * HEAD_DIM + dims[None, :], mask=row_ok[:, None],
                         other=0.0, cache_modifier=".cg")
-            num += w[:, None] * o
-            den += w
+            num += tl.exp(lse_i - m)[:, None] * o
         out = num / tl.where(den == 0.0, 1.0, den)[:, None]
         tl.store(out_ptr + row.to(tl.int64)[:, None] * HEAD_DIM + dims[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=row_ok[:, None])
@@ -326,7 +330,7 @@ def _launch(q, k, v, table, lens, page, kv_heads, splits, block_n, num_warps, nu
     if last_combines:
         counts = _zero_counts(grid[1], q.device)
         decode_kernel[grid](q, k, v, table, lens, o_part, lse_part, out, counts, scale, *args, LAST_COMBINES=True,
-                            **meta)
+                            BLOCK_S=triton.next_power_of_2(splits), **meta)
         return out
     decode_kernel[grid](q, k, v, table, lens, o_part, lse_part, out, lens, scale, *args, **meta)
     decode_combine_kernel[(B * HQ * T,)](o_part, lse_part, out, splits, HEAD_DIM=D,

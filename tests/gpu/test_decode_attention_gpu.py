@@ -54,7 +54,7 @@ def test_paged(page, block_n):
     assert err(out, td.decode_reference(q, k, v, lens)) < 2e-2
 
 
-@pytest.mark.parametrize("splits", [2, 4, 13])
+@pytest.mark.parametrize("splits", [2, 4, 13, 33])
 def test_last_program_combines(splits):
     """One launch a step: the last program of each column combines; run three times (the counts are reused)."""
     q, k, v, lens = inputs(128, DTYPES[-1], T=2)

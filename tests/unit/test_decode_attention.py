@@ -32,7 +32,7 @@ def test_whole_capacity_without_lengths_and_a_strided_cache():
     torch.testing.assert_close(out.double(), td.decode_reference(q, k, v), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("splits", [2, 5])
+@pytest.mark.parametrize("splits", [2, 5, 11])      # 11: one full unrolled block of 8 splits and a rest
 @pytest.mark.parametrize("T", [1, 3])
 def test_last_program_combines_like_the_combine_kernel(splits, T):
     q, k, v = _inputs(T=T, seed=splits)
