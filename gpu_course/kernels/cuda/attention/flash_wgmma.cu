@@ -13,8 +13,8 @@
 //                    exactly the layout wgmma wants for its A operand (rows l / 4 and l / 4 + 8 of each warp's 16,
 //                    columns 2 (l % 4) and + 8), so P never goes through shared memory; v's tile is MN-major (rows
 //                    along the keys, the k of this product), read transposed, as rung 5 reads n's tile.
-// The producer copies q once and k, v tile after tile, STAGES ahead; a consumer frees a stage once its second wgmma
-// is done. PINGPONG = 1 adds FlashAttention-3's schedule between the two consumers: named barriers let one issue its
+// The producer copies q once and k, v tile after tile, STAGES ahead; a consumer frees a stage a turn after its
+// second wgmma is done. PINGPONG = 1 adds FlashAttention-3's schedule between the two consumers: named barriers let one issue its
 // GEMMs while the other computes its softmax, so the tensor cores are fed while the exponentials run.
 #include <cuda.h>
 
@@ -152,6 +152,7 @@ template <int D, int STAGES, int PINGPONG>
 __global__ void __launch_bounds__(FA_THREADS, 1)
 flash_wgmma_k(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
               const __grid_constant__ CUtensorMap tm_v, __half* __restrict__ out, int nq, int nk, float scale_log2) {
+    static_assert(STAGES >= 3, "a stage is freed a turn after its last product: two stages would deadlock");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BOXES = D / 64;                               // 64 halves (128 bytes) of d per TMA box
     constexpr int Q_BOX = FA_BM * 128, KV_BOX = FA_BN * 128;    // bytes of one box of q's tile, of k's or v's
@@ -200,7 +201,12 @@ flash_wgmma_k(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ 
         const int c = wg - 1, warp = t / 32, lane = t % 32;
         const unsigned char* qa = qs + c * 64 * 128;            // this warpgroup's 64 rows, in every box
         float o[D / 2], sc[FA_BN / 2];                          // O, and S (then P, in fp32) of one tile of keys
-        uint32_t p[FA_BN / 16][4] = {};                         // P in fp16: wgmma's A operand, 16 keys a step
+        // P in fp16 (wgmma's A operand, 16 keys a step), twice: P_j is written into one copy while P_{j-1} v_{j-1}
+        // may still read the other, so that writing P_j need not wait for that product. (Even so, ptxas of CUDA 13.0
+        // puts the wait for P_{j-1} v_{j-1} at the start of tile j's softmax in the machine code: the softmax of one
+        // consumer runs beside the other consumer's products, not beside its own.)
+        uint32_t pa[FA_BN / 16][4] = {}, pb[FA_BN / 16][4] = {};
+        using PRegs = uint32_t[FA_BN / 16][4];
         Softmax sm;
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
@@ -213,20 +219,26 @@ flash_wgmma_k(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ 
                                     wg_desc(ks + st * KV_BYTES + (kk / 4) * KV_BOX + (kk % 4) * 32, 16, 1024));
             wg_commit();
         };
-        auto issue_pv = [&](int st) {
+        float alpha[2];
+        auto issue_pv = [&](int st, PRegs& p) {                 // O shrinks by alpha, then O += P v
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i / 2) % 2];
+            wg_touch(o);
+            touch_p(p);
+            wg_fence();
 #pragma unroll
             for (int kk = 0; kk < FA_BN / 16; ++kk)
                 wgmma_pv<D>(o, p[kk], wg_desc(vs + st * KV_BYTES + kk * 16 * 128, KV_BOX, 1024));
             wg_commit();
         };
-        auto to_p = [&] {                                       // P_j in fp16, as wgmma's A operand
+        auto to_p = [&](PRegs& p) {                             // P_j in fp16, as wgmma's A operand
 #pragma unroll
             for (int i = 0; i < FA_BN / 2; i += 2) p[i / 8][(i % 8) / 2] = pack_half2(sc[i], sc[i + 1]);
         };
-        float alpha[2];
         mbar_wait(q_full, 0);
-        // Tile 0: S only. Then, for each next tile j, in one turn at the tensor cores: S_j and O += P_{j-1} v_{j-1};
-        // tile j's softmax (its exponentials) runs while the second product is still running. Last: O += P v.
+        // Tile 0: S only. Then, for each next tile j, in one turn at the tensor cores: S_j, then O shrinks by the last
+        // softmax's alpha (no product writes O at that point) and O += P_{j-1} v_{j-1}; tile j's softmax comes before
+        // the wait for that second product (FlashAttention-3's order; what ptxas makes of it: above). Last: O += P v.
 #pragma unroll
         for (int i = 0; i < FA_BN / 2; ++i) sc[i] = 0.0f;
         wg_touch(sc);                                           // written before the fence, as PTX requires
@@ -238,44 +250,49 @@ flash_wgmma_k(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ 
         wg_wait<0>();
         wg_touch(sc);
         sm.step(sc, 0, nk, scale_log2, lane, alpha);            // sc becomes P_0, in fp32
-        to_p();
-        for (int j = 1; j < tiles; ++j) {
+        to_p(pa);
+        auto tile = [&](int j, PRegs& p_last, PRegs& p_next) { // S_j and P_{j-1} v_{j-1}; P_j into p_next
             const int s = j % STAGES, sp = (j - 1) % STAGES;    // this tile's stage, the one before
 #pragma unroll
             for (int i = 0; i < FA_BN / 2; ++i) sc[i] = 0.0f;
+            // k and v of tile j - 2 are read (its P v was waited for in the last turn): free their stage, a turn after
+            // the wait, before waiting for tile j's (so STAGES >= 3: tile j's copy needs tile j - STAGES's stage)
+            if (t == 0 && j >= 2) mbar_arrive(&kv_empty[(j - 2) % STAGES]);
             mbar_wait(&k_full[s], (j / STAGES) % 2);
             mbar_wait(&v_full[sp], ((j - 1) / STAGES) % 2);
-            wg_touch(sc);                                       // sc, o and p as written, before the fence
-            wg_touch(o);
-            touch_p(p);
+            wg_touch(sc);                                       // sc as written, before the fence
             if (PINGPONG) named_sync(1 + c);
             wg_fence();
             issue_s(s);
-            issue_pv(sp);
+            issue_pv(sp, p_last);
             if (PINGPONG) named_arrive(2 - c);
             wg_wait<1>();                                       // S_j is done (groups complete in order)
             wg_touch(sc);
             sm.step(sc, j * FA_BN, nk, scale_log2, lane, alpha);
+            to_p(p_next);
             wg_wait<0>();                                       // O += P_{j-1} v_{j-1} is done too
             wg_touch(o);
-            touch_p(p);
-            if (t == 0) mbar_arrive(&kv_empty[sp]);             // k and v of tile j - 1 are read
-#pragma unroll
-            for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i / 2) % 2];
-            to_p();
+            touch_p(p_last);
+            touch_p(p_next);
+        };
+        for (int j = 1; j < tiles; j += 2) {                    // two tiles a turn, so that each copy of P has a name
+            tile(j, pa, pb);
+            if (j + 1 < tiles) tile(j + 1, pb, pa);
         }
-        const int sp = (tiles - 1) % STAGES;
-        mbar_wait(&v_full[sp], ((tiles - 1) / STAGES) % 2);
-        wg_touch(o);
-        touch_p(p);
-        if (PINGPONG) named_sync(1 + c);
-        wg_fence();
-        issue_pv(sp);
-        if (PINGPONG) named_arrive(2 - c);
-        wg_wait<0>();
-        wg_touch(o);
-        touch_p(p);
-        if (t == 0) mbar_arrive(&kv_empty[sp]);
+        auto last = [&](PRegs& p) {                             // O += P v of the last tile
+            const int sp = (tiles - 1) % STAGES;
+            mbar_wait(&v_full[sp], ((tiles - 1) / STAGES) % 2);
+            if (PINGPONG) named_sync(1 + c);
+            issue_pv(sp, p);
+            if (PINGPONG) named_arrive(2 - c);
+            wg_wait<0>();
+            wg_touch(o);
+            touch_p(p);
+            if (t == 0 && tiles >= 2) mbar_arrive(&kv_empty[(tiles - 2) % STAGES]);
+            if (t == 0) mbar_arrive(&kv_empty[sp]);
+        };
+        if ((tiles - 1) % 2) last(pb);
+        else last(pa);
         if (PINGPONG && c == 0) named_sync(1);                  // balance consumer 1's last arrive
         float inv[2];
         sm.inverse_sums(inv);
