@@ -169,7 +169,10 @@ def test_block_scaling_waits_for_every_product_in_its_loop():
     """The fp8 GEMM compiled for sm_90 without a GPU, each scaling on the other's tile (notebook 15 compiles all four
     pairs): per tensor the k loop leaves one group of wgmma products running (wait_group 1), with 128-block scaling
     it waits for all of them (wait_group 0) every k-block."""
-    per_tensor = M.wgmma_waits(M._fp8_ptx("tensor", F.GPU_BLOCK_CONFIG))
-    blocks = M.wgmma_waits(M._fp8_ptx("block", F.GPU_DEFAULT_CONFIG))
-    assert per_tensor == {"in the loop": [1], "after": [0]}
-    assert blocks == {"in the loop": [0], "after": []}
+    ptx_tensor, ptx_block = M._fp8_ptx("tensor", F.GPU_BLOCK_CONFIG), M._fp8_ptx("block", F.GPU_DEFAULT_CONFIG)
+    assert M.wgmma_waits(ptx_tensor) == {"in the loop": [1], "after": [0]}
+    assert M.wgmma_waits(ptx_block) == {"in the loop": [0], "after": []}
+    # b's block scales go through shared memory in the block-scaled loop only, which has no fewer barriers
+    per_tensor, blocks = M.loop_ops(ptx_tensor), M.loop_ops(ptx_block)
+    assert per_tensor["st.shared"] == per_tensor["ld.shared"] == 0 < blocks["st.shared"] <= blocks["ld.shared"]
+    assert 0 < per_tensor["bar.sync"] <= blocks["bar.sync"]

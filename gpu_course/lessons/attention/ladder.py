@@ -74,8 +74,8 @@ def forward_ladder(shape, d, dtype=torch.float16, seed=0, causal=False):
     run or gave a wrong result here. Step 1 is the pointer kernel (autotuned); step 2 the descriptors with
     step 1's tile; step 3 with :func:`desc_config`'s; step 4 adds ``warp_specialize``; step 5 is the
     hand-pipelined loop with :func:`pipe_config`'s tile; step 6 step 3's tile on the persistent grid
-    (:func:`persist_config`); step 7 the descriptor kernel's autotuner over :func:`desc_forward_configs`, which
-    holds tiles of steps 2, 3, 5 and 6: the forward :func:`flash_attention` runs here.
+    (:func:`persist_config`); step 7 the descriptor kernel's autotuner over :func:`desc_forward_configs`, among whose
+    tiles are steps 3's and 5's (and step 6's at d = 64): the forward :func:`flash_attention` runs here.
     The registers (:data:`REGISTERS`) and an instruction census of the PTX (:data:`PTX_CENSUS`, GPU only) of
     the kernel each step ran are kept."""
     from ...user_timing import bench_users
@@ -179,7 +179,7 @@ def ladder_table(times, flops, baseline="SDPA cuDNN", phase="forward"):
 LADDER = ("1. pointer loads, autotuned", "2. tensor descriptors, step 1's tile",
           "3. tensor descriptors, desc_config's tile", "4. step 3 + warp specialisation",
           "5. descriptors + next scores before the softmax", "6. step 3 on a persistent grid, blocks in pairs",
-          "7. descriptors autotuned over 2, 3, 5 and 6")
+          "7. descriptors, the autotuner's pick")
 BACKWARD_LADDER = ("1. dK/dV and dQ kernels (7 matmuls)", "2. one kernel, dQ by atomic adds (5 matmuls)")
 
 

@@ -154,6 +154,16 @@ def layout_census(cfg: dict | None = None) -> dict:
     return out
 
 
+def _inner_loop(lines: list) -> tuple:
+    """``(head, back)``: the line of the label LLVM marks as the innermost loop's header and of the last branch back
+    to it (``(None, None)`` where there is no such loop)."""
+    head = next((i for i, ln in enumerate(lines) if "Inner Loop Header" in ln), None)
+    label = lines[head].split(":")[0].strip() if head is not None else None
+    back = max((i for i, ln in enumerate(lines) if label and re.search(rf"\bbra(\.uni)?\s+{re.escape(label)};", ln)),
+               default=None)
+    return (head, back) if back is not None else (None, None)
+
+
 def wgmma_waits(ptx: str) -> dict:
     """The ``N`` of every ``wgmma.wait_group N`` in ``ptx``, in order, split into those in the (innermost) loop, from
     the label LLVM marks as the loop's header to the branch back to it, and the rest: a wait until at most N groups
@@ -165,17 +175,32 @@ def wgmma_waits(ptx: str) -> dict:
     {'in the loop': [1], 'after': [0]}
     """
     lines = ptx.splitlines()
-    head = next((i for i, ln in enumerate(lines) if "Inner Loop Header" in ln), None)
-    label = lines[head].split(":")[0].strip() if head is not None else None
-    back = max((i for i, ln in enumerate(lines) if label and re.search(rf"\bbra(\.uni)?\s+{re.escape(label)};", ln)),
-               default=None)
+    head, back = _inner_loop(lines)
     out = {"in the loop": [], "after": []}
     for i, ln in enumerate(lines):
         m = re.search(r"\bwgmma\.wait_group(?:\.\w+)*\s+(\d+)", ln)
         if m:
-            inside = head is not None and back is not None and head < i < back
+            inside = head is not None and head < i < back
             out["in the loop" if inside else "after"].append(int(m.group(1)))
     return out
+
+
+LOOP_OPS = ("bar.sync", "st.shared", "ld.shared")   # a barrier of the whole program; stores to and loads from shared memory
+
+
+def loop_ops(ptx: str, ops=LOOP_OPS) -> dict:
+    """How many instructions of the (innermost) loop of ``ptx`` (as :func:`wgmma_waits` finds it) begin with each of
+    ``ops``: what one iteration does besides the products.
+
+    >>> loop_ops("$L__BB0_2:  // =>This Inner Loop Header: Depth=1\\n bar.sync 0;\\n st.shared.b32 [%r1], %r2;\\n"
+    ...          " ld.shared.v4.b32 {%r3, %r4, %r5, %r6}, [%r1];\\n @%p1 bra $L__BB0_2;\\n bar.sync 0;")
+    {'bar.sync': 1, 'st.shared': 1, 'ld.shared': 1}
+    """
+    lines = ptx.splitlines()
+    head, back = _inner_loop(lines)
+    body = [ln.strip() for ln in lines[head + 1:back]] if head is not None else []
+    body = [ln.split(None, 1)[1] if ln.startswith("@") else ln for ln in body]   # a predicate is not the instruction
+    return {op: sum(ln.startswith(op) for ln in body) for op in ops}
 
 
 def scaling_waits() -> dict:
@@ -183,11 +208,13 @@ def scaling_waits() -> dict:
     for both scalings ("per tensor", "128-blocks") on both GPU tiles (128 x 128, the per-tensor kernel's
     :data:`~gpu_course.kernels.fp8_matmul.GPU_DEFAULT_CONFIG`, and 64 x 128, the block-scaled kernel's
     :data:`~gpu_course.kernels.fp8_matmul.GPU_BLOCK_CONFIG`): four compilations, so that the waits can be told
-    apart by scaling and by tile."""
+    apart by scaling and by tile. Each entry also counts the loop's barriers and shared-memory instructions
+    (:func:`loop_ops`, under ``"loop ops"``)."""
     out = {}
     for scaling, name in (("tensor", "per tensor"), ("block", "128-blocks")):
         for cfg in (F.GPU_DEFAULT_CONFIG, F.GPU_BLOCK_CONFIG):
-            out[name, f"{cfg['BLOCK_M']} x {cfg['BLOCK_N']}"] = wgmma_waits(_fp8_ptx(scaling, cfg))
+            ptx = _fp8_ptx(scaling, cfg)
+            out[name, f"{cfg['BLOCK_M']} x {cfg['BLOCK_N']}"] = dict(wgmma_waits(ptx), **{"loop ops": loop_ops(ptx)})
     return out
 
 
