@@ -2,8 +2,8 @@
 forward rebuilt from notebook 12's rung 5 pieces (TMA copies into a ring of stages, mbarriers, a producer warpgroup
 and two consumer warpgroups, ``wgmma``), with P kept in registers as the second product's A operand, the next
 tile's scores issued together with the previous tile's P v product (FlashAttention-3's order), and optionally
-FlashAttention-3's ping-pong between the two consumers. Forward only, not causal, fp16, d of 64 or 128; it needs an sm_90 GPU (H100, H200) and
-a build for sm_90a, which the course's GPU build makes there.
+FlashAttention-3's ping-pong between the two consumers. Forward only, not causal, fp16, d of 64 or 128; it needs an
+sm_90 GPU (H100, H200) and a build for sm_90a, which the course's GPU build makes there.
 
 >>> FILE, FUNCS
 ('attention/flash_wgmma.cu', ['flash_wgmma'])

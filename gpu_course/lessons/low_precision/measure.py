@@ -185,7 +185,8 @@ def wgmma_waits(ptx: str) -> dict:
     return out
 
 
-LOOP_OPS = ("bar.sync", "st.shared", "ld.shared")   # a barrier of the whole program; stores to and loads from shared memory
+# a barrier of the whole program; stores to and loads from shared memory
+LOOP_OPS = ("bar.sync", "st.shared", "ld.shared")
 
 
 def loop_ops(ptx: str, ops=LOOP_OPS) -> dict:
