@@ -140,6 +140,17 @@ def _fp8_ptx(scaling: str, cfg: dict, layout: str = "TN") -> str:
                         num_stages=stages, aligned=aligned)
 
 
+def _opcodes(lines) -> list:
+    """The instruction names of PTX ``lines`` (comments, directives, labels and braces skipped; a predicate such as
+    ``@%p1`` is not the instruction).
+
+    >>> _opcodes(["// x", ".reg .b32 %r<4>;", "$L__BB0_2:", " @%p1 bra $L__BB0_2;", "bar.sync 0;", "}"])
+    ['bra', 'bar.sync']
+    """
+    return [ln.split()[1 if ln.startswith("@") else 0] for ln in (x.strip() for x in lines)
+            if ln and not ln.startswith(("//", ".", "$", "{", "}", ")"))]
+
+
 def layout_census(cfg: dict | None = None) -> dict:
     """``{"TN": counts, "NN": counts}``: how often each instruction of :data:`CENSUS` appears in the PTX of
     :func:`fp8_matmul_kernel` (per-tensor scaling, the GPU's default tile) compiled for sm_90 with b K-major (TN:
@@ -147,9 +158,8 @@ def layout_census(cfg: dict | None = None) -> dict:
     out = {}
     for name in ("TN", "NN"):
         ptx = _fp8_ptx("tensor", cfg or F.GPU_DEFAULT_CONFIG, name)
-        ops = [ln.split()[1 if ln.startswith("@") else 0] for ln in (x.strip() for x in ptx.splitlines())
-               if ln and not ln.startswith(("//", ".", "$", "{", "}", ")"))]
-        ops = [o for o in ops if not o.endswith(("commit_group", "wait_group"))]   # the async copies' bookkeeping
+        ops = [o for o in _opcodes(ptx.splitlines())
+               if not o.endswith(("commit_group", "wait_group"))]   # the async copies' bookkeeping
         out[name] = {op: sum(o.startswith(op) for o in ops) for op in CENSUS}
     return out
 
@@ -199,9 +209,8 @@ def loop_ops(ptx: str, ops=LOOP_OPS) -> dict:
     """
     lines = ptx.splitlines()
     head, back = _inner_loop(lines)
-    body = [ln.strip() for ln in lines[head + 1:back]] if head is not None else []
-    body = [ln.split(None, 1)[1] if ln.startswith("@") else ln for ln in body]   # a predicate is not the instruction
-    return {op: sum(ln.startswith(op) for ln in body) for op in ops}
+    body = _opcodes(lines[head + 1:back]) if head is not None else []
+    return {op: sum(o.startswith(op) for o in body) for op in ops}
 
 
 def scaling_waits() -> dict:

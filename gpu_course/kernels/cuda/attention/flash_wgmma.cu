@@ -14,8 +14,8 @@
 //                    columns 2 (l % 4) and + 8), so P never goes through shared memory; v's tile is MN-major (rows
 //                    along the keys, the k of this product), read transposed, as rung 5 reads n's tile.
 // The producer copies q once and k, v tile after tile, STAGES ahead; a consumer frees a stage a turn after its
-// second wgmma is done. PINGPONG = 1 adds FlashAttention-3's schedule between the two consumers: named barriers let one issue its
-// GEMMs while the other computes its softmax, so the tensor cores are fed while the exponentials run.
+// second wgmma is done. PINGPONG = 1 adds FlashAttention-3's schedule between the two consumers: named barriers let
+// one issue its GEMMs while the other computes its softmax, so the tensor cores are fed while the exponentials run.
 #include <cuda.h>
 
 constexpr int FA_BM = 128, FA_BN = 128, FA_THREADS = 384;
@@ -152,7 +152,8 @@ template <int D, int STAGES, int PINGPONG>
 __global__ void __launch_bounds__(FA_THREADS, 1)
 flash_wgmma_k(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
               const __grid_constant__ CUtensorMap tm_v, __half* __restrict__ out, int nq, int nk, float scale_log2) {
-    static_assert(STAGES >= 3, "a stage is freed a turn after its last product: two stages would deadlock");
+    static_assert(STAGES >= 3, "a stage is freed a turn after its last product: with two stages each copy would wait "
+                               "for the turn before it");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BOXES = D / 64;                               // 64 halves (128 bytes) of d per TMA box
     constexpr int Q_BOX = FA_BM * 128, KV_BOX = FA_BN * 128;    // bytes of one box of q's tile, of k's or v's
@@ -256,7 +257,7 @@ flash_wgmma_k(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ 
 #pragma unroll
             for (int i = 0; i < FA_BN / 2; ++i) sc[i] = 0.0f;
             // k and v of tile j - 2 are read (its P v was waited for in the last turn): free their stage, a turn after
-            // the wait, before waiting for tile j's (so STAGES >= 3: tile j's copy needs tile j - STAGES's stage)
+            // the wait, before waiting for tile j's (with STAGES = 2, tile j's copy would wait for this very arrive)
             if (t == 0 && j >= 2) mbar_arrive(&kv_empty[(j - 2) % STAGES]);
             mbar_wait(&k_full[s], (j / STAGES) % 2);
             mbar_wait(&v_full[sp], ((j - 1) / STAGES) % 2);
